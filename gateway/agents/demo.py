@@ -1,0 +1,282 @@
+"""The embedded, deterministic demo agent (spec/DEMO_AGENT.md): plain echo, reasoning, tools, questions, pipelines."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from typing import Any, AsyncIterator
+
+from gateway.agents.base import AgentBackend, AgentRequest, ResumeAnswer
+from gateway.engine import signals as s
+
+MAX_SECONDS = 3600  # /slow and /sleep are capped at one hour
+MAX_FLOOD = 1_000_000
+QUESTION_OPTIONS = ["yes", "no", "later"]
+CANDIDATES = [
+    {"id": "cand-a", "title": "Single-AZ VPC", "monthlyCost": 42},
+    {"id": "cand-b", "title": "Multi-AZ VPC with NAT", "monthlyCost": 118},
+]
+
+
+def _chunks(text: str) -> list[str]:
+    """Split text into word-sized deltas (each keeps its trailing space)."""
+    return re.findall(r"\S+\s*|\s+", text) or [text]
+
+
+def _permission_schema() -> dict[str, Any]:
+    return {
+        "type": "object",
+        "properties": {"decision": {"type": "string", "enum": ["allow_once", "deny"]}},
+        "required": ["decision"],
+        "additionalProperties": False,
+    }
+
+
+def _number(argument: str, default: float, limit: float) -> float:
+    try:
+        value = float(argument)
+    except ValueError:
+        return default
+    return max(0.0, min(value, limit))
+
+
+class DemoAgent(AgentBackend):
+    name = "demo"
+
+    async def run(self, request: AgentRequest) -> AsyncIterator[s.Signal]:  # type: ignore[override]
+        if request.resume:
+            async for signal in self._resume(request):
+                yield signal
+            return
+        text = (request.user_text or "").strip()
+        command, _, argument = text.partition(" ")
+        argument = argument.strip()
+        handler = {
+            "/tool": self._tool,
+            "/ask": self._ask,
+            "/pipeline": self._pipeline,
+            "/slow": self._slow,
+            "/sleep": self._sleep,
+            "/fail": self._fail,
+            "/flood": self._flood,
+        }.get(command.lower() if command.startswith("/") else "")
+        stream = handler(request, argument) if handler else self._echo(request, text)
+        async for signal in stream:
+            yield signal
+
+    async def _echo(self, request: AgentRequest, text: str) -> AsyncIterator[s.Signal]:
+        yield s.SessionInfo(context_id=f"ctx-{request.thread_id}", task_id=request.execution_id)
+        thinking = request.extension.thinking
+        if thinking and thinking.enabled:
+            for delta in _chunks(f"The user wrote {len(text)} characters; I will echo them back."):
+                yield s.ReasoningDelta(text=delta)
+            yield s.ReasoningEnd()
+        images = f" (with {request.image_count} image(s))" if request.image_count else ""
+        answer = f"You said: {text}{images}" if text else f"You sent no text{images}."
+        for delta in _chunks(answer):
+            yield s.TextDelta(text=delta)
+        yield s.TextEnd()
+        words = len(text.split())
+        yield s.Usage(input_tokens=words, output_tokens=len(answer.split()), model=request.extension.model or "demo-echo", provider="demo")
+        yield s.Completed()
+
+    async def _tool(self, request: AgentRequest, argument: str) -> AsyncIterator[s.Signal]:
+        name, _, raw_args = argument.partition(" ")
+        name = name or "tool"
+        raw_args = raw_args.strip() or "{}"
+        call_id = f"call-{request.execution_id[:12]}"
+        yield s.TextDelta(text=f"I need to run the tool {name}.")
+        yield s.TextEnd()
+        yield s.ToolStart(tool_call_id=call_id, name=name)
+        middle = max(1, len(raw_args) // 2)
+        for delta in (raw_args[:middle], raw_args[middle:]):
+            if delta:
+                yield s.ToolArgs(tool_call_id=call_id, delta=delta)
+        yield s.ToolEnd(tool_call_id=call_id)
+        yield s.InputRequired(
+            interrupts=[
+                s.InterruptRequest(
+                    id=f"perm-{request.execution_id[:12]}",
+                    reason="tool_call",
+                    message=f"Allow the agent to run {name}?",
+                    tool_call_id=call_id,
+                    response_schema=_permission_schema(),
+                    metadata={
+                        "title": f"Run {name}",
+                        "purpose": "The agent wants to call a tool that can change resources.",
+                        "safeSummary": f"{name} with {len(raw_args)} bytes of arguments",
+                        "options": [
+                            {"value": "allow_once", "label": "Allow once"},
+                            {"value": "deny", "label": "Deny"},
+                        ],
+                        "toolName": name,
+                    },
+                )
+            ],
+            checkpoint={"kind": "tool", "name": name, "args": raw_args, "toolCallId": call_id},
+        )
+
+    async def _ask(self, request: AgentRequest, argument: str) -> AsyncIterator[s.Signal]:
+        question = argument or "How should I continue?"
+        yield s.InputRequired(
+            interrupts=[
+                s.InterruptRequest(
+                    id=f"ask-{request.execution_id[:12]}",
+                    reason="question",
+                    message=question,
+                    response_schema={
+                        "type": "object",
+                        "properties": {
+                            "answer": {
+                                "anyOf": [
+                                    {"type": "string", "enum": QUESTION_OPTIONS},
+                                    {"type": "string", "minLength": 1, "maxLength": 4000},
+                                ]
+                            }
+                        },
+                        "required": ["answer"],
+                        "additionalProperties": False,
+                    },
+                    metadata={
+                        "title": "Question",
+                        "purpose": "The agent needs an answer to continue.",
+                        "safeSummary": question[:200],
+                        "options": [{"value": o, "label": o.capitalize()} for o in QUESTION_OPTIONS],
+                        "allowFreeText": True,
+                    },
+                )
+            ],
+            checkpoint={"kind": "ask"},
+        )
+
+    async def _pipeline(self, request: AgentRequest, argument: str) -> AsyncIterator[s.Signal]:
+        name = argument or request.extension.pipeline_name or "selling"
+        if not isinstance(name, str):
+            name = "selling"
+        yield s.StepStart(name="pipeline")
+        yield s.PipelineEvent(event_type="pipeline_started", data={"pipelineName": name})
+        yield s.StepStart(name="plan")
+        yield s.TextDelta(text=f"Planning the {name} pipeline.")
+        yield s.TextEnd()
+        yield s.StepFinish(name="plan")
+        yield s.StepStart(name="candidates")
+        call_id = f"gen-{request.execution_id[:12]}"
+        yield s.ToolStart(tool_call_id=call_id, name="generate_candidates")
+        yield s.ToolArgs(tool_call_id=call_id, delta=json.dumps({"pipeline": name}))
+        yield s.ToolEnd(tool_call_id=call_id)
+        for index, candidate in enumerate(CANDIDATES):
+            yield s.PipelineEvent(event_type="candidate_started", data={"candidateId": candidate["id"]})
+            yield s.ToolProgress(tool_call_id=call_id, data={"progress": (index + 1) / len(CANDIDATES), "candidateId": candidate["id"]})
+            yield s.PipelineEvent(event_type="candidate_completed", data={"candidateId": candidate["id"], "title": candidate["title"]})
+        yield s.ToolResult(tool_call_id=call_id, content=json.dumps({"candidates": [c["id"] for c in CANDIDATES]}))
+        yield s.PipelineEvent(event_type="stack_progress", data={"stage": "preview", "percent": 50})
+        yield s.Artifact(data={"artifactId": f"preview-{request.execution_id[:8]}", "kind": "preview", "title": "Candidate comparison", "candidates": CANDIDATES})
+        yield s.InputRequired(
+            interrupts=[
+                s.InterruptRequest(
+                    id=f"select-{request.execution_id[:12]}",
+                    reason="candidate_selection",
+                    message="Choose the candidate to deploy.",
+                    response_schema={
+                        "type": "object",
+                        "properties": {"candidateId": {"type": "string", "enum": [c["id"] for c in CANDIDATES]}},
+                        "required": ["candidateId"],
+                        "additionalProperties": False,
+                    },
+                    metadata={
+                        "title": "Select a candidate",
+                        "purpose": "The pipeline deploys the candidate you choose.",
+                        "safeSummary": f"{len(CANDIDATES)} candidates for {name}",
+                        "options": [{"value": c["id"], "label": c["title"]} for c in CANDIDATES],
+                    },
+                )
+            ],
+            checkpoint={"kind": "pipeline", "name": name},
+        )
+
+    async def _slow(self, request: AgentRequest, argument: str) -> AsyncIterator[s.Signal]:
+        seconds = int(_number(argument, 5, MAX_SECONDS))
+        for second in range(seconds):
+            yield s.TextDelta(text=f"tick {second + 1} ")
+            await asyncio.sleep(1)
+        yield s.TextEnd()
+        yield s.Completed()
+
+    async def _sleep(self, request: AgentRequest, argument: str) -> AsyncIterator[s.Signal]:
+        await asyncio.sleep(_number(argument, 5, MAX_SECONDS))
+        yield s.TextDelta(text="Awake.")
+        yield s.TextEnd()
+        yield s.Completed()
+
+    async def _fail(self, request: AgentRequest, argument: str) -> AsyncIterator[s.Signal]:
+        yield s.TextDelta(text="Starting a task that will fail.")
+        yield s.Failed(message="The demo task failed on purpose (/fail).")
+
+    async def _flood(self, request: AgentRequest, argument: str) -> AsyncIterator[s.Signal]:
+        count = int(_number(argument, 1000, MAX_FLOOD))
+        delta = s.TextDelta(text="x ")
+        for _ in range(count):
+            yield delta
+        yield s.TextEnd()
+        yield s.Completed()
+
+    async def _resume(self, request: AgentRequest) -> AsyncIterator[s.Signal]:
+        checkpoint = request.checkpoint or {}
+        answer = request.resume[0]
+        kind = checkpoint.get("kind")
+        if kind == "tool":
+            async for signal in self._resume_tool(checkpoint, answer):
+                yield signal
+        elif kind == "ask":
+            text = answer.payload["answer"] if answer.status == "resolved" else None
+            yield s.TextDelta(text=f"You answered: {text}" if text else "The question was dismissed.")
+            yield s.TextEnd()
+            yield s.Completed()
+        elif kind == "pipeline":
+            async for signal in self._resume_pipeline(request, checkpoint, answer):
+                yield signal
+        else:
+            yield s.Failed(message="Nothing to resume for this execution.", code="EXECUTION_LOST")
+
+    async def _resume_tool(self, checkpoint: dict[str, Any], answer: ResumeAnswer) -> AsyncIterator[s.Signal]:
+        name = checkpoint["name"]
+        allowed = answer.status == "resolved" and answer.payload.get("decision") == "allow_once"
+        if allowed:
+            result = {"ok": True, "tool": name, "args": checkpoint["args"]}
+            yield s.ToolResult(tool_call_id=checkpoint["toolCallId"], content=json.dumps(result))
+            yield s.TextDelta(text=f"The tool {name} ran successfully.")
+        else:
+            yield s.TextDelta(text=f"The tool {name} was not run.")
+        yield s.TextEnd()
+        yield s.Completed()
+
+    async def _resume_pipeline(self, request: AgentRequest, checkpoint: dict[str, Any], answer: ResumeAnswer) -> AsyncIterator[s.Signal]:
+        if answer.status != "resolved":
+            yield s.PipelineEvent(event_type="pipeline_warning", data={"message": "selection cancelled"})
+            yield s.StepFinish(name="candidates")
+            yield s.StepFinish(name="pipeline")
+            yield s.TextDelta(text="The pipeline stopped: no candidate was selected.")
+            yield s.TextEnd()
+            yield s.Completed()
+            return
+        chosen = answer.payload["candidateId"]
+        yield s.PipelineEvent(event_type="pipeline_resumed", data={"pipelineName": checkpoint["name"]})
+        yield s.PipelineEvent(event_type="candidate_selected", data={"candidateId": chosen})
+        yield s.StepFinish(name="candidates")
+        yield s.StepStart(name="deploy")
+        call_id = f"deploy-{request.execution_id[:12]}"
+        yield s.ToolStart(tool_call_id=call_id, name="deploy_stack")
+        yield s.ToolArgs(tool_call_id=call_id, delta=json.dumps({"candidateId": chosen}))
+        yield s.ToolEnd(tool_call_id=call_id)
+        for percent in (25, 75, 100):
+            yield s.ToolProgress(tool_call_id=call_id, data={"progress": percent / 100})
+            yield s.PipelineEvent(event_type="stack_progress", data={"stage": "deploy", "percent": percent})
+        yield s.ToolResult(tool_call_id=call_id, content=json.dumps({"deployed": chosen}))
+        yield s.StepFinish(name="deploy")
+        yield s.PipelineEvent(event_type="pipeline_completed", data={"pipelineName": checkpoint["name"], "candidateId": chosen})
+        yield s.StepFinish(name="pipeline")
+        yield s.TextDelta(text=f"Deployed {chosen}.")
+        yield s.TextEnd()
+        yield s.Usage(input_tokens=12, output_tokens=34, model="demo-pipeline", provider="demo")
+        yield s.Completed()

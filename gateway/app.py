@@ -1,0 +1,73 @@
+"""The app factory: builds the store, the agent backend and the engine, and mounts the transports on Litestar."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from dataclasses import dataclass
+from typing import AsyncIterator
+
+from litestar import Litestar
+
+from gateway.agents import AgentBackend, load_agent
+from gateway.engine.runs import RunEngine
+from gateway.settings import Settings
+from store import ThreadStore, open_store
+from transports.cancel import cancel_execution
+from transports.health import BusyStatus, health, ping
+from transports.sse import run_invocations, run_root
+
+log = logging.getLogger("agui.app")
+PURGE_INTERVAL_SECONDS = 3600
+
+
+@dataclass
+class AppContext:
+    settings: Settings
+    store: ThreadStore
+    agent: AgentBackend
+    engine: RunEngine
+    status: BusyStatus
+
+
+async def _purge_forever(store: ThreadStore) -> None:
+    while True:
+        try:
+            removed = await store.purge_expired(time.time())
+            if removed:
+                log.info("retention removed %d thread state(s)", removed)
+        except Exception:  # noqa: BLE001 - retention must never stop the service
+            log.warning("retention purge failed", exc_info=True)
+        await asyncio.sleep(PURGE_INTERVAL_SECONDS)
+
+
+def create_app(settings: Settings) -> Litestar:
+    store = open_store(settings.store, state_dir=settings.state_dir, retention_seconds=settings.retention_seconds)
+    agent = load_agent(settings.agent)
+    status = BusyStatus()
+    engine = RunEngine(store, agent, interrupt_ttl=settings.interrupt_ttl, on_busy_change=status.set_busy)
+    ctx = AppContext(settings, store, agent, engine, status)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Litestar) -> AsyncIterator[None]:
+        purger = asyncio.create_task(_purge_forever(store))
+        log.info("agui-gateway ready on %s:%d store=%s agent=%s", settings.host, settings.port, settings.store_kind, agent.name)
+        try:
+            yield
+        finally:
+            status.set_draining()
+            purger.cancel()
+            await engine.shutdown()
+            await agent.aclose()
+            await store.close()
+
+    app = Litestar(
+        route_handlers=[run_root, run_invocations, cancel_execution, health, ping],
+        lifespan=[lifespan],
+        debug=False,
+        logging_config=None,
+    )
+    app.state.ctx = ctx
+    return app

@@ -1,0 +1,89 @@
+"""`agui-gateway`: flags (each also an AGUI_GATEWAY_* variable) into Settings, then serve with uvicorn."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from gateway import __version__
+from gateway.settings import Settings, default_allowed_roots, default_state_dir, parse_duration
+
+ENV_PREFIX = "AGUI_GATEWAY_"
+
+
+def _env(name: str, default=None):
+    return os.environ.get(ENV_PREFIX + name, default)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="agui-gateway",
+        description="AG-UI gateway: AG-UI 1.0 runs over SSE in front of a pluggable agent backend. "
+        "Every flag can also be set with the AGUI_GATEWAY_<FLAG> environment variable (e.g. AGUI_GATEWAY_PORT).",
+    )
+    p.add_argument("--version", action="version", version=f"agui-gateway {__version__}")
+    p.add_argument("--host", default=_env("HOST", "127.0.0.1"), help="address to bind (default 127.0.0.1; the container image uses 0.0.0.0)")
+    p.add_argument("--port", type=int, default=int(_env("PORT", "8080")), help="port to listen on (default 8080)")
+    p.add_argument("--store", default=_env("STORE", "file"), help="thread state store: 'file' (default, one JSON file per thread under --state-dir), 'file:///path', or 'memory' (lost on exit)")
+    p.add_argument("--state-dir", default=_env("STATE_DIR", default_state_dir()), help="directory of the file store (default $XDG_CONFIG_HOME/agui, else ~/.config/agui)")
+    p.add_argument("--agent", default=_env("AGENT", "demo"), help="agent backend: 'demo' (embedded scripted agent, default) or 'package.module:factory' for a Python plug-in")
+    p.add_argument("--auth-token", default=_env("AUTH_TOKEN", os.environ.get("IAC_CODE_AGUI_AUTH_TOKEN")), help="static bearer token required on runs and cancels (also IAC_CODE_AGUI_AUTH_TOKEN; prefer the environment over the command line)")
+    p.add_argument("--heartbeat-seconds", type=float, default=float(_env("HEARTBEAT_SECONDS", "15")), help="write ': heartbeat' after this many seconds without an event (default 15)")
+    p.add_argument("--allowed-cwd", action="append", default=None, help="allowed workspace root, repeatable (env: a list separated by '" + os.pathsep + "'); cwd must be one of them or below one. Default: " + ", ".join(default_allowed_roots()) + " (home, /workspace, temp dir)")
+    p.add_argument("--default-cwd", default=_env("DEFAULT_CWD"), help="workspace for plain AG-UI requests without forwardedProps.iacCode (unset: the extension is required)")
+    p.add_argument("--retention", default=_env("RETENTION", "7d"), help="remove thread state untouched for this long (default 7d; e.g. 3600, 12h, 30d)")
+    p.add_argument("--interrupt-ttl", default=_env("INTERRUPT_TTL", "900"), help="lifetime of an interrupt before it expires (default 900 s; 0 = never)")
+    p.add_argument("--log-level", default=_env("LOG_LEVEL", "info"), choices=["debug", "info", "warning", "error"], help="log level (default info)")
+    p.add_argument("--log-format", default=_env("LOG_FORMAT", "text"), choices=["text", "json"], help="log format: text (default) or json (one object per line)")
+    return p
+
+
+def settings_from_args(argv: list[str] | None = None) -> Settings:
+    args = build_parser().parse_args(argv)
+    env_roots = _env("ALLOWED_CWD")
+    roots = args.allowed_cwd or (env_roots.split(os.pathsep) if env_roots else None) or list(default_allowed_roots())
+    roots = tuple(os.path.normpath(r) for r in roots if r)
+    for root in roots + ((args.default_cwd,) if args.default_cwd else ()):
+        if not root.startswith("/"):
+            raise SystemExit(f"agui-gateway: workspace paths must be absolute: {root!r}")
+    return Settings(
+        host=args.host,
+        port=args.port,
+        store=args.store,
+        state_dir=os.path.abspath(os.path.expanduser(args.state_dir)),
+        agent=args.agent,
+        auth_token=args.auth_token or None,
+        heartbeat_seconds=max(0.05, args.heartbeat_seconds),
+        allowed_cwd=roots,
+        default_cwd=os.path.normpath(args.default_cwd) if args.default_cwd else None,
+        retention_seconds=parse_duration(args.retention),
+        interrupt_ttl=parse_duration(args.interrupt_ttl),
+        log_level=args.log_level,
+        log_format=args.log_format,
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    import uvicorn
+
+    from gateway.app import create_app
+    from gateway.logs import setup_logging
+
+    try:
+        settings = settings_from_args(argv)
+    except ValueError as exc:
+        print(f"agui-gateway: {exc}", file=sys.stderr)
+        return 2
+    setup_logging(settings.log_level, settings.log_format)
+    app = create_app(settings)
+    uvicorn.run(
+        app,
+        host=settings.host,
+        port=settings.port,
+        log_config=None,
+        access_log=False,
+        timeout_graceful_shutdown=30,
+        ws="none",
+    )
+    return 0

@@ -1,0 +1,1 @@
+"""The transport-agnostic run engine: admission, run lifecycle, the signal translator, cancellation."""

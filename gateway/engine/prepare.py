@@ -1,0 +1,49 @@
+"""Turns request bytes into a PreparedRun: decode, validate, resolve the workspace, digest. No I/O."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import msgspec
+
+from gateway.errors import GatewayError
+from gateway.engine.digest import request_digest
+from gateway.i18n import negotiate
+from gateway.protocol import validate
+from gateway.protocol.input import RunAgentInput, decode_run_input
+
+
+@dataclass(slots=True)
+class PreparedRun:
+    run: RunAgentInput
+    workspace: validate.Workspace
+    digest: str
+    user_text: str | None
+    image_count: int
+    language: str
+
+    @property
+    def is_resume(self) -> bool:
+        return bool(self.run.resume)
+
+
+def prepare(body: bytes, *, allowed_roots: tuple[str, ...], default_cwd: str | None, accept_language: str | None) -> PreparedRun:
+    """Raise GatewayError(INVALID_INPUT) naming the field; the error's `language` is set when known."""
+    try:
+        run = decode_run_input(body)
+    except msgspec.MsgspecError as exc:
+        raise validate.error_from_msgspec(exc) from None
+    ext = run.forwarded_props.iacCode
+    preferred = ext.preferred_language if ext is not msgspec.UNSET and isinstance(ext.preferred_language, str) else None
+    language = negotiate(preferred, accept_language)
+    try:
+        validate.check_tools(run)
+        workspace = validate.resolve_workspace(run, allowed_roots, default_cwd)
+        images = validate.check_images(run)
+        text = validate.last_user_text(run)
+        if text is None and not run.resume:
+            raise validate.invalid("messages", "A new run needs a user message.")
+    except GatewayError as exc:
+        exc.language = language  # type: ignore[attr-defined]
+        raise
+    return PreparedRun(run, workspace, request_digest(body), text, images, language)

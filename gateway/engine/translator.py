@@ -1,0 +1,160 @@
+"""The single translator from backend signals to AG-UI events: it owns the mapping table and keeps every span balanced."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from gateway.engine import signals as s
+from gateway.protocol import events as e
+
+SESSION_EVENT = "iac-code.session.v1"
+PIPELINE_EVENT = "iac-code.pipeline.v1"
+ARTIFACT_EVENT = "iac-code.artifact.v1"
+TOOL_PROGRESS_EVENT = "iac-code.tool-progress.v1"
+
+
+def _new_id(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:16]}"
+
+
+class Translator:
+    """Per run. `sequence` continues the execution's custom-event numbering across its runs."""
+
+    def __init__(self, session: dict[str, Any], sequence: int, open_steps: list[str]) -> None:
+        self.session = session
+        self.sequence = sequence
+        self.session_sent = False
+        self.text_id: str | None = None
+        self.reasoning_id: str | None = None
+        self.tools: list[str] = []
+        self.steps: list[str] = list(open_steps)
+        self.usage: list[e.TokenUsage] = []
+
+    # -- spans -----------------------------------------------------------------
+    def _close_text(self, out: list[e.Event]) -> None:
+        if self.text_id is not None:
+            out.append(e.TextMessageEnd(message_id=self.text_id))
+            self.text_id = None
+
+    def _close_reasoning(self, out: list[e.Event]) -> None:
+        if self.reasoning_id is not None:
+            out.append(e.ReasoningMessageEnd(message_id=self.reasoning_id))
+            out.append(e.ReasoningEnd(message_id=self.reasoning_id))
+            self.reasoning_id = None
+
+    def _close_messages(self, out: list[e.Event]) -> None:
+        self._close_text(out)
+        self._close_reasoning(out)
+
+    def close_all(self) -> list[e.Event]:
+        """Close every open span: messages, reasoning, tool calls, then steps innermost first."""
+        out: list[e.Event] = []
+        self._close_messages(out)
+        for call_id in self.tools:
+            out.append(e.ToolCallEnd(tool_call_id=call_id))
+        self.tools.clear()
+        for name in reversed(self.steps):
+            out.append(e.StepFinished(step_name=name))
+        self.steps.clear()
+        return out
+
+    def reopen_steps(self) -> list[e.Event]:
+        return [e.StepStarted(step_name=name) for name in self.steps]
+
+    # -- custom events -----------------------------------------------------------
+    def _custom(self, name: str, value: dict[str, Any], event_id: str | None = None) -> e.Custom:
+        self.sequence += 1
+        value = {**value, "eventId": event_id or f"{self.session['executionId']}:{self.sequence}", "sequence": self.sequence}
+        return e.Custom(name=name, value=value)
+
+    def session_event(self) -> list[e.Event]:
+        if self.session_sent:
+            return []
+        self.session_sent = True
+        value = {"schemaVersion": 1, **{k: v for k, v in self.session.items() if v is not None}}
+        return [e.Custom(name=SESSION_EVENT, value=value)]
+
+    # -- the mapping table ---------------------------------------------------------
+    def translate(self, signal: s.Signal) -> list[e.Event]:
+        out: list[e.Event] = []
+        if isinstance(signal, s.SessionInfo):
+            for key, value in (("contextId", signal.context_id), ("taskId", signal.task_id), ("sessionId", signal.session_id)):
+                if value is not None:
+                    self.session[key] = value
+            return self.session_event()
+        if not self.session_sent:
+            out.extend(self.session_event())
+        if isinstance(signal, s.TextDelta):
+            if signal.text:
+                self._close_reasoning(out)
+                if self.text_id is None:
+                    self.text_id = _new_id("msg")
+                    out.append(e.TextMessageStart(message_id=self.text_id))
+                out.append(e.TextMessageContent(message_id=self.text_id, delta=signal.text))
+        elif isinstance(signal, s.TextEnd):
+            self._close_text(out)
+        elif isinstance(signal, s.ReasoningDelta):
+            if signal.text:
+                self._close_text(out)
+                if self.reasoning_id is None:
+                    self.reasoning_id = _new_id("reasoning")
+                    out.append(e.ReasoningStart(message_id=self.reasoning_id))
+                    out.append(e.ReasoningMessageStart(message_id=self.reasoning_id))
+                out.append(e.ReasoningMessageContent(message_id=self.reasoning_id, delta=signal.text))
+        elif isinstance(signal, s.ReasoningEnd):
+            self._close_reasoning(out)
+        elif isinstance(signal, s.ToolStart):
+            self._close_messages(out)
+            if signal.tool_call_id not in self.tools:
+                self.tools.append(signal.tool_call_id)
+                out.append(e.ToolCallStart(tool_call_id=signal.tool_call_id, tool_call_name=signal.name))
+        elif isinstance(signal, s.ToolArgs):
+            if signal.tool_call_id in self.tools and signal.delta:
+                out.append(e.ToolCallArgs(tool_call_id=signal.tool_call_id, delta=signal.delta))
+        elif isinstance(signal, s.ToolEnd):
+            if signal.tool_call_id in self.tools:
+                self.tools.remove(signal.tool_call_id)
+                out.append(e.ToolCallEnd(tool_call_id=signal.tool_call_id))
+        elif isinstance(signal, s.ToolResult):
+            self._close_messages(out)
+            if signal.tool_call_id in self.tools:
+                self.tools.remove(signal.tool_call_id)
+                out.append(e.ToolCallEnd(tool_call_id=signal.tool_call_id))
+            out.append(e.ToolCallResult(message_id=_new_id("tool"), tool_call_id=signal.tool_call_id, content=signal.content))
+        elif isinstance(signal, s.ToolProgress):
+            out.append(self._custom(TOOL_PROGRESS_EVENT, {"toolCallId": signal.tool_call_id, **signal.data}))
+        elif isinstance(signal, s.StepStart):
+            self._close_messages(out)
+            if signal.name not in self.steps:
+                self.steps.append(signal.name)
+                out.append(e.StepStarted(step_name=signal.name))
+        elif isinstance(signal, s.StepFinish):
+            if signal.name in self.steps:
+                self._close_messages(out)
+                self.steps.remove(signal.name)
+                out.append(e.StepFinished(step_name=signal.name))
+        elif isinstance(signal, s.PipelineEvent):
+            out.append(self._custom(PIPELINE_EVENT, {"eventType": signal.event_type, **signal.data}, signal.event_id))
+        elif isinstance(signal, s.Artifact):
+            out.append(self._custom(ARTIFACT_EVENT, signal.data))
+        elif isinstance(signal, s.ActivitySnapshot):
+            out.append(e.ActivitySnapshot(message_id=_new_id("activity"), activity_type=signal.activity_type, content=signal.content))
+        elif isinstance(signal, s.Usage):
+            total = None
+            if signal.input_tokens is not None and signal.output_tokens is not None:
+                total = signal.input_tokens + signal.output_tokens
+            self.usage.append(
+                e.TokenUsage(
+                    provider=signal.provider,
+                    model=signal.model,
+                    input_tokens=signal.input_tokens,
+                    output_tokens=signal.output_tokens,
+                    total_tokens=total,
+                    reasoning_tokens=signal.reasoning_tokens,
+                )
+            )
+        return out
+
+    def identities(self) -> dict[str, str]:
+        return {k: v for k, v in self.session.items() if k in ("contextId", "taskId", "sessionId") and v is not None}

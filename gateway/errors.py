@@ -1,0 +1,72 @@
+"""The one catalogue of error codes: HTTP status, AgentCore code, and the GatewayError carrying them."""
+
+from __future__ import annotations
+
+import enum
+
+
+class ErrorCode(enum.Enum):
+    """Gateway error codes (CONTRACT §7.1) with their HTTP status and AgentCore code (§7.2)."""
+
+    UNAUTHORIZED = ("UNAUTHORIZED", 401, "UNAUTHORIZED")
+    ACCESS_DENIED = ("ACCESS_DENIED", 403, "ACCESS_DENIED")
+    INVALID_INPUT = ("INVALID_INPUT", 400, "VALIDATION_ERROR")
+    DUPLICATE_RUN_ID = ("DUPLICATE_RUN_ID", 409, "SESSION_BUSY")
+    RUN_ID_CONFLICT = ("RUN_ID_CONFLICT", 409, "SESSION_BUSY")
+    THREAD_BUSY = ("THREAD_BUSY", 409, "SESSION_BUSY")
+    THREAD_BINDING_CONFLICT = ("THREAD_BINDING_CONFLICT", 409, "SESSION_BUSY")
+    RESUME_REQUIRED = ("RESUME_REQUIRED", 409, "SESSION_BUSY")
+    INCOMPLETE_RESUME = ("INCOMPLETE_RESUME", 400, "VALIDATION_ERROR")
+    UNKNOWN_INTERRUPT = ("UNKNOWN_INTERRUPT", 400, "VALIDATION_ERROR")
+    RESUME_PAYLOAD_INVALID = ("RESUME_PAYLOAD_INVALID", 400, "VALIDATION_ERROR")
+    RESUME_ALREADY_APPLIED = ("RESUME_ALREADY_APPLIED", 409, "SESSION_BUSY")
+    EXECUTION_EXPIRED = ("EXECUTION_EXPIRED", 409, "SESSION_BUSY")
+    EXECUTION_LOST = ("EXECUTION_LOST", 409, "SESSION_BUSY")
+    EXECUTION_NOT_FOUND = ("EXECUTION_NOT_FOUND", 404, "VALIDATION_ERROR")
+    STATE_PERSISTENCE_FAILED = ("STATE_PERSISTENCE_FAILED", 503, "INTERNAL_ERROR")
+    A2A_UNAVAILABLE = ("A2A_UNAVAILABLE", 502, "AGENT_ERROR")
+    A2A_PROTOCOL_ERROR = ("A2A_PROTOCOL_ERROR", 502, "AGENT_ERROR")
+    A2A_EXECUTION_FAILED = ("A2A_EXECUTION_FAILED", 502, "AGENT_ERROR")
+    CANCELLED = ("CANCELLED", 499, "AGENT_ERROR")
+    INTERNAL_ERROR = ("INTERNAL_ERROR", 500, "INTERNAL_ERROR")
+
+    # The code's own name leads each value so that no two members alias each other.
+
+    @property
+    def http_status(self) -> int:
+        return self.value[1]
+
+    @property
+    def agentcore_code(self) -> str:
+        return self.value[2]
+
+
+# AgentCore (§7.2) fixes one HTTP status per SSE code; /invocations answers with these.
+AGENTCORE_STATUS = {
+    "UNAUTHORIZED": 401,
+    "ACCESS_DENIED": 403,
+    "VALIDATION_ERROR": 400,
+    "RATE_LIMIT_EXCEEDED": 429,
+    "SESSION_BUSY": 409,
+    "SERVICE_QUOTA_EXCEEDED": 429,
+    "AGENT_ERROR": 200,
+    "INTERNAL_ERROR": 500,
+}
+
+
+class GatewayError(Exception):
+    """An error with a contract code; `field` names the offending input, `detail` adds technical context."""
+
+    def __init__(
+        self,
+        code: ErrorCode,
+        field: str | None = None,
+        detail: str | None = None,
+        *,
+        http_status: int | None = None,
+    ) -> None:
+        super().__init__(f"{code.name}: {field or ''} {detail or ''}".strip())
+        self.code = code
+        self.field = field
+        self.detail = detail
+        self.http_status = http_status or code.http_status

@@ -1,0 +1,1 @@
+"""AG-UI wire types (msgspec): the run input with the iacCode extension, and the events the gateway emits."""

@@ -1,0 +1,161 @@
+"""Every AG-UI 1.0 event the gateway emits, as msgspec Structs, and their one-shot encoders (SSE record, bare JSON)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+from msgspec import Struct
+
+
+class Event(Struct, tag_field="type", rename="camel", omit_defaults=True, kw_only=True):
+    """Base of all events: optional fields default to None and are omitted, never sent as null."""
+
+    metadata: dict[str, Any] | None = None
+
+
+class RunStarted(Event, tag="RUN_STARTED"):
+    thread_id: str
+    run_id: str
+    protocol_version: str  # required, so omit_defaults never drops it
+    parent_run_id: str | None = None
+
+
+class TokenUsage(Struct, rename="camel", omit_defaults=True):
+    provider: str | None = None
+    model: str | None = None
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    total_tokens: int | None = None
+    reasoning_tokens: int | None = None
+
+
+class Interrupt(Struct, rename="camel", omit_defaults=True):
+    id: str
+    reason: str
+    message: str | None = None
+    tool_call_id: str | None = None
+    response_schema: dict[str, Any] | None = None
+    expires_at: str | None = None
+    metadata: dict[str, Any] | None = None
+
+
+class SuccessOutcome(Struct, tag_field="type", tag="success", omit_defaults=True):
+    pass
+
+
+class InterruptOutcome(Struct, tag_field="type", tag="interrupt"):
+    interrupts: list[Interrupt]
+
+
+class CancelledOutcome(Struct, tag_field="type", tag="cancelled"):
+    pass
+
+
+class RunFinished(Event, tag="RUN_FINISHED"):
+    thread_id: str
+    run_id: str
+    outcome: SuccessOutcome | InterruptOutcome | CancelledOutcome | None = None
+    result: Any = None
+    usage: list[TokenUsage] | None = None
+
+
+class RunError(Event, tag="RUN_ERROR"):
+    message: str
+    code: str | None = None
+
+
+class TextMessageStart(Event, tag="TEXT_MESSAGE_START"):
+    message_id: str
+    role: str = "assistant"
+
+
+class TextMessageContent(Event, tag="TEXT_MESSAGE_CONTENT"):
+    message_id: str
+    delta: str
+
+
+class TextMessageEnd(Event, tag="TEXT_MESSAGE_END"):
+    message_id: str
+
+
+class ReasoningStart(Event, tag="REASONING_START"):
+    message_id: str
+
+
+class ReasoningMessageStart(Event, tag="REASONING_MESSAGE_START"):
+    message_id: str
+    role: str = "reasoning"
+
+
+class ReasoningMessageContent(Event, tag="REASONING_MESSAGE_CONTENT"):
+    message_id: str
+    delta: str
+
+
+class ReasoningMessageEnd(Event, tag="REASONING_MESSAGE_END"):
+    message_id: str
+
+
+class ReasoningEnd(Event, tag="REASONING_END"):
+    message_id: str
+
+
+class ToolCallStart(Event, tag="TOOL_CALL_START"):
+    tool_call_id: str
+    tool_call_name: str
+    parent_message_id: str | None = None
+
+
+class ToolCallArgs(Event, tag="TOOL_CALL_ARGS"):
+    tool_call_id: str
+    delta: str
+
+
+class ToolCallEnd(Event, tag="TOOL_CALL_END"):
+    tool_call_id: str
+
+
+class ToolCallResult(Event, tag="TOOL_CALL_RESULT"):
+    message_id: str
+    tool_call_id: str
+    content: str
+    role: str = "tool"
+
+
+class StepStarted(Event, tag="STEP_STARTED"):
+    step_name: str
+
+
+class StepFinished(Event, tag="STEP_FINISHED"):
+    step_name: str
+
+
+class ActivitySnapshot(Event, tag="ACTIVITY_SNAPSHOT"):
+    message_id: str
+    activity_type: str
+    content: dict[str, Any]
+    replace: bool | None = None
+
+
+class Custom(Event, tag="CUSTOM"):
+    name: str
+    value: Any
+
+
+TERMINAL_TYPES = (RunFinished, RunError)
+
+_encoder = msgspec.json.Encoder()
+
+
+def encode_json(event: Event) -> bytes:
+    """The event as bare JSON (one WebSocket text frame)."""
+    return _encoder.encode(event)
+
+
+def encode_sse(event: Event) -> bytes:
+    """The event as one SSE record: `data: <json>` and a blank line, LF only."""
+    return b"data: " + _encoder.encode(event) + b"\n\n"
+
+
+HEARTBEAT_SSE = b": heartbeat\n\n"

@@ -1,0 +1,123 @@
+"""Checks on a decoded RunAgentInput that types alone cannot express: tools, workspace, images, the user message."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import posixpath
+import re
+from dataclasses import dataclass
+
+import msgspec
+
+from gateway.errors import ErrorCode, GatewayError
+from gateway.protocol.input import IacCode, ImagePart, RunAgentInput, TextPart, UserMessage
+
+MAX_BODY_BYTES = 12 * 1024 * 1024
+MAX_IMAGE_BYTES = 8 * 1024 * 1024
+MAX_IMAGES_TOTAL_BYTES = 10 * 1024 * 1024
+IMAGE_SIGNATURES = {
+    "image/png": (b"\x89PNG\r\n\x1a\n",),
+    "image/jpeg": (b"\xff\xd8\xff",),
+    "image/gif": (b"GIF87a", b"GIF89a"),
+    "image/webp": (b"RIFF",),
+}
+
+_AT = re.compile(r" - at `\$(?P<path>[^`]*)`$")
+_FIELD = re.compile(r"field `(?P<name>[^`]+)`")
+
+
+def invalid(field: str, detail: str | None = None) -> GatewayError:
+    return GatewayError(ErrorCode.INVALID_INPUT, field, detail)
+
+
+def error_from_msgspec(exc: msgspec.MsgspecError) -> GatewayError:
+    """Turn a msgspec decode error into INVALID_INPUT naming the JSON path of the offending field."""
+    text = str(exc)
+    if isinstance(exc, msgspec.DecodeError) and not isinstance(exc, msgspec.ValidationError):
+        return invalid("body", "The body is not valid JSON.")
+    match = _AT.search(text)
+    path = match.group("path").lstrip(".") if match else ""
+    named = _FIELD.search(text)
+    if named and ("missing required field" in text or "unknown field" in text):
+        path = f"{path}.{named.group('name')}" if path else named.group("name")
+    detail = _AT.sub("", text)
+    return invalid(path or "body", detail if detail.endswith(".") else detail + ".")
+
+
+@dataclass(frozen=True, slots=True)
+class Workspace:
+    """Where and for whom a run works, after normalisation."""
+
+    extension: IacCode
+    cwd: str
+    plain_agui: bool  # True when no iacCode was sent and the default workspace was used
+
+
+def resolve_workspace(run: RunAgentInput, allowed_roots: tuple[str, ...], default_cwd: str | None) -> Workspace:
+    ext = run.forwarded_props.iacCode
+    plain = False
+    if ext is msgspec.UNSET:
+        if default_cwd is None:
+            raise invalid("forwardedProps.iacCode", "The iacCode extension is required.")
+        # Plain AG-UI mode: the invocation identity is derived from the thread.
+        ext = IacCode(schema_version=1, ros_invocation_id=f"thread:{run.thread_id}"[:256], cwd=default_cwd)
+        plain = True
+    cwd = ext.cwd
+    if "\x00" in cwd or not cwd.startswith("/"):
+        raise invalid("forwardedProps.iacCode.cwd", "The workspace must be an absolute path.")
+    cwd = posixpath.normpath(cwd)
+    if cwd.startswith("//"):
+        cwd = "/" + cwd.lstrip("/")
+    if not any(cwd == root or cwd.startswith(root.rstrip("/") + "/") for root in allowed_roots):
+        raise invalid("forwardedProps.iacCode.cwd", "The workspace is outside the allowed roots.")
+    return Workspace(extension=ext, cwd=cwd, plain_agui=plain)
+
+
+def check_tools(run: RunAgentInput) -> None:
+    if run.tools:
+        raise invalid("tools", "Client-defined tools are not supported; send an empty list.")
+
+
+def check_images(run: RunAgentInput) -> int:
+    """Validate every inline image (type, strict base64, sizes); return how many there are."""
+    total = 0
+    count = 0
+    for m_index, message in enumerate(run.messages):
+        if not isinstance(message, UserMessage) or isinstance(message.content, str):
+            continue
+        for p_index, part in enumerate(message.content):
+            if not isinstance(part, ImagePart):
+                continue
+            field = f"messages[{m_index}].content[{p_index}].source"
+            mime = part.source.mime_type.lower()
+            if mime not in IMAGE_SIGNATURES:
+                raise invalid(f"{field}.mimeType", "Only png, jpeg, gif and webp images are accepted.")
+            value = part.source.value
+            if len(value) // 4 * 3 > MAX_IMAGE_BYTES + 3:
+                raise GatewayError(ErrorCode.INVALID_INPUT, f"{field}.value", "The image exceeds 8 MiB.", http_status=413)
+            try:
+                data = base64.b64decode(value, validate=True)
+            except (binascii.Error, ValueError):
+                raise invalid(f"{field}.value", "The image is not valid base64.") from None
+            if len(data) > MAX_IMAGE_BYTES:
+                raise GatewayError(ErrorCode.INVALID_INPUT, f"{field}.value", "The image exceeds 8 MiB.", http_status=413)
+            if not data.startswith(IMAGE_SIGNATURES[mime]) or (mime == "image/webp" and data[8:12] != b"WEBP"):
+                raise invalid(f"{field}.value", "The image bytes do not match its mimeType.")
+            total += len(data)
+            count += 1
+            if total > MAX_IMAGES_TOTAL_BYTES:
+                raise GatewayError(
+                    ErrorCode.INVALID_INPUT, f"{field}.value", "All images together exceed 10 MiB.", http_status=413
+                )
+    return count
+
+
+def last_user_text(run: RunAgentInput) -> str | None:
+    """The text of the last user message, or None if there is no user message."""
+    for message in reversed(run.messages):
+        if isinstance(message, UserMessage):
+            if isinstance(message.content, str):
+                return message.content
+            return "".join(part.text for part in message.content if isinstance(part, TextPart))
+    return None

@@ -1,0 +1,56 @@
+"""The one typed settings object, built from CLI flags and AGUI_GATEWAY_* environment variables."""
+
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+
+from msgspec import Struct, field
+
+
+def default_state_dir() -> str:
+    config = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
+    return os.path.join(config, "agui")
+
+
+def default_allowed_roots() -> tuple[str, ...]:
+    """The user's home directory, /workspace (container convention) and the system temp directory."""
+    roots = {os.path.expanduser("~"), "/workspace", tempfile.gettempdir()}
+    return tuple(sorted(os.path.normpath(r) for r in roots if r.startswith("/")))
+
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*$")
+_UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def parse_duration(text: str) -> float:
+    """`90`, `90s`, `15m`, `12h`, `7d` -> seconds."""
+    match = _DURATION.match(str(text))
+    if not match:
+        raise ValueError(f"not a duration: {text!r} (use e.g. 900, 15m, 12h, 7d)")
+    return float(match.group(1)) * _UNITS[match.group(2)]
+
+
+class Settings(Struct, kw_only=True):
+    host: str = "127.0.0.1"
+    port: int = 8080
+    store: str = "file"
+    state_dir: str = field(default_factory=default_state_dir)
+    agent: str = "demo"
+    auth_token: str | None = None
+    heartbeat_seconds: float = 15.0
+    allowed_cwd: tuple[str, ...] = field(default_factory=default_allowed_roots)
+    default_cwd: str | None = None
+    retention_seconds: float = 7 * 86400.0
+    interrupt_ttl: float = 900.0
+    log_level: str = "info"
+    log_format: str = "text"
+
+    @property
+    def store_kind(self) -> str:
+        return self.store.split(":", 1)[0]
+
+    def __repr__(self) -> str:
+        token = "<set>" if self.auth_token else None
+        return f"Settings(host={self.host!r}, port={self.port}, store={self.store!r}, agent={self.agent!r}, auth_token={token})"

@@ -1,0 +1,117 @@
+"""The store seam: the atomic operations on one thread's state that every backend provides."""
+
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from store.records import Execution, PendingInterrupt
+
+
+class Rejected(Exception):
+    """An admission or state rule refused the operation; `code` is a contract error code name."""
+
+    def __init__(self, code: str, field: str | None = None, detail: str | None = None) -> None:
+        super().__init__(code)
+        self.code = code
+        self.field = field
+        self.detail = detail
+
+
+class StoreUnavailable(Exception):
+    """The state could not be read or written (I/O failure, corrupt file, unreachable server)."""
+
+
+@dataclass(slots=True)
+class Admission:
+    thread_id: str
+    run_id: str
+    digest: str
+    cwd: str
+    user_id: str | None
+    ros_invocation_id: str
+    is_resume: bool
+    new_execution_id: str
+    owner: str
+    now: float
+    lease_seconds: float
+
+
+@dataclass(slots=True)
+class AdmitResult:
+    execution: Execution | None  # the execution this run works on (a copy)
+    history: list[Execution]  # recent finished executions (copies), for resume diagnostics
+    expired: Execution | None = None  # an execution whose interrupts expired during this admission
+    lost: Execution | None = None  # an execution whose owner died, found during this admission
+    fence: int = 0
+
+
+@dataclass(slots=True)
+class CancelResult:
+    status: Literal["cancelled", "already_terminal", "not_found", "lost"]
+    running_owner: str | None = None
+    execution: Execution | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class ThreadStore(abc.ABC):
+    """Every method is atomic for its thread: memory and file serialise per thread, Redis runs one Lua script."""
+
+    owner_id: str = ""
+
+    @abc.abstractmethod
+    async def admit(self, admission: Admission) -> AdmitResult:
+        """Binding, run-id idempotency, expiry, busy and resume-required checks, then take the run lease."""
+
+    @abc.abstractmethod
+    async def accept_resume(self, thread_id: str, run_id: str, execution_id: str, applied: dict[str, str], now: float) -> None:
+        """The backend accepted the answers: drop the pending interrupts, remember the answers' digests."""
+
+    @abc.abstractmethod
+    async def save_interrupt(
+        self,
+        thread_id: str,
+        run_id: str,
+        execution_id: str,
+        pending: list[PendingInterrupt],
+        *,
+        checkpoint: Any,
+        open_steps: list[str],
+        sequence: int,
+        identities: dict[str, str],
+        now: float,
+    ) -> None:
+        """Persist the pending interrupts and release the run lease (before RUN_FINISHED is written)."""
+
+    @abc.abstractmethod
+    async def finish_run(
+        self,
+        thread_id: str,
+        run_id: str,
+        execution_id: str,
+        status: str | None,
+        *,
+        sequence: int,
+        identities: dict[str, str],
+        now: float,
+    ) -> None:
+        """Release the lease; with a status, the execution ends with it (None leaves the execution as it is)."""
+
+    @abc.abstractmethod
+    async def cancel(self, thread_id: str, execution_id: str, ros_invocation_id: str, now: float) -> CancelResult:
+        """Cancel an execution: interrupted ones end now; running ones get a durable cancel intent."""
+
+    @abc.abstractmethod
+    async def is_cancel_requested(self, thread_id: str, execution_id: str) -> bool:
+        """Whether a cancel intent is recorded for the execution."""
+
+    async def purge_expired(self, now: float) -> int:
+        """Remove state older than the retention period; returns how many threads were removed."""
+        return 0
+
+    async def ping(self) -> bool:
+        return True
+
+    async def close(self) -> None:
+        return None

@@ -1,0 +1,91 @@
+"""A store that keeps each thread as one document and applies `store.rules` under a per-thread lock (memory, file)."""
+
+from __future__ import annotations
+
+import abc
+import asyncio
+import uuid
+import weakref
+from typing import Any, Callable, TypeVar
+
+from store import rules
+from store.base import Admission, AdmitResult, CancelResult, ThreadStore
+from store.records import PendingInterrupt, ThreadState
+
+T = TypeVar("T")
+
+
+class DocumentStore(ThreadStore):
+    """Single-process stores: a lease whose owner is not this process is stale (its process is gone)."""
+
+    def __init__(self, retention_seconds: float) -> None:
+        self.retention_seconds = retention_seconds
+        self.owner_id = f"proc-{uuid.uuid4().hex}"
+        self._locks: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
+
+    @abc.abstractmethod
+    async def _load(self, thread_id: str) -> ThreadState | None: ...
+
+    @abc.abstractmethod
+    async def _save(self, thread_id: str, state: ThreadState) -> None: ...
+
+    async def _transact(self, thread_id: str, change: Callable[[ThreadState | None], tuple[ThreadState | None, T]]) -> T:
+        lock = self._locks.get(thread_id)
+        if lock is None:
+            lock = self._locks[thread_id] = asyncio.Lock()
+        async with lock:
+            state = await self._load(thread_id)
+            new_state, result = change(state)
+            if new_state is not None:
+                await self._save(thread_id, new_state)
+            return result
+
+    async def admit(self, admission: Admission) -> AdmitResult:
+        return await self._transact(admission.thread_id, lambda s: rules.admit(s, admission, self.owner_id))
+
+    async def accept_resume(self, thread_id: str, run_id: str, execution_id: str, applied: dict[str, str], now: float) -> None:
+        await self._transact(thread_id, lambda s: (rules.accept_resume(s, run_id, execution_id, applied, now), None))
+
+    async def save_interrupt(
+        self,
+        thread_id: str,
+        run_id: str,
+        execution_id: str,
+        pending: list[PendingInterrupt],
+        *,
+        checkpoint: Any,
+        open_steps: list[str],
+        sequence: int,
+        identities: dict[str, str],
+        now: float,
+    ) -> None:
+        await self._transact(
+            thread_id,
+            lambda s: (
+                rules.save_interrupt(s, run_id, execution_id, pending, checkpoint, open_steps, sequence, identities, now),
+                None,
+            ),
+        )
+
+    async def finish_run(
+        self,
+        thread_id: str,
+        run_id: str,
+        execution_id: str,
+        status: str | None,
+        *,
+        sequence: int,
+        identities: dict[str, str],
+        now: float,
+    ) -> None:
+        await self._transact(
+            thread_id, lambda s: (rules.finish_run(s, run_id, execution_id, status, sequence, identities, now), None)
+        )
+
+    async def cancel(self, thread_id: str, execution_id: str, ros_invocation_id: str, now: float) -> CancelResult:
+        return await self._transact(thread_id, lambda s: rules.cancel(s, execution_id, ros_invocation_id, now, self.owner_id))
+
+    async def is_cancel_requested(self, thread_id: str, execution_id: str) -> bool:
+        state = await self._load(thread_id)
+        execution = state and rules.find_execution(state, execution_id)
+        return bool(execution and execution.cancel_requested)

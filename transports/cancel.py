@@ -1,0 +1,43 @@
+"""`POST /extensions/iac-code/v1/executions/{executionId}/cancel`: cancel a running or interrupted execution."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import msgspec
+from litestar import Request, Response, post
+from msgspec import Meta
+
+from gateway.errors import GatewayError
+from gateway.i18n import negotiate
+from gateway.protocol.validate import error_from_msgspec
+from transports.http_input import check_auth, check_media_type, read_body
+from transports.render import json_error
+
+MAX_CANCEL_BODY = 64 * 1024
+
+
+class CancelRequest(msgspec.Struct, rename="camel"):
+    thread_id: Annotated[str, Meta(min_length=1)]
+    ros_invocation_id: Annotated[str, Meta(min_length=1, max_length=256)]
+
+
+_decoder = msgspec.json.Decoder(CancelRequest)
+
+
+@post("/extensions/iac-code/v1/executions/{execution_id:str}/cancel", request_max_body_size=None, status_code=200)
+async def cancel_execution(request: Request, execution_id: str) -> Response:
+    ctx = request.app.state.ctx
+    language = negotiate(None, request.headers.get("accept-language"))
+    try:
+        check_auth(request, ctx.settings.auth_token)
+        check_media_type(request)
+        body = await read_body(request, MAX_CANCEL_BODY)
+        try:
+            wanted = _decoder.decode(body)
+        except msgspec.MsgspecError as exc:
+            raise error_from_msgspec(exc) from None
+        status = await ctx.engine.cancel(wanted.thread_id, execution_id, wanted.ros_invocation_id)
+    except GatewayError as error:
+        return json_error(error, language)
+    return Response({"executionId": execution_id, "status": status}, status_code=200)

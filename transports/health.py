@@ -1,0 +1,57 @@
+"""`GET /health` (versions and dependency state) and `GET /ping` (AgentCore Healthy / HealthyBusy); never need auth."""
+
+from __future__ import annotations
+
+import time
+
+from litestar import Request, get
+
+from gateway import EXTENSION_SCHEMA_VERSION, PROTOCOL_VERSION, __version__
+
+
+class BusyStatus:
+    """AgentCore ping status whose timestamp moves only when the status changes."""
+
+    def __init__(self) -> None:
+        self.busy = False
+        self.draining = False
+        self.status = "Healthy"
+        self.since = int(time.time())
+
+    def _update(self) -> None:
+        status = "HealthyBusy" if (self.busy or self.draining) else "Healthy"
+        if status != self.status:
+            self.status = status
+            self.since = int(time.time())
+
+    def set_busy(self, busy: bool) -> None:
+        self.busy = busy
+        self._update()
+
+    def set_draining(self) -> None:
+        self.draining = True
+        self._update()
+
+
+@get("/ping", sync_to_thread=False)
+def ping(request: Request) -> dict:
+    status: BusyStatus = request.app.state.ctx.status
+    return {"status": status.status, "time_of_last_update": status.since}
+
+
+@get("/health")
+async def health(request: Request) -> dict:
+    ctx = request.app.state.ctx
+    try:
+        reachable = await ctx.store.ping()
+    except Exception:  # noqa: BLE001 - health reports, it never fails
+        reachable = False
+    return {
+        "status": "ok" if reachable else "degraded",
+        "version": __version__,
+        "protocolVersion": PROTOCOL_VERSION,
+        "extensions": {"iac-code": {"schemaVersion": EXTENSION_SCHEMA_VERSION}},
+        "agent": ctx.agent.name,
+        "store": {"kind": ctx.settings.store_kind, "reachable": reachable},
+        "runsInFlight": ctx.engine.in_flight,
+    }

@@ -1,0 +1,51 @@
+"""Renders a GatewayError in each endpoint's contract style: JSON envelope (POST /, cancel) or SSE RUN_ERROR (/invocations)."""
+
+from __future__ import annotations
+
+import msgspec
+from litestar import Response
+
+from gateway.errors import AGENTCORE_STATUS, ErrorCode, GatewayError
+from gateway.i18n import message_for
+from gateway.protocol import events as e
+
+SSE_MEDIA_TYPE = "text/event-stream"
+SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+
+
+def _auth_headers(error: GatewayError) -> dict[str, str]:
+    return {"WWW-Authenticate": "Bearer"} if error.code is ErrorCode.UNAUTHORIZED else {}
+
+
+def json_error(error: GatewayError, language: str, headers: dict[str, str] | None = None) -> Response:
+    body = {"error": {"code": error.code.name, "message": message_for(error, language)}}
+    if error.field:
+        body["error"]["field"] = error.field
+    return Response(
+        msgspec.json.encode(body),
+        status_code=error.http_status,
+        media_type="application/json",
+        headers={**_auth_headers(error), **(headers or {})},
+    )
+
+
+def agentcore_run_error(event: e.RunError) -> e.RunError:
+    """Map a gateway RUN_ERROR to AgentCore's code, keeping the precise gateway code in metadata."""
+    code = event.code or ErrorCode.INTERNAL_ERROR.name
+    agentcore = ErrorCode[code].agentcore_code if code in ErrorCode.__members__ else code
+    return e.RunError(message=event.message, code=agentcore, metadata={**(event.metadata or {}), "gatewayCode": code})
+
+
+def sse_error(error: GatewayError, language: str, headers: dict[str, str] | None = None) -> Response:
+    agentcore = error.code.agentcore_code
+    event = e.RunError(
+        message=message_for(error, language),
+        code=agentcore,
+        metadata={"gatewayCode": error.code.name, **({"field": error.field} if error.field else {})},
+    )
+    return Response(
+        e.encode_sse(event),
+        status_code=AGENTCORE_STATUS[agentcore],
+        media_type=SSE_MEDIA_TYPE,
+        headers={**SSE_HEADERS, **_auth_headers(error), **(headers or {})},
+    )

@@ -1,0 +1,87 @@
+"""SSE runs: `POST /` (JSON errors before the stream) and `POST /invocations` (every error as an SSE RUN_ERROR)."""
+
+from __future__ import annotations
+
+import logging
+from typing import AsyncIterator, Callable
+
+from litestar import Request, Response, post
+from litestar.response import Stream
+
+from gateway.engine.prepare import prepare
+from gateway.engine.runs import Run
+from gateway.errors import GatewayError
+from gateway.i18n import negotiate
+from gateway.protocol import events as e
+from gateway.protocol.validate import MAX_BODY_BYTES
+from transports.http_input import check_accept, check_auth, check_media_type, read_body
+from transports.render import SSE_HEADERS, SSE_MEDIA_TYPE, agentcore_run_error, json_error, sse_error
+
+log = logging.getLogger("agui.sse")
+SESSION_HEADER = "x-amzn-bedrock-agentcore-runtime-session-id"
+REQUEST_ID_HEADER = "x-amzn-requestid"
+
+
+async def _frames(run: Run, heartbeat_seconds: float, rewrite: Callable[[e.Event], e.Event] | None) -> AsyncIterator[bytes]:
+    encode = e.encode_sse
+    async for batch in run.batches(heartbeat_seconds):
+        if batch is None:
+            yield e.HEARTBEAT_SSE
+        elif rewrite is None:
+            yield b"".join([encode(event) for event in batch])
+        else:
+            yield b"".join([encode(rewrite(event)) for event in batch])
+
+
+def _rewrite_for_agentcore(event: e.Event) -> e.Event:
+    return agentcore_run_error(event) if isinstance(event, e.RunError) else event
+
+
+def _echo_headers(request: Request) -> dict[str, str]:
+    headers = {}
+    for name, out in ((SESSION_HEADER, "X-Amzn-Bedrock-AgentCore-Runtime-Session-Id"), (REQUEST_ID_HEADER, "X-Amzn-RequestId")):
+        value = request.headers.get(name)
+        if value and len(value) <= 256 and value.isprintable():
+            headers[out] = value
+    return headers
+
+
+async def _run(request: Request, agentcore: bool) -> Response:
+    ctx = request.app.state.ctx
+    settings = ctx.settings
+    echo = _echo_headers(request)
+    language = negotiate(None, request.headers.get("accept-language"))
+    try:
+        check_auth(request, settings.auth_token)
+        check_media_type(request)
+        check_accept(request)
+        body = await read_body(request, MAX_BODY_BYTES)
+        prepared = prepare(
+            body,
+            allowed_roots=settings.allowed_cwd,
+            default_cwd=settings.default_cwd,
+            accept_language=request.headers.get("accept-language"),
+        )
+        language = prepared.language
+        run = await ctx.engine.start(prepared)
+    except GatewayError as error:
+        language = getattr(error, "language", language)
+        if echo:
+            log.info("run refused code=%s session=%s", error.code.name, echo.get("X-Amzn-Bedrock-AgentCore-Runtime-Session-Id"))
+        return sse_error(error, language, echo) if agentcore else json_error(error, language, echo)
+    rewrite = _rewrite_for_agentcore if agentcore else None
+    return Stream(
+        _frames(run, settings.heartbeat_seconds, rewrite),
+        media_type=SSE_MEDIA_TYPE,
+        headers={**SSE_HEADERS, **echo},
+    )
+
+
+@post("/", request_max_body_size=None, status_code=200)
+async def run_root(request: Request) -> Response:
+    return await _run(request, agentcore=False)
+
+
+@post("/invocations", request_max_body_size=None, status_code=200)
+async def run_invocations(request: Request) -> Response:
+    return await _run(request, agentcore=True)
