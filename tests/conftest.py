@@ -1,0 +1,36 @@
+"""Shared fixtures: real gateway processes on loopback and an httpx client."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+
+from tests.support import Gateway
+
+
+@pytest.fixture(scope="session")
+def gateway(tmp_path_factory):
+    """The default gateway: file store, demo agent, short heartbeat, /tmp allowed as a workspace root."""
+    server = Gateway(tmp_path_factory.mktemp("gw"), "--heartbeat-seconds", "0.5", "--allowed-cwd", "/tmp").start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def client():
+    with httpx.Client(timeout=60) as http:
+        yield http
+
+
+@pytest.fixture
+def start_gateway(tmp_path):
+    started: list[Gateway] = []
+
+    def start(*args: str, env: dict[str, str] | None = None) -> Gateway:
+        server = Gateway(tmp_path, "--allowed-cwd", "/tmp", *args, env=env).start()
+        started.append(server)
+        return server
+
+    yield start
+    for server in started:
+        server.stop()

@@ -1,0 +1,197 @@
+"""Test helpers: start real gateway processes, build requests, parse SSE and validate every event with ag_ui.core."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+from pydantic import TypeAdapter
+
+from ag_ui.core import Event as AguiEvent
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+EVENT_ADAPTER = TypeAdapter(AguiEvent)
+TERMINAL = {"RUN_FINISHED", "RUN_ERROR"}
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class Gateway:
+    """A real `python -m gateway` process on loopback, with its log captured to a file."""
+
+    def __init__(self, tmp_path, *args: str, env: dict[str, str] | None = None) -> None:
+        self.port = free_port()
+        self.state_dir = str(tmp_path / f"state-{self.port}")
+        self.log_path = str(tmp_path / f"gateway-{self.port}.log")
+        self.args = ["--port", str(self.port), "--state-dir", self.state_dir, "--log-level", "debug", *args]
+        self.env = {**os.environ, **(env or {})}
+        self.proc: subprocess.Popen | None = None
+        self.url = f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> "Gateway":
+        log = open(self.log_path, "ab")
+        self.proc = subprocess.Popen([sys.executable, "-m", "gateway", *self.args], cwd=ROOT, env=self.env, stdout=log, stderr=log)
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"gateway exited: {self.logs()}")
+            try:
+                if httpx.get(self.url + "/ping", timeout=0.5).status_code == 200:
+                    return self
+            except httpx.HTTPError:
+                time.sleep(0.05)
+        raise RuntimeError(f"gateway did not start: {self.logs()}")
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+    def kill(self) -> None:
+        if self.proc:
+            self.proc.kill()
+            self.proc.wait()
+
+    def logs(self) -> str:
+        with open(self.log_path, "rb") as handle:
+            return handle.read().decode(errors="replace")
+
+
+def ext(**overrides: Any) -> dict[str, Any]:
+    base = {"schemaVersion": 1, "rosInvocationId": "inv-1", "cwd": "/tmp/agui-tests/ws"}
+    base.update(overrides)
+    return {k: v for k, v in base.items() if v is not None}
+
+
+def run_body(text: str | None = "hello", *, thread: str | None = None, run: str | None = None, iac: dict | None = None,
+             resume: list | None = None, messages: list | None = None, **extra: Any) -> dict[str, Any]:
+    if messages is None:
+        messages = [] if text is None else [{"id": "m-" + uuid.uuid4().hex[:6], "role": "user", "content": text}]
+    body = {
+        "threadId": thread or "thread-" + uuid.uuid4().hex[:12],
+        "runId": run or "run-" + uuid.uuid4().hex[:12],
+        "state": {},
+        "messages": messages,
+        "tools": [],
+        "context": [],
+        "forwardedProps": {"iacCode": iac if iac is not None else ext()},
+    }
+    if resume is not None:
+        body["resume"] = resume
+    body.update(extra)
+    return body
+
+
+@dataclass
+class SseResult:
+    status: int
+    headers: httpx.Headers
+    raw: bytes
+    events: list[dict[str, Any]] = field(default_factory=list)
+    comments: list[str] = field(default_factory=list)
+
+    def types(self) -> list[str]:
+        return [e["type"] for e in self.events]
+
+    def of(self, kind: str) -> list[dict[str, Any]]:
+        return [e for e in self.events if e["type"] == kind]
+
+    @property
+    def terminal(self) -> dict[str, Any]:
+        return self.events[-1]
+
+    def custom(self, name: str) -> list[dict[str, Any]]:
+        return [e["value"] for e in self.events if e["type"] == "CUSTOM" and e["name"] == name]
+
+
+def parse_sse(raw: bytes) -> tuple[list[dict[str, Any]], list[str]]:
+    """Parse an SSE body strictly: LF only, one `data:` line per record; validate each event with ag_ui.core."""
+    assert b"\r" not in raw, "SSE must use LF line endings only"
+    events, comments = [], []
+    for record in raw.decode().split("\n\n"):
+        if not record:
+            continue
+        lines = record.split("\n")
+        assert len(lines) == 1, f"one line per record expected: {record!r}"
+        line = lines[0]
+        if line.startswith(":"):
+            comments.append(line)
+            continue
+        assert line.startswith("data: "), line
+        event = json.loads(line[6:])
+        assert_no_nulls(event)
+        EVENT_ADAPTER.validate_python(event)
+        events.append(event)
+    return events, comments
+
+
+def assert_no_nulls(value: Any, path: str = "$") -> None:
+    if isinstance(value, dict):
+        for key, item in value.items():
+            assert item is not None, f"null at {path}.{key}"
+            assert_no_nulls(item, f"{path}.{key}")
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            assert_no_nulls(item, f"{path}[{index}]")
+
+
+def assert_well_formed_run(events: list[dict[str, Any]]) -> None:
+    """RUN_STARTED first (protocolVersion 1.0), one terminal last with matching ids, spans balanced."""
+    assert events and events[0]["type"] == "RUN_STARTED", events[:1]
+    assert events[0]["protocolVersion"] == "1.0"
+    assert events[-1]["type"] in TERMINAL
+    assert sum(e["type"] in TERMINAL for e in events) == 1
+    if events[-1]["type"] == "RUN_FINISHED":
+        assert (events[-1]["threadId"], events[-1]["runId"]) == (events[0]["threadId"], events[0]["runId"])
+        open_spans: set[tuple[str, str]] = set()
+        pairs = {
+            "TEXT_MESSAGE_START": ("TEXT_MESSAGE_END", "messageId"),
+            "REASONING_START": ("REASONING_END", "messageId"),
+            "REASONING_MESSAGE_START": ("REASONING_MESSAGE_END", "messageId"),
+            "TOOL_CALL_START": ("TOOL_CALL_END", "toolCallId"),
+            "STEP_STARTED": ("STEP_FINISHED", "stepName"),
+        }
+        closers = {end: (start, key) for start, (end, key) in pairs.items()}
+        for event in events:
+            kind = event["type"]
+            if kind in pairs:
+                span = (kind, event[pairs[kind][1]])
+                assert span not in open_spans, f"span opened twice: {span}"
+                open_spans.add(span)
+            elif kind in closers:
+                start, key = closers[kind]
+                assert (start, event[key]) in open_spans, f"closing a span that is not open: {event}"
+                open_spans.discard((start, event[key]))
+        assert not open_spans, f"spans left open: {open_spans}"
+
+
+def post_sse(client: httpx.Client, url: str, body: Any, *, headers: dict[str, str] | None = None, raw: bytes | None = None) -> SseResult:
+    hdrs = {"content-type": "application/json", "accept": "text/event-stream", **(headers or {})}
+    content = raw if raw is not None else json.dumps(body).encode()
+    response = client.post(url, content=content, headers=hdrs, timeout=60)
+    result = SseResult(response.status_code, response.headers, response.content)
+    if response.headers.get("content-type", "").startswith("text/event-stream"):
+        result.events, result.comments = parse_sse(response.content)
+    return result
+
+
+def pending_interrupt(result: SseResult) -> dict[str, Any]:
+    outcome = result.terminal["outcome"]
+    assert outcome["type"] == "interrupt", result.terminal
+    return outcome["interrupts"][0]

@@ -1,0 +1,102 @@
+"""Runs over SSE against a real server: plain text, reasoning, /slow, /sleep with heartbeat, /flood, /fail."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.support import assert_well_formed_run, ext, post_sse, run_body
+
+ENDPOINTS = ["/", "/invocations"]
+
+
+@pytest.mark.parametrize("path", ENDPOINTS)
+def test_plain_text_run_streams_an_echo_with_usage(gateway, client, path):
+    body = run_body("hello gateway", parentRunId="parent-1")
+    result = post_sse(client, gateway.url + path, body)
+    assert result.status == 200
+    assert result.headers["content-type"].startswith("text/event-stream")
+    assert_well_formed_run(result.events)
+    assert result.events[0]["parentRunId"] == "parent-1"
+    text = "".join(e["delta"] for e in result.of("TEXT_MESSAGE_CONTENT"))
+    assert text == "You said: hello gateway"
+    assert len(result.of("TEXT_MESSAGE_CONTENT")) > 1, "the answer is streamed as several deltas"
+    assert not result.of("REASONING_START")
+    finished = result.terminal
+    assert finished["outcome"] == {"type": "success"}
+    assert finished["usage"][0]["totalTokens"] == finished["usage"][0]["inputTokens"] + finished["usage"][0]["outputTokens"]
+    sessions = result.custom("iac-code.session.v1")
+    assert len(sessions) == 1
+    assert sessions[0]["threadId"] == body["threadId"] and sessions[0]["aguiRunId"] == body["runId"]
+    assert sessions[0]["rosInvocationId"] == "inv-1" and sessions[0]["executionId"].startswith("exec-")
+
+
+@pytest.mark.parametrize("path", ENDPOINTS)
+def test_reasoning_comes_first_when_thinking_is_enabled(gateway, client, path):
+    result = post_sse(client, gateway.url + path, run_body("think", iac=ext(thinking={"enabled": True, "budget": 100})))
+    assert_well_formed_run(result.events)
+    types = result.types()
+    assert types.index("REASONING_START") < types.index("REASONING_END") < types.index("TEXT_MESSAGE_START")
+    assert types.index("REASONING_MESSAGE_START") < types.index("REASONING_MESSAGE_CONTENT") < types.index("REASONING_MESSAGE_END")
+
+
+@pytest.mark.parametrize("path", ENDPOINTS)
+def test_fail_ends_with_run_error(gateway, client, path):
+    result = post_sse(client, gateway.url + path, run_body("/fail"))
+    assert result.status == 200
+    assert_well_formed_run(result.events)
+    error = result.terminal
+    assert error["type"] == "RUN_ERROR"
+    if path == "/":
+        assert error["code"] == "A2A_EXECUTION_FAILED"
+    else:
+        assert error["code"] == "AGENT_ERROR" and error["metadata"]["gatewayCode"] == "A2A_EXECUTION_FAILED"
+
+
+def test_flood_streams_every_delta_in_order(gateway, client):
+    result = post_sse(client, gateway.url + "/", run_body("/flood 5000"))
+    assert_well_formed_run(result.events)
+    assert len(result.of("TEXT_MESSAGE_CONTENT")) == 5000
+    assert result.terminal["outcome"]["type"] == "success"
+
+
+def test_slow_streams_one_delta_per_second(gateway, client):
+    result = post_sse(client, gateway.url + "/", run_body("/slow 2"))
+    assert_well_formed_run(result.events)
+    assert [e["delta"] for e in result.of("TEXT_MESSAGE_CONTENT")] == ["tick 1 ", "tick 2 "]
+
+
+def test_sleep_is_kept_alive_by_heartbeat_comments(gateway, client):
+    result = post_sse(client, gateway.url + "/", run_body("/sleep 1.6"))
+    assert_well_formed_run(result.events)
+    assert result.comments and set(result.comments) == {": heartbeat"}
+    assert b": heartbeat\n\n" in result.raw
+    assert "".join(e["delta"] for e in result.of("TEXT_MESSAGE_CONTENT")) == "Awake."
+
+
+def test_image_parts_are_accepted_inline(gateway, client):
+    png = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
+    content = [{"type": "text", "text": "look"}, {"type": "image", "source": {"type": "data", "value": png, "mimeType": "image/png"}}]
+    result = post_sse(client, gateway.url + "/", run_body(messages=[{"id": "m1", "role": "user", "content": content}]))
+    assert_well_formed_run(result.events)
+    assert "with 1 image(s)" in "".join(e["delta"] for e in result.of("TEXT_MESSAGE_CONTENT"))
+
+
+def test_history_with_other_roles_and_unknown_fields_is_accepted(gateway, client):
+    messages = [
+        {"id": "s", "role": "system", "content": "be nice"},
+        {"id": "a", "role": "assistant", "content": "hi", "toolCalls": []},
+        {"id": "u", "role": "user", "content": "second"},
+    ]
+    result = post_sse(client, gateway.url + "/", run_body(messages=messages, somethingNew={"x": 1}))
+    assert result.status == 200
+    assert "".join(e["delta"] for e in result.of("TEXT_MESSAGE_CONTENT")) == "You said: second"
+
+
+def test_ping_and_health(gateway, client):
+    ping = client.get(gateway.url + "/ping").json()
+    assert ping["status"] == "Healthy" and isinstance(ping["time_of_last_update"], int)
+    health = client.get(gateway.url + "/health").json()
+    assert health["protocolVersion"] == "1.0"
+    assert health["extensions"]["iac-code"]["schemaVersion"] == 1
+    assert health["store"] == {"kind": "file", "reachable": True}
+    assert health["version"]
