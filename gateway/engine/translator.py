@@ -90,7 +90,7 @@ class Translator:
                 self._close_reasoning(out)
                 if self.text_id is None:
                     self.text_id = _new_id("msg")
-                    out.append(e.TextMessageStart(message_id=self.text_id))
+                    out.append(e.TextMessageStart(message_id=self.text_id, role="assistant"))
                 out.append(e.TextMessageContent(message_id=self.text_id, delta=signal.text))
         elif isinstance(signal, s.TextEnd):
             self._close_text(out)
@@ -100,7 +100,7 @@ class Translator:
                 if self.reasoning_id is None:
                     self.reasoning_id = _new_id("reasoning")
                     out.append(e.ReasoningStart(message_id=self.reasoning_id))
-                    out.append(e.ReasoningMessageStart(message_id=self.reasoning_id))
+                    out.append(e.ReasoningMessageStart(message_id=self.reasoning_id, role="reasoning"))
                 out.append(e.ReasoningMessageContent(message_id=self.reasoning_id, delta=signal.text))
         elif isinstance(signal, s.ReasoningEnd):
             self._close_reasoning(out)

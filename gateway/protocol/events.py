@@ -67,7 +67,7 @@ class RunError(Event, tag="RUN_ERROR"):
 
 class TextMessageStart(Event, tag="TEXT_MESSAGE_START"):
     message_id: str
-    role: str = "assistant"
+    role: str  # always sent (omit_defaults would drop a default): the TypeScript schema requires it
 
 
 class TextMessageContent(Event, tag="TEXT_MESSAGE_CONTENT"):
@@ -85,7 +85,7 @@ class ReasoningStart(Event, tag="REASONING_START"):
 
 class ReasoningMessageStart(Event, tag="REASONING_MESSAGE_START"):
     message_id: str
-    role: str = "reasoning"
+    role: str  # always sent: the TypeScript schema requires it
 
 
 class ReasoningMessageContent(Event, tag="REASONING_MESSAGE_CONTENT"):
