@@ -43,9 +43,10 @@ async def _purge_forever(store: ThreadStore) -> None:
         await asyncio.sleep(PURGE_INTERVAL_SECONDS)
 
 
-def create_app(settings: Settings) -> Litestar:
-    store = open_store(settings.store, state_dir=settings.state_dir, retention_seconds=settings.retention_seconds)
-    agent = load_agent(settings.agent)
+def create_app(settings: Settings, *, store: ThreadStore | None = None, agent: AgentBackend | None = None) -> Litestar:
+    """`store` and `agent` override the ones named in settings (embedding, tests with a failing store)."""
+    store = store or open_store(settings.store, state_dir=settings.state_dir, retention_seconds=settings.retention_seconds)
+    agent = agent or load_agent(settings.agent)
     status = BusyStatus()
     engine = RunEngine(store, agent, interrupt_ttl=settings.interrupt_ttl, on_busy_change=status.set_busy)
     ctx = AppContext(settings, store, agent, engine, status)

@@ -195,3 +195,29 @@ def pending_interrupt(result: SseResult) -> dict[str, Any]:
     outcome = result.terminal["outcome"]
     assert outcome["type"] == "interrupt", result.terminal
     return outcome["interrupts"][0]
+
+
+class InProcessGateway:
+    """A real uvicorn server in a background thread, for apps built with an injected store or agent."""
+
+    def __init__(self, app) -> None:
+        import threading
+
+        import uvicorn
+
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=self.port, log_config=None, ws="none"))
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+
+    def __enter__(self) -> "InProcessGateway":
+        self.thread.start()
+        deadline = time.monotonic() + 10
+        while not self.server.started:
+            assert time.monotonic() < deadline, "in-process server did not start"
+            time.sleep(0.02)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.server.should_exit = True
+        self.thread.join(10)

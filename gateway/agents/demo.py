@@ -44,6 +44,9 @@ def _number(argument: str, default: float, limit: float) -> float:
 class DemoAgent(AgentBackend):
     name = "demo"
 
+    def __init__(self) -> None:
+        self.executions = 0  # tool executions performed by this process (shows a tool never runs twice)
+
     async def run(self, request: AgentRequest) -> AsyncIterator[s.Signal]:  # type: ignore[override]
         if request.resume:
             async for signal in self._resume(request):
@@ -54,6 +57,7 @@ class DemoAgent(AgentBackend):
         argument = argument.strip()
         handler = {
             "/tool": self._tool,
+            "/tools": self._tools,
             "/ask": self._ask,
             "/pipeline": self._pipeline,
             "/slow": self._slow,
@@ -83,21 +87,32 @@ class DemoAgent(AgentBackend):
 
     async def _tool(self, request: AgentRequest, argument: str) -> AsyncIterator[s.Signal]:
         name, _, raw_args = argument.partition(" ")
-        name = name or "tool"
-        raw_args = raw_args.strip() or "{}"
-        call_id = f"call-{request.execution_id[:12]}"
-        yield s.TextDelta(text=f"I need to run the tool {name}.")
+        async for signal in self._tool_calls(request, [(name or "tool", raw_args.strip() or "{}")]):
+            yield signal
+
+    async def _tools(self, request: AgentRequest, argument: str) -> AsyncIterator[s.Signal]:
+        names = argument.split() or ["first", "second"]
+        async for signal in self._tool_calls(request, [(name, "{}") for name in names[:8]]):
+            yield signal
+
+    async def _tool_calls(self, request: AgentRequest, calls: list[tuple[str, str]]) -> AsyncIterator[s.Signal]:
+        """Stream each tool call, then ask one permission per call (a single interrupt for /tool)."""
+        yield s.TextDelta(text=f"I need to run {', '.join(name for name, _ in calls)}.")
         yield s.TextEnd()
-        yield s.ToolStart(tool_call_id=call_id, name=name)
-        middle = max(1, len(raw_args) // 2)
-        for delta in (raw_args[:middle], raw_args[middle:]):
-            if delta:
-                yield s.ToolArgs(tool_call_id=call_id, delta=delta)
-        yield s.ToolEnd(tool_call_id=call_id)
-        yield s.InputRequired(
-            interrupts=[
+        interrupts = []
+        tools = []
+        for index, (name, raw_args) in enumerate(calls):
+            call_id = f"call-{request.execution_id[5:17]}-{index}"
+            yield s.ToolStart(tool_call_id=call_id, name=name)
+            middle = max(1, len(raw_args) // 2)
+            for delta in (raw_args[:middle], raw_args[middle:]):
+                if delta:
+                    yield s.ToolArgs(tool_call_id=call_id, delta=delta)
+            yield s.ToolEnd(tool_call_id=call_id)
+            tools.append({"name": name, "args": raw_args, "toolCallId": call_id})
+            interrupts.append(
                 s.InterruptRequest(
-                    id=f"perm-{request.execution_id[:12]}",
+                    id=f"perm-{request.execution_id[5:17]}-{index}",
                     reason="tool_call",
                     message=f"Allow the agent to run {name}?",
                     tool_call_id=call_id,
@@ -113,9 +128,8 @@ class DemoAgent(AgentBackend):
                         "toolName": name,
                     },
                 )
-            ],
-            checkpoint={"kind": "tool", "name": name, "args": raw_args, "toolCallId": call_id},
-        )
+            )
+        yield s.InputRequired(interrupts=interrupts, checkpoint={"kind": "tool", "tools": tools})
 
     async def _ask(self, request: AgentRequest, argument: str) -> AsyncIterator[s.Signal]:
         question = argument or "How should I continue?"
@@ -226,7 +240,7 @@ class DemoAgent(AgentBackend):
         answer = request.resume[0]
         kind = checkpoint.get("kind")
         if kind == "tool":
-            async for signal in self._resume_tool(checkpoint, answer):
+            async for signal in self._resume_tool(checkpoint, request.resume):
                 yield signal
         elif kind == "ask":
             text = answer.payload["answer"] if answer.status == "resolved" else None
@@ -239,15 +253,18 @@ class DemoAgent(AgentBackend):
         else:
             yield s.Failed(message="Nothing to resume for this execution.", code="EXECUTION_LOST")
 
-    async def _resume_tool(self, checkpoint: dict[str, Any], answer: ResumeAnswer) -> AsyncIterator[s.Signal]:
-        name = checkpoint["name"]
-        allowed = answer.status == "resolved" and answer.payload.get("decision") == "allow_once"
-        if allowed:
-            result = {"ok": True, "tool": name, "args": checkpoint["args"]}
-            yield s.ToolResult(tool_call_id=checkpoint["toolCallId"], content=json.dumps(result))
-            yield s.TextDelta(text=f"The tool {name} ran successfully.")
-        else:
-            yield s.TextDelta(text=f"The tool {name} was not run.")
+    async def _resume_tool(self, checkpoint: dict[str, Any], answers: tuple[ResumeAnswer, ...]) -> AsyncIterator[s.Signal]:
+        by_call = {answer.tool_call_id: answer for answer in answers}
+        for tool in checkpoint["tools"]:
+            answer = by_call.get(tool["toolCallId"])
+            allowed = answer is not None and answer.status == "resolved" and answer.payload.get("decision") == "allow_once"
+            if allowed:
+                self.executions += 1
+                result = {"ok": True, "tool": tool["name"], "args": tool["args"], "execution": self.executions}
+                yield s.ToolResult(tool_call_id=tool["toolCallId"], content=json.dumps(result))
+                yield s.TextDelta(text=f"The tool {tool['name']} ran successfully. ")
+            else:
+                yield s.TextDelta(text=f"The tool {tool['name']} was not run. ")
         yield s.TextEnd()
         yield s.Completed()
 
