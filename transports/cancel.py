@@ -6,6 +6,7 @@ from typing import Annotated
 
 import msgspec
 from litestar import Request, Response, post
+from litestar.params import FromPath
 from msgspec import Meta
 
 from gateway.errors import GatewayError
@@ -26,7 +27,7 @@ _decoder = msgspec.json.Decoder(CancelRequest)
 
 
 @post("/extensions/iac-code/v1/executions/{execution_id:str}/cancel", request_max_body_size=None, status_code=200)
-async def cancel_execution(request: Request, execution_id: str) -> Response:
+async def cancel_execution(request: Request, execution_id: FromPath[str]) -> Response:
     ctx = request.app.state.ctx
     language = negotiate(None, request.headers.get("accept-language"))
     try:
