@@ -1,0 +1,1 @@
+"""Benchmarks that compare the gateway with other servers doing the same work on this machine."""

@@ -1,0 +1,86 @@
+"""The comparison servers for bench/flood.py: a bare Litestar floor and an ag-ui-protocol SDK server.
+
+Both answer `POST /` with the event sequence the gateway emits for `/flood N` (N from the last user message).
+Run: python -m bench.servers bare|sdk PORT
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import uuid
+
+import uvicorn
+from litestar import Litestar, Request, post
+from litestar.response import Stream
+
+
+async def _flood_count(request: Request) -> tuple[dict, int]:
+    body = json.loads(await request.body())
+    text = body["messages"][-1]["content"]
+    return body, int(text.split()[1])
+
+
+def bare_events(thread_id: str, run_id: str, count: int) -> list[bytes]:
+    """The gateway's /flood events, pre-encoded once: the floor is only the stack writing bytes."""
+    msg = "msg-" + uuid.uuid4().hex[:16]
+    head = [
+        {"type": "RUN_STARTED", "threadId": thread_id, "runId": run_id, "protocolVersion": "1.0"},
+        {"type": "CUSTOM", "name": "iac-code.session.v1", "value": {"schemaVersion": 1, "threadId": thread_id, "aguiRunId": run_id}},
+        {"type": "TEXT_MESSAGE_START", "messageId": msg, "role": "assistant"},
+    ]
+    content = b"data: " + json.dumps({"type": "TEXT_MESSAGE_CONTENT", "messageId": msg, "delta": "x "}, separators=(",", ":")).encode() + b"\n\n"
+    tail = [
+        {"type": "TEXT_MESSAGE_END", "messageId": msg},
+        {"type": "RUN_FINISHED", "threadId": thread_id, "runId": run_id, "outcome": {"type": "success"}},
+    ]
+    encode = lambda e: b"data: " + json.dumps(e, separators=(",", ":")).encode() + b"\n\n"  # noqa: E731
+    return [*map(encode, head), *([content] * count), *map(encode, tail)]
+
+
+@post("/", status_code=200)
+async def bare(request: Request) -> Stream:
+    body, count = await _flood_count(request)
+    events = bare_events(body["threadId"], body["runId"], count)
+
+    async def gen():
+        for chunk in events:  # one write per event
+            yield chunk
+
+    return Stream(gen(), media_type="text/event-stream")
+
+
+@post("/", status_code=200)
+async def sdk(request: Request) -> Stream:
+    from ag_ui.core import (
+        CustomEvent,
+        EventType,
+        RunFinishedEvent,
+        RunStartedEvent,
+        TextMessageContentEvent,
+        TextMessageEndEvent,
+        TextMessageStartEvent,
+    )
+    from ag_ui.encoder import EventEncoder
+
+    body, count = await _flood_count(request)
+    encoder = EventEncoder(accept="text/event-stream")
+    thread_id, run_id = body["threadId"], body["runId"]
+
+    async def gen():
+        msg = "msg-" + uuid.uuid4().hex[:16]
+        yield encoder.encode(RunStartedEvent(type=EventType.RUN_STARTED, thread_id=thread_id, run_id=run_id, protocol_version="1.0"))
+        yield encoder.encode(CustomEvent(type=EventType.CUSTOM, name="iac-code.session.v1", value={"schemaVersion": 1, "threadId": thread_id}))
+        yield encoder.encode(TextMessageStartEvent(type=EventType.TEXT_MESSAGE_START, message_id=msg, role="assistant"))
+        for _ in range(count):
+            yield encoder.encode(TextMessageContentEvent(type=EventType.TEXT_MESSAGE_CONTENT, message_id=msg, delta="x "))
+        yield encoder.encode(TextMessageEndEvent(type=EventType.TEXT_MESSAGE_END, message_id=msg))
+        yield encoder.encode(RunFinishedEvent(type=EventType.RUN_FINISHED, thread_id=thread_id, run_id=run_id))
+
+    return Stream(gen(), media_type="text/event-stream")
+
+
+if __name__ == "__main__":
+    kind, port = sys.argv[1], int(sys.argv[2])
+    app = Litestar(route_handlers=[bare if kind == "bare" else sdk], debug=False)
+    uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", access_log=False)
