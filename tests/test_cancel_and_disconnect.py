@@ -178,3 +178,18 @@ def test_concurrent_admissions_on_one_thread_admit_exactly_one(gateway):
     for t in threads:
         t.join()
     assert sorted(results) == [200] + [409] * 7
+
+
+def test_a_killed_process_frees_the_thread_and_reports_the_execution_lost(start_gateway, client):
+    server = start_gateway()
+    body = run_body("/slow 30")
+    http, response, records = open_stream(server.url, body)
+    head = read_until(records, "TEXT_MESSAGE_CONTENT")
+    execution = next(e["value"]["executionId"] for e in head if e["type"] == "CUSTOM")
+    server.kill()
+    http.close()
+    restarted = start_gateway("--state-dir", server.state_dir)
+    after = post_sse(client, restarted.url + "/", run_body("still there?", thread=body["threadId"]))
+    assert after.status == 200 and after.terminal["outcome"]["type"] == "success"
+    lost = client.post(restarted.url + CANCEL.format(execution), json={"threadId": body["threadId"], "rosInvocationId": "inv-1"})
+    assert lost.status_code == 409 and lost.json()["error"]["code"] == "EXECUTION_LOST"
