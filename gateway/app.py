@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import AsyncIterator
 
 from litestar import Litestar
@@ -18,6 +18,8 @@ from store import ThreadStore, open_store
 from transports.cancel import cancel_execution
 from transports.health import BusyStatus, health, ping
 from transports.sse import run_invocations, run_root
+from transports.tickets import issue_ticket
+from transports.websocket import ws_endpoint
 
 log = logging.getLogger("agui.app")
 PURGE_INTERVAL_SECONDS = 3600
@@ -30,6 +32,7 @@ class AppContext:
     agent: AgentBackend
     engine: RunEngine
     status: BusyStatus
+    sockets: set = field(default_factory=set)  # open WebSocket connections
 
 
 async def _purge_forever(store: ThreadStore) -> None:
@@ -65,7 +68,7 @@ def create_app(settings: Settings, *, store: ThreadStore | None = None, agent: A
             await store.close()
 
     app = Litestar(
-        route_handlers=[run_root, run_invocations, cancel_execution, health, ping],
+        route_handlers=[run_root, run_invocations, cancel_execution, issue_ticket, ws_endpoint, health, ping],
         lifespan=[lifespan],
         debug=False,
         logging_config=None,

@@ -34,6 +34,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--default-cwd", default=_env("DEFAULT_CWD"), help="workspace for plain AG-UI requests without forwardedProps.iacCode (unset: the extension is required)")
     p.add_argument("--retention", default=_env("RETENTION", "7d"), help="remove thread state untouched for this long (default 7d; e.g. 3600, 12h, 30d)")
     p.add_argument("--interrupt-ttl", default=_env("INTERRUPT_TTL", "900"), help="lifetime of an interrupt before it expires (default 900 s; 0 = never)")
+    p.add_argument("--ws-ping-seconds", type=float, default=float(_env("WS_PING_SECONDS", "20")), help="WebSocket ping interval; a peer that does not answer within the same time is closed (default 20; 0 disables)")
+    p.add_argument("--ticket-ttl", default=_env("TICKET_TTL", "60"), help="lifetime of a single-use WebSocket ticket from POST /ws/tickets (default 60 s)")
     p.add_argument("--log-level", default=_env("LOG_LEVEL", "info"), choices=["debug", "info", "warning", "error"], help="log level (default info)")
     p.add_argument("--log-format", default=_env("LOG_FORMAT", "text"), choices=["text", "json"], help="log format: text (default) or json (one object per line)")
     return p
@@ -59,9 +61,25 @@ def settings_from_args(argv: list[str] | None = None) -> Settings:
         default_cwd=os.path.normpath(args.default_cwd) if args.default_cwd else None,
         retention_seconds=parse_duration(args.retention),
         interrupt_ttl=parse_duration(args.interrupt_ttl),
+        ws_ping_seconds=max(0.0, args.ws_ping_seconds),
+        ticket_ttl=parse_duration(args.ticket_ttl),
         log_level=args.log_level,
         log_format=args.log_format,
     )
+
+
+def uvicorn_options(settings: Settings) -> dict:
+    """Server options shared by the CLI and embedders: WebSocket limits and liveness, graceful shutdown."""
+    from gateway.protocol.validate import MAX_BODY_BYTES
+
+    ping = settings.ws_ping_seconds or None
+    return {
+        "ws": "websockets-sansio",
+        "ws_max_size": MAX_BODY_BYTES,
+        "ws_ping_interval": ping,
+        "ws_ping_timeout": ping,
+        "timeout_graceful_shutdown": 30,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -83,7 +101,6 @@ def main(argv: list[str] | None = None) -> int:
         port=settings.port,
         log_config=None,
         access_log=False,
-        timeout_graceful_shutdown=30,
-        ws="none",
+        **uvicorn_options(settings),
     )
     return 0

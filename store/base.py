@@ -106,6 +106,14 @@ class ThreadStore(abc.ABC):
     async def is_cancel_requested(self, thread_id: str, execution_id: str) -> bool:
         """Whether a cancel intent is recorded for the execution."""
 
+    @abc.abstractmethod
+    async def put_ticket(self, digest: str, expires_at: float) -> None:
+        """Remember a single-use WebSocket ticket (by its digest, never the ticket itself)."""
+
+    @abc.abstractmethod
+    async def take_ticket(self, digest: str, now: float) -> bool:
+        """Consume a ticket: True once if it exists and has not expired, False ever after."""
+
     async def purge_expired(self, now: float) -> int:
         """Remove state older than the retention period; returns how many threads were removed."""
         return 0

@@ -22,6 +22,7 @@ class DocumentStore(ThreadStore):
         self.retention_seconds = retention_seconds
         self.owner_id = f"proc-{uuid.uuid4().hex}"
         self._locks: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
+        self._tickets: dict[str, float] = {}  # single process: tickets live in memory
 
     @abc.abstractmethod
     async def _load(self, thread_id: str) -> ThreadState | None: ...
@@ -89,3 +90,13 @@ class DocumentStore(ThreadStore):
         state = await self._load(thread_id)
         execution = state and rules.find_execution(state, execution_id)
         return bool(execution and execution.cancel_requested)
+
+    async def put_ticket(self, digest: str, expires_at: float) -> None:
+        if len(self._tickets) > 10_000:
+            now = min(self._tickets.values())
+            self._tickets = {k: v for k, v in self._tickets.items() if v > now}
+        self._tickets[digest] = expires_at
+
+    async def take_ticket(self, digest: str, now: float) -> bool:
+        expires_at = self._tickets.pop(digest, None)
+        return expires_at is not None and expires_at > now

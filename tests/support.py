@@ -207,7 +207,10 @@ class InProcessGateway:
 
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=self.port, log_config=None, ws="none"))
+        from gateway.cli import uvicorn_options
+
+        options = uvicorn_options(app.state.ctx.settings)
+        self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=self.port, log_config=None, **options))
         self.thread = threading.Thread(target=self.server.run, daemon=True)
 
     def __enter__(self) -> "InProcessGateway":

@@ -1,0 +1,252 @@
+"""`/ws` with the `websockets` client against real servers: base and multiplexed modes, errors, auth, equivalence."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import shutil
+import subprocess
+import time
+
+import httpx
+import pytest
+import websockets
+from websockets.exceptions import ConnectionClosed, InvalidStatus
+
+from tests.support import EVENT_ADAPTER, ROOT, assert_no_nulls, assert_well_formed_run, ext, post_sse, run_body
+
+TERMINAL = {"RUN_FINISHED", "RUN_ERROR"}
+
+
+def ws_url(server) -> str:
+    return server.url.replace("http://", "ws://") + "/ws"
+
+
+async def recv_event(ws) -> dict:
+    event = json.loads(await asyncio.wait_for(ws.recv(), 30))
+    assert_no_nulls(event)
+    EVENT_ADAPTER.validate_python(event)
+    return event
+
+
+async def run_over(ws, body: dict) -> list[dict]:
+    """Send one RunAgentInput frame and read bare events up to the terminal one."""
+    await ws.send(json.dumps(body))
+    events = []
+    while not events or events[-1]["type"] not in TERMINAL:
+        events.append(await recv_event(ws))
+    return events
+
+
+def verify_with_node(runs: list[list[dict]]) -> None:
+    node = shutil.which("node")
+    assert node, "Node.js is required"
+    done = subprocess.run([node, "verify_events.mjs"], cwd=f"{ROOT}/tests/node", input=json.dumps(runs), capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["ok"], report
+
+
+async def test_plain_reasoning_and_a_second_turn_on_one_socket(gateway):
+    thread = run_body("x")["threadId"]
+    async with websockets.connect(ws_url(gateway)) as ws:
+        first = await run_over(ws, run_body("hello ws", thread=thread))
+        second = await run_over(ws, run_body("think", thread=thread, iac=ext(thinking={"enabled": True})))
+    for events in (first, second):
+        assert_well_formed_run(events)
+        assert events[-1]["outcome"] == {"type": "success"}
+    assert "".join(e["delta"] for e in first if e["type"] == "TEXT_MESSAGE_CONTENT") == "You said: hello ws"
+    assert any(e["type"] == "REASONING_START" for e in second)
+    verify_with_node([first, second])
+
+
+async def test_interrupt_and_resume_on_the_same_socket(gateway):
+    body = run_body('/tool deploy {"stack":"vpc"}')
+    async with websockets.connect(ws_url(gateway)) as ws:
+        first = await run_over(ws, body)
+        interrupt = first[-1]["outcome"]["interrupts"][0]
+        resume = [{"interruptId": interrupt["id"], "status": "resolved", "payload": {"decision": "allow_once"}}]
+        second = await run_over(ws, run_body(None, thread=body["threadId"], resume=resume))
+    assert_well_formed_run(first)
+    assert_well_formed_run(second)
+    assert second[-1]["outcome"] == {"type": "success"}
+    assert any(e["type"] == "TOOL_CALL_RESULT" for e in second)
+    verify_with_node([first, second])
+
+
+async def test_invalid_frames_get_a_run_error_and_the_socket_stays_usable(gateway):
+    async with websockets.connect(ws_url(gateway)) as ws:
+        bad = run_body("x")
+        bad["tools"] = [{"name": "t"}]
+        await ws.send(json.dumps(bad))
+        error = await recv_event(ws)
+        assert error["type"] == "RUN_ERROR" and error["code"] == "INVALID_INPUT" and error["metadata"]["field"] == "tools"
+        await ws.send(json.dumps({"threadId": 3}))
+        assert (await recv_event(ws))["code"] == "INVALID_INPUT"
+        events = await run_over(ws, run_body("still here"))
+        assert events[-1]["outcome"]["type"] == "success"
+
+
+@pytest.mark.parametrize(
+    "frame, code",
+    [("this is not json", 1007), (b"\x00\x01binary", 1003), ("[" + " " * (12 * 1024 * 1024) + "]", 1009)],
+)
+async def test_frames_that_close_the_socket(gateway, frame, code):
+    async with websockets.connect(ws_url(gateway), max_size=None) as ws:
+        await ws.send(frame)
+        with pytest.raises(ConnectionClosed) as closed:
+            await asyncio.wait_for(ws.recv(), 10)
+    assert closed.value.rcvd is not None and closed.value.rcvd.code == code
+    async with websockets.connect(ws_url(gateway)) as ws:  # the server is fine
+        assert (await run_over(ws, run_body("after")))[-1]["type"] == "RUN_FINISHED"
+
+
+async def test_thread_busy_holds_across_sse_and_websocket(gateway):
+    body = run_body("/slow 2")
+    loop = asyncio.get_running_loop()
+    sse = loop.run_in_executor(None, lambda: post_sse(httpx.Client(), gateway.url + "/", body))
+    async with websockets.connect(ws_url(gateway)) as ws:
+        deadline = time.monotonic() + 5
+        while True:
+            events = await run_over(ws, run_body("me too", thread=body["threadId"]))
+            if events[-1].get("code") == "THREAD_BUSY":
+                break
+            assert time.monotonic() < deadline, events
+            await asyncio.sleep(0.05)
+        assert len(events) == 1, "refused before RUN_STARTED"
+        # And the other way round: a WebSocket run makes the thread busy for SSE.
+        ws_body = run_body("/slow 2")
+        await ws.send(json.dumps(ws_body))
+        assert (await recv_event(ws))["type"] == "RUN_STARTED"
+        refused = await loop.run_in_executor(None, lambda: post_sse(httpx.Client(), gateway.url + "/", run_body("x", thread=ws_body["threadId"])))
+        assert refused.status == 409 and json.loads(refused.raw)["error"]["code"] == "THREAD_BUSY"
+        while (await recv_event(ws))["type"] not in TERMINAL:
+            pass
+    assert (await sse).terminal["outcome"]["type"] == "success"
+
+
+async def test_disconnect_cancels_the_run(gateway):
+    body = run_body("/slow 30")
+    async with websockets.connect(ws_url(gateway)) as ws:
+        await ws.send(json.dumps(body))
+        while (await recv_event(ws))["type"] != "TEXT_MESSAGE_CONTENT":
+            pass
+    deadline = time.monotonic() + 5
+    async with httpx.AsyncClient() as http:
+        while True:
+            response = await http.post(gateway.url + "/", json=run_body("free?", thread=body["threadId"]))
+            if response.status_code == 200:
+                break
+            assert time.monotonic() < deadline
+            await asyncio.sleep(0.1)
+
+
+MUX = ["agui-mux.v1"]
+
+
+async def test_multiplexed_runs_never_mix(gateway):
+    bodies = {f"s{i}": run_body(f"/flood {200 + i}") for i in range(4)}
+    bodies["slow"] = run_body("/slow 1")
+    async with websockets.connect(ws_url(gateway), subprotocols=MUX) as ws:
+        assert ws.subprotocol == "agui-mux.v1"
+        for stream_id, body in bodies.items():
+            await ws.send(json.dumps({"op": "run", "id": stream_id, "input": body}))
+        streams: dict[str, list[dict]] = {k: [] for k in bodies}
+        while any(not s or s[-1]["type"] not in TERMINAL for s in streams.values()):
+            frame = json.loads(await asyncio.wait_for(ws.recv(), 30))
+            EVENT_ADAPTER.validate_python(frame["event"])
+            streams[frame["id"]].append(frame["event"])
+    for stream_id, events in streams.items():
+        assert_well_formed_run(events)
+        assert events[0]["threadId"] == bodies[stream_id]["threadId"]
+        assert events[0]["runId"] == bodies[stream_id]["runId"]
+        message_ids = {e["messageId"] for e in events if e["type"].startswith("TEXT_MESSAGE")}
+        assert len(message_ids) == 1
+    for i in range(4):
+        assert sum(e["type"] == "TEXT_MESSAGE_CONTENT" for e in streams[f"s{i}"]) == 200 + i
+
+
+async def test_multiplexed_cancel_and_errors(gateway):
+    body = run_body("/slow 20")
+    async with websockets.connect(ws_url(gateway), subprotocols=MUX) as ws:
+        await ws.send(json.dumps({"op": "run", "id": "a", "input": body}))
+        events = []
+        while not events or events[-1]["type"] != "TEXT_MESSAGE_CONTENT":
+            events.append(json.loads(await ws.recv())["event"])
+        await ws.send(json.dumps({"op": "cancel", "id": "a"}))
+        while events[-1]["type"] not in TERMINAL:
+            frame = json.loads(await asyncio.wait_for(ws.recv(), 5))
+            assert frame["id"] == "a"
+            events.append(frame["event"])
+        assert_well_formed_run(events)
+        assert events[-1]["outcome"] == {"type": "cancelled"}
+        await ws.send(json.dumps({"op": "dance", "id": "b"}))
+        frame = json.loads(await ws.recv())
+        assert frame["id"] == "b" and frame["event"]["code"] == "INVALID_INPUT"
+        await ws.send(json.dumps({"op": "run", "id": "c", "input": {"threadId": ""}}))
+        frame = json.loads(await ws.recv())
+        assert frame["id"] == "c" and frame["event"]["code"] == "INVALID_INPUT"
+
+
+_ID_KEYS = {"messageId", "toolCallId", "executionId", "eventId", "threadId", "runId", "aguiRunId", "id", "taskId", "contextId", "artifactId", "expiresAt"}
+
+
+def normalized(events: list[dict]) -> list:
+    """Events with every identifier replaced by its order of first appearance."""
+    seen: dict[str, str] = {}
+
+    def walk(value, key=None):
+        if isinstance(value, dict):
+            return {k: walk(v, k) for k, v in value.items()}
+        if isinstance(value, list):
+            return [walk(v) for v in value]
+        if key in _ID_KEYS and isinstance(value, str):
+            return seen.setdefault(value, f"<id{len(seen)}>")
+        if isinstance(value, str):
+            return re.sub(r"exec-[0-9a-f]{32}|[0-9a-f]{12,}", "<hex>", value)
+        return value
+
+    return [walk(e) for e in events]
+
+
+@pytest.mark.parametrize("text, iac", [("hello", {}), ("think", {"thinking": {"enabled": True}}), ("/tool deploy {}", {}), ("/pipeline", {}), ("/ask why?", {}), ("/fail", {})])
+async def test_sse_and_websocket_yield_the_same_events(gateway, client, text, iac):
+    sse = post_sse(client, gateway.url + "/", run_body(text, iac=ext(**iac)))
+    async with websockets.connect(ws_url(gateway)) as ws:
+        ws_events = await run_over(ws, run_body(text, iac=ext(**iac)))
+    assert normalized(sse.events) == normalized(ws_events)
+
+
+async def test_auth_header_subprotocol_and_tickets(start_gateway):
+    server = start_gateway("--ticket-ttl", "1", env={"AGUI_GATEWAY_AUTH_TOKEN": "tok-123"})
+    url = ws_url(server)
+    with pytest.raises(InvalidStatus) as refused:
+        async with websockets.connect(url):
+            pass
+    assert refused.value.response.status_code == 403
+    with pytest.raises(InvalidStatus):
+        async with websockets.connect(url, additional_headers={"Authorization": "Bearer nope"}):
+            pass
+    async with websockets.connect(url, additional_headers={"Authorization": "Bearer tok-123"}) as ws:
+        assert (await run_over(ws, run_body("header")))[-1]["type"] == "RUN_FINISHED"
+    async with websockets.connect(url, subprotocols=["agui-mux.v1", "agui.bearer.tok-123"]) as ws:
+        assert ws.subprotocol == "agui-mux.v1", "the token is never echoed back"
+    async with httpx.AsyncClient() as http:
+        assert (await http.post(server.url + "/ws/tickets")).status_code == 401
+        issued = await http.post(server.url + "/ws/tickets", headers={"authorization": "Bearer tok-123"})
+        assert issued.status_code == 201 and issued.headers["cache-control"] == "no-store"
+        ticket = issued.json()["ticket"]
+        async with websockets.connect(f"{url}?ticket={ticket}") as ws:
+            assert (await run_over(ws, run_body("ticket")))[-1]["type"] == "RUN_FINISHED"
+        with pytest.raises(InvalidStatus):  # single use
+            async with websockets.connect(f"{url}?ticket={ticket}"):
+                pass
+        second = (await http.post(server.url + "/ws/tickets", headers={"authorization": "Bearer tok-123"})).json()["ticket"]
+        async with websockets.connect(url, subprotocols=["agui.v1", f"agui.ticket.{second}"]) as ws:
+            assert ws.subprotocol == "agui.v1"
+        expired = (await http.post(server.url + "/ws/tickets", headers={"authorization": "Bearer tok-123"})).json()["ticket"]
+        await asyncio.sleep(1.2)
+        with pytest.raises(InvalidStatus):
+            async with websockets.connect(f"{url}?ticket={expired}"):
+                pass

@@ -1,0 +1,262 @@
+"""`/ws`: runs over WebSocket on the same engine. Base mode: one RunAgentInput frame in, one bare event per frame out.
+
+Multiplexed mode (subprotocol `agui-mux.v1`): client frames `{"op":"run","id":S,"input":{...}}` and
+`{"op":"cancel","id":S}`; server frames `{"id":S,"event":{...}}`. Close codes: 1003 binary frame,
+1007 a frame that is not JSON, 1008 policy (too many queued frames, bad envelope in mux mode),
+1009 frame over 12 MiB (uvicorn), 1011 internal error. Authentication is checked before the upgrade
+is accepted (refused with HTTP 403): `Authorization: Bearer`, a ticket (`?ticket=` or subprotocol
+`agui.ticket.<ticket>`), or the token as subprotocol `agui.bearer.<token>`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import hmac
+import logging
+import msgspec
+from litestar import WebSocket, websocket
+
+from gateway.engine.prepare import prepare
+from gateway.engine.runs import Run
+from gateway.errors import ErrorCode, GatewayError
+from gateway.i18n import message_for, negotiate
+from gateway.protocol import events as e
+
+log = logging.getLogger("agui.ws")
+
+BASE_PROTOCOL = "agui.v1"
+MUX_PROTOCOL = "agui-mux.v1"
+BEARER_PREFIX = "agui.bearer."
+TICKET_PREFIX = "agui.ticket."
+MAX_QUEUED_FRAMES = 4  # base mode: frames received during a run wait here, in order
+MAX_MUX_RUNS = 16  # concurrent runs on one multiplexed socket
+CLOSE_UNSUPPORTED = 1003
+CLOSE_INVALID = 1007
+CLOSE_POLICY = 1008
+CLOSE_INTERNAL = 1011
+
+
+class MuxFrame(msgspec.Struct):
+    op: str
+    id: str
+    input: msgspec.Raw = msgspec.Raw(b"")  # kept raw: the engine decodes it exactly like an HTTP body
+
+
+_mux_decoder = msgspec.json.Decoder(MuxFrame)
+_encoder = msgspec.json.Encoder()
+
+
+def ticket_digest(ticket: str) -> str:
+    return hashlib.sha256(ticket.encode()).hexdigest()
+
+
+async def _authenticated(socket: WebSocket, token: str | None, offered: list[str]) -> bool:
+    if not token:
+        return True
+    scheme, _, presented = socket.headers.get("authorization", "").partition(" ")
+    if scheme.lower() == "bearer" and hmac.compare_digest(presented.strip().encode(), token.encode()):
+        return True
+    for protocol in offered:
+        if protocol.startswith(BEARER_PREFIX) and hmac.compare_digest(protocol[len(BEARER_PREFIX) :].encode(), token.encode()):
+            return True
+    tickets = [p[len(TICKET_PREFIX) :] for p in offered if p.startswith(TICKET_PREFIX)]
+    query_ticket = socket.query_params.get("ticket")
+    if query_ticket:
+        tickets.append(query_ticket)
+    store = socket.app.state.ctx.store
+    for ticket in tickets[:2]:
+        if await store.take_ticket(ticket_digest(ticket), socket.app.state.ctx.engine.clock()):
+            return True
+    return False
+
+
+class Connection:
+    """One accepted socket: serialises sends, tracks its runs, cancels them when the peer goes away."""
+
+    def __init__(self, socket: WebSocket, mux: bool) -> None:
+        self.socket = socket
+        self.mux = mux
+        self.ctx = socket.app.state.ctx
+        self.runs: dict[str, Run] = {}
+        self.forwarders: dict[str, asyncio.Task] = {}
+        self.send_lock = asyncio.Lock()
+        self.language = negotiate(None, socket.headers.get("accept-language"))
+
+    async def send_event(self, event: e.Event, stream_id: str | None) -> None:
+        if self.mux:
+            payload = b'{"id":' + _encoder.encode(stream_id) + b',"event":' + e.encode_json(event) + b"}"
+        else:
+            payload = e.encode_json(event)
+        async with self.send_lock:
+            await self.socket.send({"type": "websocket.send", "text": payload.decode()})
+
+    async def send_error(self, error: GatewayError, stream_id: str | None, language: str | None = None) -> None:
+        event = e.RunError(code=error.code.name, message=message_for(error, language or self.language))
+        if error.field:
+            event.metadata = {"field": error.field}
+        await self.send_event(event, stream_id)
+
+    async def start_run(self, raw: bytes, stream_id: str | None) -> Run | None:
+        """Validate and admit like SSE; an error before the run is a RUN_ERROR frame and the socket stays usable."""
+        settings = self.ctx.settings
+        try:
+            prepared = prepare(raw, allowed_roots=settings.allowed_cwd, default_cwd=settings.default_cwd,
+                               accept_language=self.socket.headers.get("accept-language"))
+            return await self.ctx.engine.start(prepared)
+        except GatewayError as error:
+            await self.send_error(error, stream_id, getattr(error, "language", None))
+            return None
+
+    async def forward(self, run: Run, stream_id: str | None) -> None:
+        """Send one run's events, one per frame; a slow peer slows this run only (bounded queue behind it)."""
+        async for batch in run.batches(self.ctx.settings.heartbeat_seconds):
+            if batch is None:
+                continue  # liveness is WebSocket ping/pong, not comments
+            for event in batch:
+                await self.send_event(event, stream_id)
+
+    def abandon(self) -> None:
+        """The peer went away: active normal runs are cancelled (their batches() cleanup cancels the backend)."""
+        for task in self.forwarders.values():
+            task.cancel()
+
+
+async def _receive_text(socket: WebSocket) -> str | None:
+    """Next text frame, or None when the peer disconnected; closes with 1003 on a binary frame."""
+    message = await socket.receive()
+    if message["type"] == "websocket.disconnect":
+        return None
+    if message.get("text") is None:
+        await socket.close(CLOSE_UNSUPPORTED, "binary frames are not supported")
+        return None
+    return message["text"]
+
+
+def _is_json(text: str) -> bool:
+    try:
+        msgspec.json.decode(text)
+    except msgspec.DecodeError:
+        return False
+    return True
+
+
+async def _serve_base(conn: Connection) -> None:
+    socket = conn.socket
+    pending: asyncio.Queue[str] = asyncio.Queue()
+    closed = asyncio.Event()
+
+    async def reader() -> None:
+        while True:
+            text = await _receive_text(socket)
+            if text is None:
+                break
+            if not _is_json(text):
+                await socket.close(CLOSE_INVALID, "frames must be JSON")
+                break
+            if pending.qsize() >= MAX_QUEUED_FRAMES:
+                await socket.close(CLOSE_POLICY, "too many frames queued behind the active run")
+                break
+            pending.put_nowait(text)
+        closed.set()
+        conn.abandon()
+
+    reader_task = asyncio.create_task(reader())
+    try:
+        while True:
+            getter = asyncio.create_task(pending.get())
+            waiter = asyncio.create_task(closed.wait())
+            done, _ = await asyncio.wait({getter, waiter}, return_when=asyncio.FIRST_COMPLETED)
+            if getter not in done:
+                getter.cancel()
+                return
+            waiter.cancel()
+            run = await conn.start_run(getter.result().encode(), None)
+            if run is None:
+                continue
+            task = asyncio.create_task(conn.forward(run, None))
+            conn.forwarders["base"] = task
+            try:
+                await task
+            except asyncio.CancelledError:
+                if closed.is_set():
+                    return
+                raise
+            finally:
+                conn.forwarders.pop("base", None)
+    finally:
+        reader_task.cancel()
+
+
+async def _serve_mux(conn: Connection) -> None:
+    socket = conn.socket
+
+    async def run_stream(stream_id: str, raw: bytes) -> None:
+        run = await conn.start_run(raw, stream_id)
+        if run is None:
+            return
+        conn.runs[stream_id] = run
+        try:
+            await conn.forward(run, stream_id)
+        finally:
+            conn.runs.pop(stream_id, None)
+
+    try:
+        while True:
+            text = await _receive_text(socket)
+            if text is None:
+                return
+            try:
+                frame = _mux_decoder.decode(text)
+            except msgspec.DecodeError:
+                if not _is_json(text):
+                    await socket.close(CLOSE_INVALID, "frames must be JSON")
+                    return
+                await conn.send_error(GatewayError(ErrorCode.INVALID_INPUT, "op", "Expected {op, id, input?}."), None)
+                continue
+            if frame.op == "run" and len(frame.input):
+                if frame.id in conn.forwarders:
+                    await conn.send_error(GatewayError(ErrorCode.INVALID_INPUT, "id", "This stream id is in use."), frame.id)
+                elif len(conn.forwarders) >= MAX_MUX_RUNS:
+                    await conn.send_error(GatewayError(ErrorCode.THREAD_BUSY, detail="Too many runs on this socket."), frame.id)
+                else:
+                    task = asyncio.create_task(run_stream(frame.id, bytes(frame.input)))
+                    conn.forwarders[frame.id] = task
+                    task.add_done_callback(lambda _t, sid=frame.id: conn.forwarders.pop(sid, None))
+            elif frame.op == "cancel":
+                run = conn.runs.get(frame.id)
+                if run is not None:
+                    run.cancel()
+            else:
+                await conn.send_error(GatewayError(ErrorCode.INVALID_INPUT, "op", "Use op 'run' (with input) or 'cancel'."), frame.id)
+    finally:
+        conn.abandon()
+
+
+@websocket("/ws")
+async def ws_endpoint(socket: WebSocket) -> None:
+    ctx = socket.app.state.ctx
+    offered: list[str] = list(socket.scope.get("subprotocols") or [])
+    if not await _authenticated(socket, ctx.settings.auth_token, offered):
+        await socket.close(CLOSE_POLICY, "unauthorized")  # before accept: the upgrade is refused (HTTP 403)
+        return
+    chosen: str | None = None
+    for protocol in offered:
+        if protocol in (MUX_PROTOCOL, BASE_PROTOCOL):
+            chosen = protocol
+            break
+    await socket.accept(subprotocols=chosen)
+    conn = Connection(socket, mux=chosen == MUX_PROTOCOL)
+    ctx.sockets.add(conn)
+    try:
+        await (_serve_mux(conn) if conn.mux else _serve_base(conn))
+    except Exception:  # noqa: BLE001 - nothing may crash the handler silently
+        log.exception("websocket handler failed")
+        try:
+            await socket.close(CLOSE_INTERNAL, "internal error")
+        except Exception:  # noqa: BLE001
+            pass
+    finally:
+        ctx.sockets.discard(conn)
+        conn.abandon()
+
