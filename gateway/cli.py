@@ -74,8 +74,9 @@ def uvicorn_options(settings: Settings) -> dict:
 
     ping = settings.ws_ping_seconds or None
     return {
-        "ws": "websockets-sansio",
+        "ws": "transports.ws_protocol:CorkedWebSocketsProtocol",
         "ws_max_size": MAX_BODY_BYTES,
+        "ws_per_message_deflate": False,  # per-frame deflate costs more CPU than small AG-UI events save
         "ws_ping_interval": ping,
         "ws_ping_timeout": ping,
         "timeout_graceful_shutdown": 30,

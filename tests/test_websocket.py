@@ -94,8 +94,8 @@ async def test_invalid_frames_get_a_run_error_and_the_socket_stays_usable(gatewa
 )
 async def test_frames_that_close_the_socket(gateway, frame, code):
     async with websockets.connect(ws_url(gateway), max_size=None) as ws:
-        await ws.send(frame)
         with pytest.raises(ConnectionClosed) as closed:
+            await ws.send(frame)  # the server may close while a large frame is still being sent
             await asyncio.wait_for(ws.recv(), 10)
     assert closed.value.rcvd is not None and closed.value.rcvd.code == code
     async with websockets.connect(ws_url(gateway)) as ws:  # the server is fine
@@ -250,3 +250,27 @@ async def test_auth_header_subprotocol_and_tickets(start_gateway):
         with pytest.raises(InvalidStatus):
             async with websockets.connect(f"{url}?ticket={expired}"):
                 pass
+
+
+async def test_stock_uvicorn_websocket_protocol_works_too(tmp_path):
+    """Embedders may serve the app with uvicorn's own protocol: frames then go one ASGI message at a time."""
+    import uvicorn
+
+    from gateway.app import create_app
+    from gateway.settings import Settings
+    from tests.support import free_port
+
+    port = free_port()
+    app = create_app(Settings(state_dir=str(tmp_path), allowed_cwd=("/tmp",)))
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_config=None, ws="websockets-sansio"))
+    task = asyncio.create_task(server.serve())
+    while not server.started:
+        await asyncio.sleep(0.02)
+    try:
+        async with websockets.connect(f"ws://127.0.0.1:{port}/ws") as ws:
+            events = await run_over(ws, run_body("/flood 300"))
+        assert_well_formed_run(events)
+        assert sum(e["type"] == "TEXT_MESSAGE_CONTENT" for e in events) == 300
+    finally:
+        server.should_exit = True
+        await task

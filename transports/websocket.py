@@ -22,6 +22,7 @@ from gateway.engine.runs import Run
 from gateway.errors import ErrorCode, GatewayError
 from gateway.i18n import message_for, negotiate
 from gateway.protocol import events as e
+from transports.ws_protocol import TEXT_BATCH_EXTENSION
 
 log = logging.getLogger("agui.ws")
 
@@ -81,15 +82,28 @@ class Connection:
         self.runs: dict[str, Run] = {}
         self.forwarders: dict[str, asyncio.Task] = {}
         self.send_lock = asyncio.Lock()
+        # Our uvicorn protocol takes a batch of UTF-8 payloads, one text frame each (ASGI extension).
+        self.batching = TEXT_BATCH_EXTENSION in (socket.scope.get("extensions") or {})
+        self.raw_send = socket.send
         self.language = negotiate(None, socket.headers.get("accept-language"))
 
-    async def send_event(self, event: e.Event, stream_id: str | None) -> None:
+    def _frame(self, event: e.Event, stream_id: str | None) -> bytes:
         if self.mux:
-            payload = b'{"id":' + _encoder.encode(stream_id) + b',"event":' + e.encode_json(event) + b"}"
-        else:
-            payload = e.encode_json(event)
-        async with self.send_lock:
-            await self.socket.send({"type": "websocket.send", "text": payload.decode()})
+            return b'{"id":' + _encoder.encode(stream_id) + b',"event":' + e.encode_json(event) + b"}"
+        return e.encode_json(event)
+
+    async def send_events(self, events: list[e.Event], stream_id: str | None) -> None:
+        """One text frame per event; sent as one batch where the server supports it."""
+        frames = [self._frame(event, stream_id) for event in events]
+        async with self.send_lock:  # mux: runs share the socket; frames of one batch stay together
+            if self.batching:
+                await self.raw_send({"type": "websocket.send", TEXT_BATCH_EXTENSION: frames})
+            else:
+                for frame in frames:
+                    await self.raw_send({"type": "websocket.send", "text": frame.decode()})
+
+    async def send_event(self, event: e.Event, stream_id: str | None) -> None:
+        await self.send_events([event], stream_id)
 
     async def send_error(self, error: GatewayError, stream_id: str | None, language: str | None = None) -> None:
         event = e.RunError(code=error.code.name, message=message_for(error, language or self.language))
@@ -111,10 +125,8 @@ class Connection:
     async def forward(self, run: Run, stream_id: str | None) -> None:
         """Send one run's events, one per frame; a slow peer slows this run only (bounded queue behind it)."""
         async for batch in run.batches(self.ctx.settings.heartbeat_seconds):
-            if batch is None:
-                continue  # liveness is WebSocket ping/pong, not comments
-            for event in batch:
-                await self.send_event(event, stream_id)
+            if batch is not None:  # (None is a heartbeat: liveness here is WebSocket ping/pong)
+                await self.send_events(batch, stream_id)
 
     def abandon(self) -> None:
         """The peer went away: active normal runs are cancelled (their batches() cleanup cancels the backend)."""

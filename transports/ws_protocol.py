@@ -1,0 +1,105 @@
+"""uvicorn's sans-I/O WebSocket protocol, tuned for streams of small text frames.
+
+- Corked writes: the frames sent in one event-loop turn leave in one transport write (one syscall).
+- A direct path for unfragmented server text frames while the connection is open and no extension is
+  negotiated (the gateway disables permessage-deflate): the frame header is packed here instead of going
+  through the generic frame serializer. Everything else (handshake, close, ping/pong, flow control,
+  receiving) stays uvicorn's and websockets' own code.
+- The ASGI scope advertises the extension `agui.ws.text_batch`: the app may then send
+  `{"type": "websocket.send", "agui.ws.text_batch": [<utf-8 bytes>, ...]}`, one text frame per item,
+  in one ASGI call and without a decode/encode round trip.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import struct
+from typing import Any
+
+from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
+from websockets.protocol import OPEN
+
+TEXT_BATCH_EXTENSION = "agui.ws.text_batch"
+_FIN_TEXT = 0x81
+
+
+def text_frame(payload: bytes) -> bytes:
+    """An unmasked, final text frame (server to client)."""
+    length = len(payload)
+    if length < 126:
+        return struct.pack("!BB", _FIN_TEXT, length) + payload
+    if length < 65536:
+        return struct.pack("!BBH", _FIN_TEXT, 126, length) + payload
+    return struct.pack("!BBQ", _FIN_TEXT, 127, length) + payload
+
+
+class CorkedTransport:
+    """Buffers `write` calls and flushes them together on the next loop iteration (or before closing)."""
+
+    def __init__(self, transport: asyncio.Transport, loop: asyncio.AbstractEventLoop) -> None:
+        self._transport = transport
+        self._loop = loop
+        self._buffer: list[bytes] = []
+        self._scheduled = False
+
+    def write(self, data: bytes) -> None:
+        if not data:
+            return
+        self._buffer.append(data)
+        if not self._scheduled:
+            self._scheduled = True
+            self._loop.call_soon(self.flush)
+
+    def flush(self) -> None:
+        self._scheduled = False
+        if self._buffer:
+            data = b"".join(self._buffer)
+            self._buffer.clear()
+            if not self._transport.is_closing():
+                self._transport.write(data)
+
+    def close(self) -> None:
+        self.flush()
+        self._transport.close()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._transport, name)
+
+
+class CorkedWebSocketsProtocol(WebSocketsSansIOProtocol):
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        super().connection_made(transport)
+        self.transport = CorkedTransport(self.transport, asyncio.get_running_loop())  # type: ignore[assignment]
+
+    def handle_connect(self, event: Any) -> None:
+        super().handle_connect(event)
+        self.scope["extensions"][TEXT_BATCH_EXTENSION] = {}  # type: ignore[index]
+
+    def _direct_ok(self) -> bool:
+        conn = self.conn
+        return (
+            self.handshake_complete
+            and not self.close_sent
+            and not self.disconnected
+            and self.initial_response is None
+            and self.writable.is_set()
+            and conn.state is OPEN
+            and not conn.extensions
+            and not conn.expect_continuation_frame
+        )
+
+    async def send(self, message: Any) -> None:
+        if message["type"] == "websocket.send":
+            batch = message.get(TEXT_BATCH_EXTENSION)
+            if self._direct_ok():
+                if batch is not None:
+                    self.transport.write(b"".join([text_frame(payload) for payload in batch]))
+                    return
+                if message.get("bytes") is None and message.get("text") is not None:
+                    self.transport.write(text_frame(message["text"].encode()))
+                    return
+            elif batch is not None:
+                for payload in batch:  # the generic path, one frame at a time (closing, paused, extensions)
+                    await super().send({"type": "websocket.send", "text": payload.decode()})
+                return
+        await super().send(message)
