@@ -36,6 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--interrupt-ttl", default=_env("INTERRUPT_TTL", "900"), help="lifetime of an interrupt before it expires (default 900 s; 0 = never)")
     p.add_argument("--ws-ping-seconds", type=float, default=float(_env("WS_PING_SECONDS", "20")), help="WebSocket ping interval; a peer that does not answer within the same time is closed (default 20; 0 disables)")
     p.add_argument("--ticket-ttl", default=_env("TICKET_TTL", "60"), help="lifetime of a single-use WebSocket ticket from POST /ws/tickets (default 60 s)")
+    p.add_argument("--shutdown-grace-seconds", type=float, default=float(_env("SHUTDOWN_GRACE_SECONDS", "30")), help="on SIGTERM, how long active runs may go on before they are cancelled (default 30)")
     p.add_argument("--log-level", default=_env("LOG_LEVEL", "info"), choices=["debug", "info", "warning", "error"], help="log level (default info)")
     p.add_argument("--log-format", default=_env("LOG_FORMAT", "text"), choices=["text", "json"], help="log format: text (default) or json (one object per line)")
     return p
@@ -62,6 +63,7 @@ def settings_from_args(argv: list[str] | None = None) -> Settings:
         retention_seconds=parse_duration(args.retention),
         interrupt_ttl=parse_duration(args.interrupt_ttl),
         ws_ping_seconds=max(0.0, args.ws_ping_seconds),
+        shutdown_grace_seconds=max(0.0, args.shutdown_grace_seconds),
         ticket_ttl=parse_duration(args.ticket_ttl),
         log_level=args.log_level,
         log_format=args.log_format,
@@ -79,7 +81,7 @@ def uvicorn_options(settings: Settings) -> dict:
         "ws_per_message_deflate": False,  # per-frame deflate costs more CPU than small AG-UI events save
         "ws_ping_interval": ping,
         "ws_ping_timeout": ping,
-        "timeout_graceful_shutdown": 30,
+        "timeout_graceful_shutdown": settings.shutdown_grace_seconds + 5,
     }
 
 
@@ -88,6 +90,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from gateway.app import create_app
     from gateway.logs import setup_logging
+    from gateway.serve import GatewayServer
 
     try:
         settings = settings_from_args(argv)
@@ -96,12 +99,6 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     setup_logging(settings.log_level, settings.log_format)
     app = create_app(settings)
-    uvicorn.run(
-        app,
-        host=settings.host,
-        port=settings.port,
-        log_config=None,
-        access_log=False,
-        **uvicorn_options(settings),
-    )
+    config = uvicorn.Config(app, host=settings.host, port=settings.port, log_config=None, access_log=False, **uvicorn_options(settings))
+    GatewayServer(config, app).run()
     return 0

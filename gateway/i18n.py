@@ -198,6 +198,16 @@ _MESSAGES: dict[str, dict[str, str]] = {
         "de": "Die Agentenaufgabe ist fehlgeschlagen.",
         "id": "Tugas agen gagal.",
     },
+    "SHUTTING_DOWN": {
+        "en": "This replica is shutting down; retry the run (another replica can take it).",
+        "pt": "Esta réplica está sendo desligada; tente a execução novamente (outra réplica pode atendê-la).",
+        "zh": "此副本正在关闭；请重试该运行（其他副本可以处理）。",
+        "es": "Esta réplica se está apagando; reintente la ejecución (otra réplica puede atenderla).",
+        "ja": "このレプリカは停止処理中です。実行を再試行してください（別のレプリカが処理できます）。",
+        "fr": "Cette réplique s'arrête ; relancez l'exécution (une autre réplique peut la prendre).",
+        "de": "Diese Replik fährt herunter; wiederholen Sie den Lauf (eine andere Replik kann ihn übernehmen).",
+        "id": "Replika ini sedang dimatikan; ulangi run (replika lain dapat menanganinya).",
+    },
     "CANCELLED": {
         "en": "The run was cancelled.",
         "pt": "A execução foi cancelada.",

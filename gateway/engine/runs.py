@@ -334,6 +334,7 @@ class RunEngine:
         self.interrupt_ttl = interrupt_ttl
         self.clock = clock
         self.on_busy_change = on_busy_change
+        self.accepting = True  # False while draining at shutdown
         self.runs: dict[str, Run] = {}  # run id -> live run on this process
         self.by_execution: dict[str, Run] = {}
 
@@ -343,6 +344,8 @@ class RunEngine:
 
     async def start(self, prepared: PreparedRun) -> Run:
         """Admit atomically (binding, idempotency, busy, resume-required); raise GatewayError before any event."""
+        if not self.accepting:
+            raise GatewayError(ErrorCode.SHUTTING_DOWN)
         ext = prepared.workspace.extension
         admission = Admission(
             thread_id=prepared.run.thread_id,
@@ -407,6 +410,19 @@ class RunEngine:
             elif result.execution is not None and result.execution.status == "interrupted":
                 await self.cancel_backend(execution_id, result.execution.checkpoint)
         return result.status
+
+    async def drain(self, grace_seconds: float) -> None:
+        """Stop admitting runs; wait for active ones up to the grace period, then cancel the rest on purpose."""
+        self.accepting = False
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + grace_seconds
+        while self.runs and loop.time() < deadline:
+            await asyncio.sleep(0.05)
+        for run in list(self.runs.values()):
+            run.cancel()
+        pending = [run.task for run in self.runs.values()]
+        if pending:
+            await asyncio.wait(pending, timeout=5)
 
     async def shutdown(self) -> None:
         for run in list(self.runs.values()):

@@ -1,0 +1,46 @@
+"""Serving with graceful shutdown: on SIGTERM stop admitting runs, let active ones finish within the grace
+period (then cancel them with the cancelled outcome), close WebSockets with 1001, then let uvicorn exit."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+from types import FrameType
+
+import uvicorn
+
+log = logging.getLogger("agui.serve")
+GOING_AWAY = 1001
+
+
+class GatewayServer(uvicorn.Server):
+    def __init__(self, config: uvicorn.Config, app) -> None:
+        super().__init__(config)
+        self.ctx = app.state.ctx
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._draining: asyncio.Task | None = None
+
+    async def serve(self, sockets=None) -> None:
+        self._loop = asyncio.get_running_loop()
+        await super().serve(sockets)
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        if self._draining is not None or self._loop is None or sig not in (signal.SIGTERM, signal.SIGINT):
+            super().handle_exit(sig, frame)  # a second signal: shut down now
+            return
+        self._captured_signals.append(sig)
+        self._draining = self._loop.create_task(self.drain())
+
+    async def drain(self) -> None:
+        ctx = self.ctx
+        grace = ctx.settings.shutdown_grace_seconds
+        log.info("draining: %d run(s) in flight, grace %.0f s", ctx.engine.in_flight, grace)
+        ctx.status.set_draining()
+        await ctx.engine.drain(grace)
+        for conn in list(ctx.sockets):
+            try:
+                await conn.socket.close(GOING_AWAY, "server shutting down")
+            except Exception:  # noqa: BLE001 - the peer may be gone already
+                pass
+        self.should_exit = True
