@@ -48,7 +48,9 @@ async def _purge_forever(store: ThreadStore) -> None:
 
 def create_app(settings: Settings, *, store: ThreadStore | None = None, agent: AgentBackend | None = None) -> Litestar:
     """`store` and `agent` override the ones named in settings (embedding, tests with a failing store)."""
-    store = store or open_store(settings.store, state_dir=settings.state_dir, retention_seconds=settings.retention_seconds)
+    store = store or open_store(
+        settings.store, state_dir=settings.state_dir, retention_seconds=settings.retention_seconds, lease_seconds=settings.lease_seconds
+    )
     agent = agent or load_agent(settings.agent)
     status = BusyStatus()
     engine = RunEngine(store, agent, interrupt_ttl=settings.interrupt_ttl, on_busy_change=status.set_busy)
@@ -57,6 +59,7 @@ def create_app(settings: Settings, *, store: ThreadStore | None = None, agent: A
     @contextlib.asynccontextmanager
     async def lifespan(app: Litestar) -> AsyncIterator[None]:
         purger = asyncio.create_task(_purge_forever(store))
+        await store.listen_for_cancels(engine.cancel_local)
         log.info("agui-gateway ready on %s:%d store=%s agent=%s", settings.host, settings.port, settings.store_kind, agent.name)
         try:
             yield

@@ -25,7 +25,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--version", action="version", version=f"agui-gateway {__version__}")
     p.add_argument("--host", default=_env("HOST", "127.0.0.1"), help="address to bind (default 127.0.0.1; the container image uses 0.0.0.0)")
     p.add_argument("--port", type=int, default=int(_env("PORT", "8080")), help="port to listen on (default 8080)")
-    p.add_argument("--store", default=_env("STORE", "file"), help="thread state store: 'file' (default, one JSON file per thread under --state-dir), 'file:///path', or 'memory' (lost on exit)")
+    p.add_argument("--store", default=_env("STORE", "file"), help="thread state store: 'file' (default, one JSON file per thread under --state-dir), 'file:///path', 'memory' (lost on exit), or Redis shared by replicas: redis://host:port/db, rediss://..., redis+sentinel://host:port[,host:port]/service[/db], redis+cluster://host:port")
     p.add_argument("--state-dir", default=_env("STATE_DIR", default_state_dir()), help="directory of the file store (default $XDG_CONFIG_HOME/agui, else ~/.config/agui)")
     p.add_argument("--agent", default=_env("AGENT", "demo"), help="agent backend: 'demo' (embedded scripted agent, default) or 'package.module:factory' for a Python plug-in")
     p.add_argument("--auth-token", default=_env("AUTH_TOKEN", os.environ.get("IAC_CODE_AGUI_AUTH_TOKEN")), help="static bearer token required on runs and cancels (also IAC_CODE_AGUI_AUTH_TOKEN; prefer the environment over the command line)")
@@ -33,6 +33,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--allowed-cwd", action="append", default=None, help="allowed workspace root, repeatable (env: a list separated by '" + os.pathsep + "'); cwd must be one of them or below one. Default: " + ", ".join(default_allowed_roots()) + " (home, /workspace, temp dir)")
     p.add_argument("--default-cwd", default=_env("DEFAULT_CWD"), help="workspace for plain AG-UI requests without forwardedProps.iacCode (unset: the extension is required)")
     p.add_argument("--retention", default=_env("RETENTION", "7d"), help="remove thread state untouched for this long (default 7d; e.g. 3600, 12h, 30d)")
+    p.add_argument("--lease-seconds", type=float, default=float(_env("LEASE_SECONDS", "10")), help="Redis store: lifetime of a run lease, renewed every third of it; a replica that dies frees its threads after this (default 10)")
     p.add_argument("--interrupt-ttl", default=_env("INTERRUPT_TTL", "900"), help="lifetime of an interrupt before it expires (default 900 s; 0 = never)")
     p.add_argument("--ws-ping-seconds", type=float, default=float(_env("WS_PING_SECONDS", "20")), help="WebSocket ping interval; a peer that does not answer within the same time is closed (default 20; 0 disables)")
     p.add_argument("--ticket-ttl", default=_env("TICKET_TTL", "60"), help="lifetime of a single-use WebSocket ticket from POST /ws/tickets (default 60 s)")
@@ -62,6 +63,7 @@ def settings_from_args(argv: list[str] | None = None) -> Settings:
         default_cwd=os.path.normpath(args.default_cwd) if args.default_cwd else None,
         retention_seconds=parse_duration(args.retention),
         interrupt_ttl=parse_duration(args.interrupt_ttl),
+        lease_seconds=max(1.0, args.lease_seconds),
         ws_ping_seconds=max(0.0, args.ws_ping_seconds),
         shutdown_grace_seconds=max(0.0, args.shutdown_grace_seconds),
         ticket_ttl=parse_duration(args.ticket_ttl),

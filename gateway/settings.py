@@ -44,6 +44,7 @@ class Settings(Struct, kw_only=True):
     default_cwd: str | None = None
     retention_seconds: float = 7 * 86400.0
     interrupt_ttl: float = 900.0
+    lease_seconds: float = 10.0
     ws_ping_seconds: float = 20.0
     shutdown_grace_seconds: float = 30.0
     ticket_ttl: float = 60.0

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import abc
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Callable, Literal
 
 from store.records import Execution, PendingInterrupt
 
@@ -48,6 +48,12 @@ class AdmitResult:
 
 
 @dataclass(slots=True)
+class RenewResult:
+    ok: bool  # False: the run lost its lease (expired, or fenced off by a newer run)
+    cancel_requested: bool = False
+
+
+@dataclass(slots=True)
 class CancelResult:
     status: Literal["cancelled", "already_terminal", "not_found", "lost"]
     running_owner: str | None = None
@@ -59,13 +65,17 @@ class ThreadStore(abc.ABC):
     """Every method is atomic for its thread: memory and file serialise per thread, Redis runs one Lua script."""
 
     owner_id: str = ""
+    needs_renewal = False  # True where leases expire unless their owner renews them (Redis)
+    lease_seconds = 10 * 365 * 86400.0  # single-process stores detect dead owners by owner id, not by time
 
     @abc.abstractmethod
     async def admit(self, admission: Admission) -> AdmitResult:
         """Binding, run-id idempotency, expiry, busy and resume-required checks, then take the run lease."""
 
     @abc.abstractmethod
-    async def accept_resume(self, thread_id: str, run_id: str, execution_id: str, applied: dict[str, str], now: float) -> None:
+    async def accept_resume(
+        self, thread_id: str, run_id: str, execution_id: str, applied: dict[str, str], now: float, *, fence: int
+    ) -> None:
         """The backend accepted the answers: drop the pending interrupts, remember the answers' digests."""
 
     @abc.abstractmethod
@@ -81,6 +91,7 @@ class ThreadStore(abc.ABC):
         sequence: int,
         identities: dict[str, str],
         now: float,
+        fence: int,
     ) -> None:
         """Persist the pending interrupts and release the run lease (before RUN_FINISHED is written)."""
 
@@ -95,6 +106,7 @@ class ThreadStore(abc.ABC):
         sequence: int,
         identities: dict[str, str],
         now: float,
+        fence: int,
     ) -> None:
         """Release the lease; with a status, the execution ends with it (None leaves the execution as it is)."""
 
@@ -113,6 +125,18 @@ class ThreadStore(abc.ABC):
     @abc.abstractmethod
     async def take_ticket(self, digest: str, now: float) -> bool:
         """Consume a ticket: True once if it exists and has not expired, False ever after."""
+
+    async def renew(self, thread_id: str, run_id: str, fence: int) -> RenewResult:
+        """Extend the run's lease; also reports a recorded cancel intent."""
+        return RenewResult(True)
+
+    async def notify_cancel(self, owner: str, thread_id: str, execution_id: str) -> None:
+        """Wake the replica that runs an execution so it cancels now (no-op for single-process stores)."""
+        return None
+
+    async def listen_for_cancels(self, on_cancel: Callable[[str, str], None]) -> None:
+        """Start delivering cancel wake-ups addressed to this replica to `on_cancel(thread_id, execution_id)`."""
+        return None
 
     async def purge_expired(self, now: float) -> int:
         """Remove state older than the retention period; returns how many threads were removed."""

@@ -44,8 +44,10 @@ class DocumentStore(ThreadStore):
     async def admit(self, admission: Admission) -> AdmitResult:
         return await self._transact(admission.thread_id, lambda s: rules.admit(s, admission, self.owner_id))
 
-    async def accept_resume(self, thread_id: str, run_id: str, execution_id: str, applied: dict[str, str], now: float) -> None:
-        await self._transact(thread_id, lambda s: (rules.accept_resume(s, run_id, execution_id, applied, now), None))
+    async def accept_resume(
+        self, thread_id: str, run_id: str, execution_id: str, applied: dict[str, str], now: float, *, fence: int
+    ) -> None:
+        await self._transact(thread_id, lambda s: (rules.accept_resume(s, run_id, execution_id, fence, applied, now), None))
 
     async def save_interrupt(
         self,
@@ -59,11 +61,12 @@ class DocumentStore(ThreadStore):
         sequence: int,
         identities: dict[str, str],
         now: float,
+        fence: int,
     ) -> None:
         await self._transact(
             thread_id,
             lambda s: (
-                rules.save_interrupt(s, run_id, execution_id, pending, checkpoint, open_steps, sequence, identities, now),
+                rules.save_interrupt(s, run_id, execution_id, fence, pending, checkpoint, open_steps, sequence, identities, now),
                 None,
             ),
         )
@@ -78,9 +81,10 @@ class DocumentStore(ThreadStore):
         sequence: int,
         identities: dict[str, str],
         now: float,
+        fence: int,
     ) -> None:
         await self._transact(
-            thread_id, lambda s: (rules.finish_run(s, run_id, execution_id, status, sequence, identities, now), None)
+            thread_id, lambda s: (rules.finish_run(s, run_id, execution_id, fence, status, sequence, identities, now), None)
         )
 
     async def cancel(self, thread_id: str, execution_id: str, ros_invocation_id: str, now: float) -> CancelResult:

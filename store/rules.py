@@ -102,9 +102,13 @@ def admit(state: ThreadState | None, a: Admission, live_owner: str | None) -> tu
     return state, AdmitResult(_copy(current), history, expired, lost, state.fence)  # type: ignore[arg-type]
 
 
-def _owned_execution(state: ThreadState | None, run_id: str, execution_id: str) -> Execution:
-    """The execution a run may write to: it must still hold the lease (fencing against stale owners)."""
-    if state is None or state.active is None or state.active.run_id != run_id:
+def _holds_lease(state: ThreadState | None, run_id: str, fence: int) -> bool:
+    return state is not None and state.active is not None and state.active.run_id == run_id and state.active.fence == fence
+
+
+def _owned_execution(state: ThreadState | None, run_id: str, execution_id: str, fence: int) -> Execution:
+    """The execution a run may write to: it must still hold the lease with its fence (stale owners are refused)."""
+    if not _holds_lease(state, run_id, fence):
         raise Rejected("EXECUTION_LOST", "runId", "The run no longer holds the thread's lease.")
     execution = state.execution
     if execution is None or execution.execution_id != execution_id:
@@ -112,8 +116,10 @@ def _owned_execution(state: ThreadState | None, run_id: str, execution_id: str) 
     return execution
 
 
-def accept_resume(state: ThreadState | None, run_id: str, execution_id: str, applied: dict[str, str], now: float) -> ThreadState:
-    execution = _owned_execution(state, run_id, execution_id)
+def accept_resume(
+    state: ThreadState | None, run_id: str, execution_id: str, fence: int, applied: dict[str, str], now: float
+) -> ThreadState:
+    execution = _owned_execution(state, run_id, execution_id, fence)
     execution.answered_ids = [p.id for p in execution.pending] + execution.answered_ids[:64]
     execution.pending = []
     execution.applied.update(applied)
@@ -135,6 +141,7 @@ def save_interrupt(
     state: ThreadState | None,
     run_id: str,
     execution_id: str,
+    fence: int,
     pending: list[PendingInterrupt],
     checkpoint: Any,
     open_steps: list[str],
@@ -142,7 +149,7 @@ def save_interrupt(
     identities: dict[str, str],
     now: float,
 ) -> ThreadState:
-    execution = _owned_execution(state, run_id, execution_id)
+    execution = _owned_execution(state, run_id, execution_id, fence)
     if execution.cancel_requested:
         raise Rejected("CANCELLED")
     execution.status = "interrupted"
@@ -161,13 +168,14 @@ def finish_run(
     state: ThreadState | None,
     run_id: str,
     execution_id: str,
+    fence: int,
     status: str | None,
     sequence: int,
     identities: dict[str, str],
     now: float,
 ) -> ThreadState | None:
-    if state is None or state.active is None or state.active.run_id != run_id:
-        return state  # the lease was already taken away (expired or reaped): nothing of ours to release
+    if not _holds_lease(state, run_id, fence):
+        return None  # the lease was already taken away (expired or reaped): nothing of ours to release
     state.active = None
     state.updated_at = now
     execution = state.execution

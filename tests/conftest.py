@@ -5,7 +5,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from tests.support import Gateway
+from tests.support import Gateway, RedisServer
 
 
 @pytest.fixture(scope="session")
@@ -34,3 +34,11 @@ def start_gateway(tmp_path):
     yield start
     for server in started:
         server.stop()
+
+
+@pytest.fixture(scope="session")
+def redis_server(tmp_path_factory):
+    """A redis-server started by the tests (never the machine's shared one): tests that need it fail without it."""
+    server = RedisServer(tmp_path_factory.mktemp("redis")).start()
+    yield server
+    server.stop()

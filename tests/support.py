@@ -224,3 +224,38 @@ class InProcessGateway:
     def __exit__(self, *exc) -> None:
         self.server.should_exit = True
         self.thread.join(10)
+
+
+class RedisServer:
+    """A real redis-server on a free loopback port, in a temp dir; can be stopped and restarted on the same port."""
+
+    def __init__(self, directory) -> None:
+        self.port = free_port()
+        self.directory = str(directory)
+        self.proc: subprocess.Popen | None = None
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self) -> "RedisServer":
+        import shutil
+
+        binary = shutil.which("redis-server")
+        assert binary, "redis-server is required for these tests (.ci/run installs it)"
+        self.proc = subprocess.Popen(
+            [binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", self.directory],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=0.2) as sock:
+                    sock.sendall(b"PING\r\n")
+                    if sock.recv(16).startswith(b"+PONG"):
+                        return self
+            except OSError:
+                time.sleep(0.05)
+        raise RuntimeError("redis-server did not start")
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()

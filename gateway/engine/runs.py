@@ -25,7 +25,6 @@ from store import Admission, PendingInterrupt, Rejected, StoreUnavailable, Threa
 log = logging.getLogger("agui.engine")
 
 QUEUE_SIZE = 256  # batches of events buffered per run before the backend is slowed down
-LOCAL_LEASE_SECONDS = 10 * 365 * 86400.0  # single-process stores detect dead owners by owner id, not by time
 _END = object()
 
 
@@ -49,6 +48,7 @@ class Run:
         self.fence = fence
         self.queue: asyncio.Queue = asyncio.Queue(QUEUE_SIZE)
         self.cancel_requested = False
+        self.failure: GatewayError | None = None  # set when the run must end with RUN_ERROR (lease lost)
         self.terminal_sent = False
         self.outcome = "running"
         self.started = time.monotonic()
@@ -67,6 +67,7 @@ class Run:
             execution.sequence if execution else 0,
             execution.open_steps if resuming else [],
         )
+        self.lease_keeper: asyncio.Task | None = None
         self.task = asyncio.get_running_loop().create_task(self._drive(), name=f"run:{self.run_id}")
 
     # -- consumer side -------------------------------------------------------------
@@ -105,6 +106,34 @@ class Run:
         if not self.task.done():
             self.task.cancel()
 
+    def fail(self, error: GatewayError) -> None:
+        """End the run with RUN_ERROR (e.g. its lease could not be renewed); the backend task is cancelled."""
+        self.failure = error
+        if not self.task.done():
+            self.task.cancel()
+
+    async def keep_lease(self) -> None:
+        """Renew the run's lease every third of its lifetime; act on a cancel intent seen there."""
+        store = self.engine.store
+        period = store.lease_seconds / 3
+        loop = asyncio.get_running_loop()
+        last_ok = loop.time()
+        while not self.task.done():
+            await asyncio.sleep(period)
+            try:
+                renewed = await store.renew(self.thread_id, self.run_id, self.fence)
+            except StoreUnavailable:
+                if loop.time() - last_ok >= store.lease_seconds * 0.9:
+                    self.fail(GatewayError(ErrorCode.STATE_PERSISTENCE_FAILED, detail="The run lease could not be renewed."))
+                    return
+                continue
+            if not renewed.ok:
+                self.fail(GatewayError(ErrorCode.EXECUTION_LOST, "runId", "The run lost its lease."))
+                return
+            last_ok = loop.time()
+            if renewed.cancel_requested and not self.cancel_requested:
+                self.cancel()
+
     # -- driver side ----------------------------------------------------------------
     async def _put(self, events: list[e.Event]) -> None:
         if events:
@@ -127,6 +156,7 @@ class Run:
                     sequence=self.translator.sequence,
                     identities=self.translator.identities(),
                     now=self.engine.clock(),
+                    fence=self.fence,
                 )
             )
         except (StoreUnavailable, Rejected) as exc:
@@ -186,7 +216,7 @@ class Run:
                     # The backend produced its first signal: it accepted the answers. Only now drop the pending state.
                     try:
                         await self.engine.store.accept_resume(
-                            self.thread_id, self.run_id, self.execution_id, digests, self.engine.clock()
+                            self.thread_id, self.run_id, self.execution_id, digests, self.engine.clock(), fence=self.fence
                         )
                     except (StoreUnavailable, Rejected) as exc:
                         await self._fail(_store_error(exc), "failed")
@@ -203,7 +233,9 @@ class Run:
                 task.uncancel()
             await self._close_backend(agent_stream)
             agent_stream = None
-            if self.cancel_requested:
+            if self.failure is not None:
+                await self._fail(self.failure, "failed")
+            elif self.cancel_requested:
                 self.outcome = "cancelled"
                 await self._finish("cancelled")
                 closing = t.close_all()
@@ -295,6 +327,7 @@ class Run:
                 sequence=t.sequence,
                 identities=t.identities(),
                 now=now,
+                fence=self.fence,
             )
         except (StoreUnavailable, Rejected) as exc:
             # Nothing is announced as recoverable unless it was persisted: fail and cancel the backend task.
@@ -358,7 +391,7 @@ class RunEngine:
             new_execution_id=f"exec-{uuid.uuid4().hex}",
             owner=self.store.owner_id,
             now=self.clock(),
-            lease_seconds=getattr(self.store, "lease_seconds", LOCAL_LEASE_SECONDS),
+            lease_seconds=self.store.lease_seconds,
         )
         try:
             result = await self.store.admit(admission)
@@ -367,6 +400,8 @@ class RunEngine:
         if result.expired is not None:
             await self.cancel_backend(result.expired.execution_id, result.expired.checkpoint)
         run = Run(self, prepared, result.execution, result.history, result.fence)
+        if self.store.needs_renewal:
+            run.lease_keeper = asyncio.get_running_loop().create_task(run.keep_lease())
         was_idle = not self.runs
         self.runs[run.run_id] = run
         if run.execution_id:
@@ -377,6 +412,8 @@ class RunEngine:
         return run
 
     def _forget(self, run: Run) -> None:
+        if run.lease_keeper is not None:
+            run.lease_keeper.cancel()
         self.runs.pop(run.run_id, None)
         if self.by_execution.get(run.execution_id) is run:
             del self.by_execution[run.execution_id]
@@ -407,9 +444,17 @@ class RunEngine:
             run = self.by_execution.get(execution_id)
             if run is not None:
                 run.cancel()
+            elif result.running_owner is not None:
+                await self.store.notify_cancel(result.running_owner, thread_id, execution_id)
             elif result.execution is not None and result.execution.status == "interrupted":
                 await self.cancel_backend(execution_id, result.execution.checkpoint)
         return result.status
+
+    def cancel_local(self, thread_id: str, execution_id: str) -> None:
+        """A cancel wake-up from another replica: the durable intent is already recorded."""
+        run = self.by_execution.get(execution_id)
+        if run is not None and run.thread_id == thread_id:
+            run.cancel()
 
     async def drain(self, grace_seconds: float) -> None:
         """Stop admitting runs; wait for active ones up to the grace period, then cancel the rest on purpose."""

@@ -1,0 +1,105 @@
+-- Shared helpers, prepended to every script of this folder (Lua scripts cannot import).
+-- The thread state is one JSON document per thread (the ThreadState layout of store/records.py);
+-- opaque values (interrupt wire form, response schema, backend checkpoint) are JSON strings inside it,
+-- so cjson never rewrites them. cjson turns empty arrays into {}: the Python side reads both as [].
+local NULL = cjson.null
+local MAX_RUNS = 256
+local MAX_HISTORY = 16
+local TERMINAL = {completed = true, failed = true, cancelled = true, expired = true, lost = true}
+
+local function is_null(v) return v == nil or v == NULL end
+local function arr(t) if is_null(t) then return {} end return t end
+
+local function server_now()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) + tonumber(t[2]) / 1000000
+end
+
+local function load(key)
+  local raw = redis.call('GET', key)
+  if not raw then return nil end
+  return cjson.decode(raw)
+end
+
+local function save(key, doc, ttl_ms)
+  redis.call('SET', key, cjson.encode(doc), 'PX', ttl_ms)
+end
+
+local function copy(value) return cjson.decode(cjson.encode(value)) end
+
+local function retire(doc, ex)
+  ex.pending = {}
+  ex.checkpoint = NULL
+  ex.open_steps = {}
+  local kept = {}
+  for _, e in ipairs(arr(doc.history)) do
+    if e.execution_id ~= ex.execution_id then table.insert(kept, e) end
+  end
+  while #kept > MAX_HISTORY - 1 do table.remove(kept, 1) end
+  table.insert(kept, ex)
+  doc.history = kept
+  if not is_null(doc.execution) and doc.execution.execution_id == ex.execution_id then doc.execution = NULL end
+end
+
+local function end_execution(doc, ex, status, now)
+  local ended = copy(ex)
+  if status == 'expired' or status == 'cancelled' then
+    local ids = {}
+    for _, p in ipairs(arr(ex.pending)) do table.insert(ids, p.id) end
+    for _, i in ipairs(arr(ex.answered_ids)) do table.insert(ids, i) end
+    ex.answered_ids = ids
+  end
+  ex.status = status
+  ex.updated_at = now
+  retire(doc, ex)
+  return ended
+end
+
+-- Expire overdue interrupts (client clock) and free a lease that ran out (server clock).
+local function expire_and_reap(doc, now)
+  local expired, lost = NULL, NULL
+  local cur = doc.execution
+  if not is_null(cur) and cur.status == 'interrupted' then
+    for _, p in ipairs(arr(cur.pending)) do
+      if not is_null(p.expires_at) and p.expires_at <= now then
+        expired = end_execution(doc, cur, 'expired', now)
+        break
+      end
+    end
+  end
+  local active = doc.active
+  if not is_null(active) and active.lease_until <= server_now() then
+    doc.active = NULL
+    cur = doc.execution
+    if not is_null(cur) and cur.execution_id == active.execution_id and cur.status == 'running' then
+      lost = end_execution(doc, cur, 'lost', now)
+    end
+  end
+  return expired, lost
+end
+
+-- The execution a run may still write to: it must hold the lease with the same fence.
+local function owned_execution(doc, run_id, execution_id, fence)
+  if doc == nil or is_null(doc.active) or doc.active.run_id ~= run_id or doc.active.fence ~= fence then
+    return nil, 'EXECUTION_LOST'
+  end
+  local ex = doc.execution
+  if is_null(ex) or ex.execution_id ~= execution_id then return nil, 'EXECUTION_LOST' end
+  return ex, nil
+end
+
+local function apply_identities(ex, identities)
+  if identities.contextId then ex.context_id = identities.contextId end
+  if identities.taskId then ex.task_id = identities.taskId end
+  if identities.sessionId then ex.session_id = identities.sessionId end
+end
+
+local function find_execution(doc, execution_id)
+  if not is_null(doc.execution) and doc.execution.execution_id == execution_id then return doc.execution end
+  for _, e in ipairs(arr(doc.history)) do
+    if e.execution_id == execution_id then return e end
+  end
+  return nil
+end
+
+local function reply(value) return cjson.encode(value) end

@@ -1,0 +1,231 @@
+"""Shared store for several replicas: one JSON document per thread in Redis, changed only by the Lua scripts
+in store/lua/ (one atomic script and one round trip per operation), leases with fencing, cancel via pub/sub."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import hashlib
+import json
+import logging
+import os
+import socket
+import time
+import uuid
+from typing import Any, Callable
+from urllib.parse import urlparse
+
+import msgspec
+import redis.asyncio as aioredis
+from redis.exceptions import RedisError
+
+from store.base import Admission, AdmitResult, CancelResult, Rejected, RenewResult, StoreUnavailable, ThreadStore
+from store.records import Execution, PendingInterrupt
+
+log = logging.getLogger("agui.store.redis")
+LUA_DIR = os.path.join(os.path.dirname(__file__), "lua")
+SCRIPTS = ("admit", "accept_resume", "save_interrupt", "finish_run", "cancel", "renew")
+_LIST_FIELDS = ("pending", "answered_ids", "open_steps")
+
+
+def thread_key(thread_id: str) -> str:
+    """Every key of a thread carries the hash tag {t:<digest>} so scripts work on Redis Cluster."""
+    digest = hashlib.sha256(thread_id.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+    return f"agui:{{t:{digest}}}:state"
+
+
+def _load_script(name: str) -> str:
+    with open(os.path.join(LUA_DIR, "lib.lua")) as lib, open(os.path.join(LUA_DIR, f"{name}.lua")) as body:
+        return lib.read() + "\n" + body.read()
+
+
+def _as_list(value: Any) -> list:
+    return value if isinstance(value, list) else []  # cjson writes an empty array as {}
+
+
+def _execution(raw: Any) -> Execution | None:
+    """A script's execution table as an Execution (blobs decoded, empty tables read as lists)."""
+    if not isinstance(raw, dict):
+        return None
+    raw = dict(raw)
+    for name in _LIST_FIELDS:
+        raw[name] = _as_list(raw.get(name))
+    raw["pending"] = [
+        {**p, "wire": json.loads(p["wire"]), "response_schema": json.loads(p["response_schema"]) if isinstance(p.get("response_schema"), str) else None}
+        for p in raw["pending"]
+    ]
+    checkpoint = raw.get("checkpoint")
+    raw["checkpoint"] = json.loads(checkpoint) if isinstance(checkpoint, str) else None
+    if not isinstance(raw.get("applied"), dict):
+        raw["applied"] = {}
+    return msgspec.convert(raw, Execution)
+
+
+def _pending_blob(pending: list[PendingInterrupt]) -> str:
+    return json.dumps(
+        [
+            {
+                "id": p.id,
+                "reason": p.reason,
+                "wire": json.dumps(p.wire),
+                "response_schema": json.dumps(p.response_schema) if p.response_schema is not None else None,
+                "tool_call_id": p.tool_call_id,
+                "expires_at": p.expires_at,
+            }
+            for p in pending
+        ]
+    )
+
+
+def connect(url: str, *, blocking: bool = False):
+    """`redis://`, `rediss://`, `redis+sentinel://h:p[,h:p]/service[/db]`, `redis+cluster://h:p`."""
+    timeouts = {"socket_connect_timeout": 2.0, "socket_timeout": None if blocking else 5.0}
+    parsed = urlparse(url)
+    if parsed.scheme in ("redis+sentinel", "rediss+sentinel"):
+        from redis.asyncio.sentinel import Sentinel
+
+        hosts = [(h.rsplit(":", 1)[0], int(h.rsplit(":", 1)[1]) if ":" in h else 26379) for h in parsed.netloc.split("@")[-1].split(",")]
+        parts = [p for p in parsed.path.split("/") if p]
+        service, db = parts[0], int(parts[1]) if len(parts) > 1 else 0
+        sentinel = Sentinel(hosts, ssl=parsed.scheme.startswith("rediss"), **timeouts)
+        return sentinel.master_for(service, db=db, password=parsed.password, **timeouts)
+    if parsed.scheme in ("redis+cluster", "rediss+cluster"):
+        from redis.asyncio.cluster import RedisCluster
+
+        return RedisCluster.from_url(url.replace("+cluster", "", 1), **timeouts)
+    return aioredis.from_url(url, **timeouts)
+
+
+class RedisStore(ThreadStore):
+    """Several gateways share threads through it; the lease owner renews on a timer (`lease_seconds`)."""
+
+    needs_renewal = True
+
+    def __init__(self, url: str, *, retention_seconds: float, lease_seconds: float = 10.0) -> None:
+        self.url = url
+        self.retention_ms = int(retention_seconds * 1000)
+        self.lease_seconds = lease_seconds
+        self.owner_id = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self.client = connect(url)
+        self.scripts = {name: self.client.register_script(_load_script(name)) for name in SCRIPTS}
+        self._listener: asyncio.Task | None = None
+        self._sub_client = None
+
+    async def _run(self, name: str, thread_id: str, *args: Any) -> dict[str, Any]:
+        try:
+            raw = await self.scripts[name](keys=[thread_key(thread_id)], args=list(args))
+        except RedisError as exc:
+            raise StoreUnavailable(f"redis: {type(exc).__name__}") from None
+        return json.loads(raw)
+
+    @staticmethod
+    def _check(result: dict[str, Any]) -> dict[str, Any]:
+        if result.get("error"):
+            field = result.get("field")
+            raise Rejected(result["error"], field if isinstance(field, str) else None)
+        return result
+
+    async def admit(self, a: Admission) -> AdmitResult:
+        payload = msgspec.json.encode(dataclasses.asdict(a))
+        result = self._check(await self._run("admit", a.thread_id, payload, self.retention_ms))
+        history = [e for e in (_execution(raw) for raw in _as_list(result.get("history"))) if e is not None]
+        return AdmitResult(_execution(result.get("execution")), history, _execution(result.get("expired")), _execution(result.get("lost")), int(result["fence"]))
+
+    async def accept_resume(self, thread_id: str, run_id: str, execution_id: str, applied: dict[str, str], now: float, *, fence: int = 0) -> None:
+        self._check(await self._run("accept_resume", thread_id, run_id, execution_id, fence, json.dumps(applied), now, self.retention_ms))
+
+    async def save_interrupt(self, thread_id, run_id, execution_id, pending, *, checkpoint, open_steps, sequence, identities, now, fence: int = 0) -> None:
+        self._check(
+            await self._run(
+                "save_interrupt", thread_id, run_id, execution_id, fence, _pending_blob(pending), json.dumps(checkpoint),
+                json.dumps(open_steps), sequence, json.dumps(identities), now, self.retention_ms,
+            )
+        )
+
+    async def finish_run(self, thread_id, run_id, execution_id, status, *, sequence, identities, now, fence: int = 0) -> None:
+        await self._run("finish_run", thread_id, run_id, execution_id, fence, status or "", sequence, json.dumps(identities), now, self.retention_ms)
+
+    async def cancel(self, thread_id: str, execution_id: str, ros_invocation_id: str, now: float) -> CancelResult:
+        result = await self._run("cancel", thread_id, execution_id, ros_invocation_id, now, self.retention_ms)
+        owner = result.get("owner")
+        return CancelResult(result["status"], owner if isinstance(owner, str) else None, _execution(result.get("execution")))
+
+    async def renew(self, thread_id: str, run_id: str, fence: int) -> RenewResult:
+        result = await self._run("renew", thread_id, run_id, fence, self.lease_seconds)
+        return RenewResult(bool(result["ok"]), bool(result["cancel"]))
+
+    async def is_cancel_requested(self, thread_id: str, execution_id: str) -> bool:
+        try:
+            raw = await self.client.get(thread_key(thread_id))
+        except RedisError as exc:
+            raise StoreUnavailable(f"redis: {type(exc).__name__}") from None
+        if raw is None:
+            return False
+        doc = json.loads(raw)
+        current = doc.get("execution")
+        return isinstance(current, dict) and current.get("execution_id") == execution_id and current.get("cancel_requested") is True
+
+    # -- tickets ------------------------------------------------------------------------
+    async def put_ticket(self, digest: str, expires_at: float) -> None:
+        ttl_ms = max(1, int((expires_at - time.time()) * 1000))
+        try:
+            await self.client.set(f"agui:ticket:{digest}", "1", px=ttl_ms)
+        except RedisError as exc:
+            raise StoreUnavailable(f"redis: {type(exc).__name__}") from None
+
+    async def take_ticket(self, digest: str, now: float) -> bool:
+        try:
+            return await self.client.getdel(f"agui:ticket:{digest}") is not None
+        except RedisError:
+            return False
+
+    # -- cross-replica cancel ----------------------------------------------------------------
+    async def notify_cancel(self, owner: str, thread_id: str, execution_id: str) -> None:
+        """Wake the owner at once; if this message is lost its renewal timer still sees the durable intent."""
+        try:
+            await self.client.publish(f"agui:cancel:{owner}", json.dumps([thread_id, execution_id]))
+        except RedisError:
+            log.warning("cancel wake-up not published; the owner will see the intent on its next renewal")
+
+    async def listen_for_cancels(self, on_cancel: Callable[[str, str], None]) -> None:
+        self._listener = asyncio.create_task(self._listen(on_cancel))
+
+    async def _listen(self, on_cancel: Callable[[str, str], None]) -> None:
+        channel = f"agui:cancel:{self.owner_id}"
+        delay = 0.1
+        while True:
+            try:
+                self._sub_client = self._sub_client or connect(self.url, blocking=True)
+                pubsub = self._sub_client.pubsub()
+                await pubsub.subscribe(channel)
+                delay = 0.1
+                try:
+                    while True:
+                        message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=1.0)
+                        if message and message.get("type") == "message":
+                            thread_id, execution_id = json.loads(message["data"])
+                            on_cancel(thread_id, execution_id)
+                finally:
+                    await pubsub.aclose()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - reconnect with backoff whatever happened
+                log.warning("cancel subscription lost (%s); retrying in %.1fs", type(exc).__name__, delay)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 5.0)
+
+    async def ping(self) -> bool:
+        try:
+            return bool(await self.client.ping())
+        except RedisError:
+            return False
+
+    async def close(self) -> None:
+        if self._listener is not None:
+            self._listener.cancel()
+        for client in (self.client, self._sub_client):
+            if client is not None:
+                try:
+                    await client.aclose()
+                except Exception:  # noqa: BLE001
+                    pass
