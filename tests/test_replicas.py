@@ -1,0 +1,220 @@
+"""Several real gateway processes sharing one real redis-server: the contract holds across replicas."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+
+import httpx
+import pytest
+import redis
+
+from tests.support import Gateway, RedisServer, assert_well_formed_run, ext, pending_interrupt, post_sse, run_body
+from tests.test_cancel_and_disconnect import CANCEL, open_stream, read_until
+
+pytestmark = pytest.mark.redis
+LEASE = "2"
+
+
+@pytest.fixture
+def own_redis(tmp_path):
+    server = RedisServer(tmp_path).start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def replicas(tmp_path, own_redis):
+    started = [
+        Gateway(tmp_path, "--store", own_redis.url, "--lease-seconds", LEASE, "--allowed-cwd", "/tmp", "--heartbeat-seconds", "0.5").start()
+        for _ in range(3)
+    ]
+    yield started
+    for server in started:
+        server.stop()
+
+
+def error_code(result) -> str:
+    return json.loads(result.raw)["error"]["code"]
+
+
+def test_busy_duplicate_and_conflict_across_replicas(replicas, client):
+    a, b, _ = replicas
+    body = run_body("/slow 2")
+    holder: dict = {}
+    worker = threading.Thread(target=lambda: holder.update(r=post_sse(httpx.Client(), a.url + "/", body)))
+    worker.start()
+    deadline = time.monotonic() + 5
+    while client.get(a.url + "/health").json()["runsInFlight"] == 0:
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    assert error_code(post_sse(client, b.url + "/", run_body("x", thread=body["threadId"]))) == "THREAD_BUSY"
+    assert error_code(post_sse(client, b.url + "/", body)) == "DUPLICATE_RUN_ID"
+    changed = {**body, "messages": [{"id": "m", "role": "user", "content": "other"}]}
+    assert error_code(post_sse(client, b.url + "/", changed)) == "RUN_ID_CONFLICT"
+    moved = run_body("x", thread=body["threadId"], iac=ext(cwd="/tmp/elsewhere"))
+    assert error_code(post_sse(client, b.url + "/", moved)) == "THREAD_BINDING_CONFLICT"
+    worker.join()
+    assert holder["r"].terminal["outcome"]["type"] == "success"
+    assert post_sse(client, b.url + "/", run_body("next", thread=body["threadId"])).terminal["outcome"]["type"] == "success"
+
+
+def test_cancel_through_another_replica(replicas, client):
+    a, b, _ = replicas
+    body = run_body("/slow 20")
+    http, response, records = open_stream(a.url, body)
+    head = read_until(records, "TEXT_MESSAGE_CONTENT")
+    execution = next(e["value"]["executionId"] for e in head if e["type"] == "CUSTOM")
+    started = time.monotonic()
+    answer = client.post(b.url + CANCEL.format(execution), json={"threadId": body["threadId"], "rosInvocationId": "inv-1"})
+    assert answer.json() == {"executionId": execution, "status": "cancelled"}
+    rest = list(records)
+    assert time.monotonic() - started < 1.0, "A's stream ended within a second"
+    events = head + rest
+    assert_well_formed_run(events)
+    assert events[-1]["outcome"] == {"type": "cancelled"}
+    http.close()
+    again = client.post(b.url + CANCEL.format(execution), json={"threadId": body["threadId"], "rosInvocationId": "inv-1"})
+    assert again.json()["status"] == "already_terminal"
+
+
+def test_interrupt_on_one_replica_resume_on_another(replicas, client):
+    a, b, c = replicas
+    body = run_body('/tool deploy {"stack":"vpc"}')
+    interrupt = pending_interrupt(post_sse(client, a.url + "/", body))
+    entry = [{"interruptId": interrupt["id"], "status": "resolved", "payload": {"decision": "allow_once"}}]
+    resumed = post_sse(client, b.url + "/", run_body(None, thread=body["threadId"], resume=entry))
+    assert_well_formed_run(resumed.events)
+    assert resumed.terminal["outcome"]["type"] == "success" and resumed.of("TOOL_CALL_RESULT")
+    again = post_sse(client, c.url + "/", run_body(None, thread=body["threadId"], resume=entry))
+    assert again.terminal["code"] == "RESUME_ALREADY_APPLIED" and not again.of("TOOL_CALL_RESULT")
+
+
+def test_pipeline_steps_reopen_on_another_replica(replicas, client):
+    a, b, _ = replicas
+    body = run_body("/pipeline")
+    interrupt = pending_interrupt(post_sse(client, a.url + "/", body))
+    entry = [{"interruptId": interrupt["id"], "status": "resolved", "payload": {"candidateId": "cand-a"}}]
+    resumed = post_sse(client, b.url + "/", run_body(None, thread=body["threadId"], resume=entry))
+    assert resumed.types()[:3] == ["RUN_STARTED", "STEP_STARTED", "STEP_STARTED"]
+    assert resumed.terminal["outcome"]["type"] == "success"
+
+
+def test_a_killed_replica_frees_its_threads_after_the_lease(replicas, client):
+    a, b, _ = replicas
+    body = run_body("/slow 30")
+    http, response, records = open_stream(a.url, body)
+    head = read_until(records, "TEXT_MESSAGE_CONTENT")
+    execution = next(e["value"]["executionId"] for e in head if e["type"] == "CUSTOM")
+    a.kill()
+    http.close()
+    killed_at = time.monotonic()
+    assert error_code(post_sse(client, b.url + "/", run_body("x", thread=body["threadId"]))) == "THREAD_BUSY"
+    while True:
+        result = post_sse(client, b.url + "/", run_body("after the lease", thread=body["threadId"]))
+        if result.status == 200:
+            break
+        assert time.monotonic() - killed_at < float(LEASE) + 3
+        time.sleep(0.2)
+    assert result.terminal["outcome"]["type"] == "success"
+    lost = client.post(b.url + CANCEL.format(execution), json={"threadId": body["threadId"], "rosInvocationId": "inv-1"})
+    assert lost.status_code == 409 and lost.json()["error"]["code"] == "EXECUTION_LOST"
+
+
+def test_racing_clients_on_one_thread_admit_exactly_one(replicas):
+    for round_index in range(3):
+        body = run_body("/slow 1")
+        statuses: list[tuple[int, str]] = []
+
+        def attempt(index: int) -> None:
+            server = replicas[index % len(replicas)]
+            with httpx.Client(timeout=30) as http:
+                result = post_sse(http, server.url + "/", {**body, "runId": f"{body['runId']}-{index}"})
+                statuses.append((result.status, "ok" if result.status == 200 else error_code(result)))
+
+        threads = [threading.Thread(target=attempt, args=(i,)) for i in range(12)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert sorted(statuses) == [(200, "ok")] + [(409, "THREAD_BUSY")] * 11, (round_index, statuses)
+    with httpx.Client() as http:  # the thread state is intact afterwards
+        assert post_sse(http, replicas[0].url + "/", run_body("after", thread=body["threadId"])).status == 200
+
+
+def test_a_ticket_from_one_replica_opens_a_socket_on_another(tmp_path, own_redis):
+    import asyncio
+
+    import websockets
+
+    env = {"AGUI_GATEWAY_AUTH_TOKEN": "tok"}
+    a = Gateway(tmp_path, "--store", own_redis.url, "--allowed-cwd", "/tmp", env=env).start()
+    b = Gateway(tmp_path, "--store", own_redis.url, "--allowed-cwd", "/tmp", env=env).start()
+    try:
+        ticket = httpx.post(a.url + "/ws/tickets", headers={"authorization": "Bearer tok"}).json()["ticket"]
+
+        async def use() -> str:
+            async with websockets.connect(b.url.replace("http", "ws") + f"/ws?ticket={ticket}") as ws:
+                await ws.send(json.dumps(run_body("hi")))
+                while True:
+                    event = json.loads(await ws.recv())
+                    if event["type"] in ("RUN_FINISHED", "RUN_ERROR"):
+                        return event["type"]
+
+        assert asyncio.run(use()) == "RUN_FINISHED"
+    finally:
+        a.stop()
+        b.stop()
+
+
+def test_redis_outage_fails_fast_and_recovers(tmp_path, own_redis, client):
+    gateway = Gateway(tmp_path, "--store", own_redis.url, "--lease-seconds", LEASE, "--allowed-cwd", "/tmp").start()
+    try:
+        body = run_body("/slow 30")
+        http, response, records = open_stream(gateway.url, body)
+        read_until(records, "TEXT_MESSAGE_CONTENT")
+        own_redis.stop()
+        started = time.monotonic()
+        refused = post_sse(client, gateway.url + "/", run_body("during the outage"))
+        assert refused.status == 503 and error_code(refused) == "STATE_PERSISTENCE_FAILED"
+        assert time.monotonic() - started < 3, "admission fails fast"
+        health = client.get(gateway.url + "/health").json()
+        assert health["status"] == "degraded" and health["store"]["reachable"] is False
+        # The run in flight cannot renew its lease: it ends with RUN_ERROR, never a false success.
+        rest = list(records)
+        assert rest[-1]["type"] == "RUN_ERROR" and rest[-1]["code"] == "STATE_PERSISTENCE_FAILED"
+        http.close()
+        own_redis.start()
+        deadline = time.monotonic() + 10
+        while True:
+            result = post_sse(client, gateway.url + "/", run_body("after the outage"))
+            if result.status == 200:
+                break
+            assert time.monotonic() < deadline, result.raw
+            time.sleep(0.2)
+        assert result.terminal["outcome"]["type"] == "success"
+        assert client.get(gateway.url + "/health").json()["store"]["reachable"] is True
+    finally:
+        gateway.stop()
+
+
+def test_no_secret_reaches_redis(replicas, own_redis, client):
+    from tests.test_secrets import SECRETS, secret_ext
+
+    a, b, _ = replicas
+    body = run_body("/tool deploy {}", iac=secret_ext())
+    interrupt = pending_interrupt(post_sse(client, a.url + "/", body))
+    entry = [{"interruptId": interrupt["id"], "status": "resolved", "payload": {"decision": "allow_once"}}]
+    assert post_sse(client, b.url + "/", run_body(None, thread=body["threadId"], resume=entry, iac=secret_ext())).status == 200
+    assert post_sse(client, a.url + "/invocations", run_body("hello", iac=secret_ext(thinking={"enabled": True}))).status == 200
+    assert post_sse(client, b.url + "/", run_body("/pipeline", iac=secret_ext())).status == 200
+    db = redis.Redis(port=own_redis.port)
+    keys = list(db.scan_iter("*"))
+    assert keys
+    for key in keys:
+        assert db.type(key) == b"string", key
+        value = db.get(key)
+        assert db.pttl(key) > 0, f"{key!r} has no TTL"
+        for name, secret in SECRETS.items():
+            assert secret.encode() not in key and secret.encode() not in value, f"{name} leaked into {key!r}"
