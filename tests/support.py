@@ -229,8 +229,9 @@ class InProcessGateway:
 class RedisServer:
     """A real redis-server on a free loopback port, in a temp dir; can be stopped and restarted on the same port."""
 
-    def __init__(self, directory) -> None:
-        self.port = free_port()
+    def __init__(self, directory, *extra_args: str, port: int | None = None) -> None:
+        self.port = port or free_port()
+        self.extra_args = list(extra_args)
         self.directory = str(directory)
         self.proc: subprocess.Popen | None = None
         self.url = f"redis://127.0.0.1:{self.port}/0"
@@ -241,7 +242,7 @@ class RedisServer:
         binary = shutil.which("redis-server")
         assert binary, "redis-server is required for these tests (.ci/run installs it)"
         self.proc = subprocess.Popen(
-            [binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", self.directory],
+            [binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", self.directory, *self.extra_args],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )
         deadline = time.monotonic() + 10

@@ -1,0 +1,116 @@
+"""The Redis store on a real Redis Cluster (three local nodes): hash-tagged keys keep every script on one slot."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import time
+
+import pytest
+
+from tests.support import Gateway, RedisServer, free_port, pending_interrupt, post_sse, run_body
+from tests.test_cancel_and_disconnect import CANCEL, open_stream, read_until
+
+pytestmark = pytest.mark.redis
+
+
+def cluster_port() -> int:
+    """A free port whose cluster bus port (port + 10000) is free and valid too."""
+    import random
+    import socket
+
+    for _ in range(200):
+        port = random.randint(20000, 30000)
+        try:
+            for candidate in (port, port + 10000):
+                with socket.socket() as sock:
+                    sock.bind(("127.0.0.1", candidate))
+            return port
+        except OSError:
+            continue
+    raise RuntimeError("no free port pair")
+
+
+@pytest.fixture
+def cluster(tmp_path):
+    nodes = []
+    for _ in range(3):
+        port = cluster_port()
+        nodes.append(RedisServer(tmp_path, "--cluster-enabled", "yes", "--cluster-config-file", f"nodes-{port}.conf", "--cluster-node-timeout", "2000", port=port).start())
+    try:
+        created = subprocess.run(
+            [shutil.which("redis-cli"), "--cluster", "create", *[f"127.0.0.1:{n.port}" for n in nodes], "--cluster-replicas", "0", "--cluster-yes"],
+            capture_output=True, text=True, timeout=60,
+        )
+        assert created.returncode == 0, created.stdout + created.stderr
+        deadline = time.monotonic() + 15
+        while True:
+            info = subprocess.run([shutil.which("redis-cli"), "-p", str(nodes[0].port), "cluster", "info"], capture_output=True, text=True).stdout
+            if "cluster_state:ok" in info:
+                break
+            assert time.monotonic() < deadline, info
+            time.sleep(0.2)
+        yield nodes
+    finally:
+        for node in nodes:
+            node.stop()
+
+
+def test_runs_interrupts_and_cancel_on_a_redis_cluster(tmp_path, cluster, client):
+    url = f"redis+cluster://127.0.0.1:{cluster[0].port}"
+    a = Gateway(tmp_path, "--store", url, "--lease-seconds", "2", "--allowed-cwd", "/tmp").start()
+    b = Gateway(tmp_path, "--store", url, "--lease-seconds", "2", "--allowed-cwd", "/tmp").start()
+    try:
+        for index in range(6):  # threads land on different slots and nodes
+            assert post_sse(client, a.url + "/", run_body(f"hello {index}")).terminal["outcome"]["type"] == "success"
+        body = run_body("/tool deploy {}")
+        interrupt = pending_interrupt(post_sse(client, a.url + "/", body))
+        entry = [{"interruptId": interrupt["id"], "status": "resolved", "payload": {"decision": "allow_once"}}]
+        resumed = post_sse(client, b.url + "/", run_body(None, thread=body["threadId"], resume=entry))
+        assert resumed.terminal["outcome"]["type"] == "success" and resumed.of("TOOL_CALL_RESULT")
+        slow = run_body("/slow 20")
+        http, response, records = open_stream(a.url, slow)
+        head = read_until(records, "TEXT_MESSAGE_CONTENT")
+        execution = next(e["value"]["executionId"] for e in head if e["type"] == "CUSTOM")
+        answer = client.post(b.url + CANCEL.format(execution), json={"threadId": slow["threadId"], "rosInvocationId": "inv-1"})
+        assert answer.json()["status"] == "cancelled"
+        assert list(records)[-1]["outcome"] == {"type": "cancelled"}
+        http.close()
+        assert client.get(a.url + "/health").json()["store"] == {"kind": "redis+cluster", "reachable": True}
+    finally:
+        a.stop()
+        b.stop()
+
+
+def test_runs_through_redis_sentinel(tmp_path, client):
+    master = RedisServer(tmp_path).start()
+    sentinel_port = free_port()
+    config = tmp_path / "sentinel.conf"
+    config.write_text(
+        f"port {sentinel_port}\nbind 127.0.0.1\ndir {tmp_path}\n"
+        f"sentinel monitor mymaster 127.0.0.1 {master.port} 1\nsentinel down-after-milliseconds mymaster 1000\n"
+    )
+    sentinel = subprocess.Popen([shutil.which("redis-server"), str(config), "--sentinel"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    gateway = None
+    try:
+        deadline = time.monotonic() + 10
+        while True:
+            probe = subprocess.run([shutil.which("redis-cli"), "-p", str(sentinel_port), "sentinel", "get-master-addr-by-name", "mymaster"], capture_output=True, text=True)
+            if str(master.port) in probe.stdout:
+                break
+            assert time.monotonic() < deadline, probe.stdout + probe.stderr
+            time.sleep(0.1)
+        gateway = Gateway(tmp_path, "--store", f"redis+sentinel://127.0.0.1:{sentinel_port}/mymaster/0", "--allowed-cwd", "/tmp").start()
+        body = run_body("/tool deploy {}")
+        interrupt = pending_interrupt(post_sse(client, gateway.url + "/", body))
+        entry = [{"interruptId": interrupt["id"], "status": "resolved", "payload": {"decision": "allow_once"}}]
+        resumed = post_sse(client, gateway.url + "/", run_body(None, thread=body["threadId"], resume=entry))
+        assert resumed.terminal["outcome"]["type"] == "success"
+        keys = subprocess.run([shutil.which("redis-cli"), "-p", str(master.port), "--scan"], capture_output=True, text=True).stdout
+        assert "agui:{t:" in keys, "the state lives on the master the sentinel named"
+    finally:
+        if gateway:
+            gateway.stop()
+        sentinel.kill()
+        sentinel.wait()
+        master.stop()
