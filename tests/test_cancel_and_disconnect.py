@@ -193,3 +193,47 @@ def test_a_killed_process_frees_the_thread_and_reports_the_execution_lost(start_
     assert after.status == 200 and after.terminal["outcome"]["type"] == "success"
     lost = client.post(restarted.url + CANCEL.format(execution), json={"threadId": body["threadId"], "rosInvocationId": "inv-1"})
     assert lost.status_code == 409 and lost.json()["error"]["code"] == "EXECUTION_LOST"
+
+
+class RefusesFirstResume(RecordingDemo):
+    """A backend that fails before accepting the first answer it is given (as an unreachable agent would)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.refused = 0
+
+    async def run(self, request):
+        if request.resume and not self.refused:
+            self.refused += 1
+            raise ConnectionError("agent unreachable (on purpose)")
+        async for signal in super().run(request):
+            yield signal
+
+
+def test_pending_state_stays_until_the_backend_accepts_the_answer(tmp_path):
+    agent = RefusesFirstResume()
+    settings = Settings(state_dir=str(tmp_path), allowed_cwd=("/tmp",))
+    with InProcessGateway(create_app(settings, store=MemoryStore(3600), agent=agent)) as server, httpx.Client() as http:
+        body = run_body("/tool deploy {}")
+        interrupt = pending_interrupt(post_sse(http, server.url + "/", body))
+        entry = [{"interruptId": interrupt["id"], "status": "resolved", "payload": {"decision": "allow_once"}}]
+        failed = post_sse(http, server.url + "/", run_body(None, thread=body["threadId"], resume=entry))
+        assert failed.terminal["type"] == "RUN_ERROR" and failed.terminal["code"] == "A2A_UNAVAILABLE"
+        # The interrupt is still pending: a normal turn is refused, the same answer is accepted now.
+        refused = post_sse(http, server.url + "/", run_body("new turn", thread=body["threadId"]))
+        assert refused.status == 409 and json.loads(refused.raw)["error"]["code"] == "RESUME_REQUIRED"
+        ok = post_sse(http, server.url + "/", run_body(None, thread=body["threadId"], resume=entry))
+        assert ok.terminal["outcome"]["type"] == "success" and ok.of("TOOL_CALL_RESULT")
+
+
+def test_expiry_cancels_the_backend_task(tmp_path):
+    agent = RecordingDemo()
+    settings = Settings(state_dir=str(tmp_path), allowed_cwd=("/tmp",), interrupt_ttl=0.5)
+    with InProcessGateway(create_app(settings, store=MemoryStore(3600), agent=agent)) as server, httpx.Client() as http:
+        body = run_body("/tool deploy {}")
+        first = post_sse(http, server.url + "/", body)
+        execution = first.custom("iac-code.session.v1")[0]["executionId"]
+        time.sleep(0.7)
+        expired = post_sse(http, server.url + "/", run_body(None, thread=body["threadId"], resume=[{"interruptId": pending_interrupt(first)["id"], "status": "cancelled"}]))
+        assert expired.terminal["code"] == "EXECUTION_EXPIRED"
+        assert agent.cancelled == [execution]

@@ -274,3 +274,28 @@ async def test_stock_uvicorn_websocket_protocol_works_too(tmp_path):
     finally:
         server.should_exit = True
         await task
+
+
+def _rss_kib(pid: int) -> int:
+    with open(f"/proc/{pid}/status") as handle:
+        return next(int(line.split()[1]) for line in handle if line.startswith("VmRSS:"))
+
+
+async def test_a_slow_reader_slows_only_its_own_run(start_gateway):
+    """A client that stops reading a huge /flood holds the server's memory bounded; others run normally."""
+    server = start_gateway()
+    before = _rss_kib(server.proc.pid)
+    async with websockets.connect(ws_url(server), max_size=None) as stalled:
+        await stalled.send(json.dumps(run_body("/flood 1000000")))
+        http = httpx.AsyncClient()
+        stalled_sse = http.stream("POST", server.url + "/", json=run_body("/flood 1000000"))
+        sse_response = await stalled_sse.__aenter__()
+        await asyncio.sleep(2)  # neither reader reads: the server must not buffer a million events
+        async with websockets.connect(ws_url(server)) as other:
+            started = time.monotonic()
+            events = await run_over(other, run_body("meanwhile"))
+            assert events[-1]["outcome"]["type"] == "success" and time.monotonic() - started < 2
+        grown_mib = (_rss_kib(server.proc.pid) - before) / 1024
+        assert grown_mib < 60, f"server memory grew by {grown_mib:.0f} MiB"
+        await stalled_sse.__aexit__(None, None, None)
+        await http.aclose()

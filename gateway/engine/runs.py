@@ -48,6 +48,8 @@ class Run:
         self.fence = fence
         self.queue: asyncio.Queue = asyncio.Queue(QUEUE_SIZE)
         self.cancel_requested = False
+        # A resume's answers count once the backend took them; until then its interrupts stay pending.
+        self.accepted = not prepared.is_resume
         self.failure: GatewayError | None = None  # set when the run must end with RUN_ERROR (lease lost)
         self.terminal_sent = False
         self.outcome = "running"
@@ -209,10 +211,9 @@ class Run:
                 checkpoint=self.execution.checkpoint if answers else None,
             )
             agent_stream = self.engine.agent.run(request)
-            accepted = not answers
             terminal: s.Signal | None = None
             async for signal in agent_stream:
-                if not accepted:
+                if not self.accepted:
                     # The backend produced its first signal: it accepted the answers. Only now drop the pending state.
                     try:
                         await self.engine.store.accept_resume(
@@ -221,7 +222,7 @@ class Run:
                     except (StoreUnavailable, Rejected) as exc:
                         await self._fail(_store_error(exc), "failed")
                         return
-                    accepted = True
+                    self.accepted = True
                 if isinstance(signal, s.TERMINAL_SIGNALS):
                     terminal = signal
                     break
@@ -234,25 +235,30 @@ class Run:
             await self._close_backend(agent_stream)
             agent_stream = None
             if self.failure is not None:
-                await self._fail(self.failure, "failed")
+                await self._fail(self.failure, self._ending("failed"))
             elif self.cancel_requested:
                 self.outcome = "cancelled"
-                await self._finish("cancelled")
+                await self._finish(self._ending("cancelled"))
                 closing = t.close_all()
                 finished = e.RunFinished(thread_id=self.thread_id, run_id=self.run_id, outcome=e.CancelledOutcome())
                 await self._put_terminal([*t.session_event(), *closing, finished])
             else:
                 self.outcome = "disconnected"
-                await self._finish("cancelled")
+                await self._finish(self._ending("cancelled"))
         except Exception as exc:  # a backend that raises is a failed task, never a crashed stream
             log.exception("backend failure in run %s", self.run_id)
             code = ErrorCode.A2A_UNAVAILABLE if isinstance(exc, (ConnectionError, OSError)) else ErrorCode.A2A_EXECUTION_FAILED
-            await self._fail(GatewayError(code), "failed")
+            await self._fail(GatewayError(code), self._ending("failed"))
         finally:
             await self._close_backend(agent_stream)
             if self.outcome != "disconnected":
                 await self.queue.put(_END)
             self.engine._forget(self)
+
+    def _ending(self, status: str) -> str | None:
+        """How a run that stops early ends its execution: a resume whose answers were never accepted keeps
+        the interrupts pending (None leaves the execution as it is)."""
+        return status if self.accepted else None
 
     async def _close_backend(self, agent_stream) -> None:
         if agent_stream is not None:
