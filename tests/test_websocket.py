@@ -285,7 +285,7 @@ async def test_a_slow_reader_slows_only_its_own_run(start_gateway):
     """A client that stops reading a huge /flood holds the server's memory bounded; others run normally."""
     server = start_gateway()
     before = _rss_kib(server.proc.pid)
-    async with websockets.connect(ws_url(server), max_size=None) as stalled:
+    async with websockets.connect(ws_url(server), max_size=None, close_timeout=1) as stalled:
         await stalled.send(json.dumps(run_body("/flood 1000000")))
         http = httpx.AsyncClient()
         stalled_sse = http.stream("POST", server.url + "/", json=run_body("/flood 1000000"))
