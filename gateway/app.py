@@ -12,11 +12,13 @@ from typing import AsyncIterator
 from litestar import Litestar
 
 from gateway.agents import AgentBackend, load_agent
+from gateway.auth import Authenticator, build_authenticator
+from gateway.auth.oauth import OAuthValidator
 from gateway.engine.runs import RunEngine
 from gateway.settings import Settings
 from store import ThreadStore, open_store
 from transports.cancel import cancel_execution
-from transports.health import BusyStatus, health, ping
+from transports.health import BusyStatus, health, ping, protected_resource
 from transports.sse import run_invocations, run_root
 from transports.tickets import issue_ticket
 from transports.websocket import ws_endpoint
@@ -32,6 +34,8 @@ class AppContext:
     agent: AgentBackend
     engine: RunEngine
     status: BusyStatus
+    auth: Authenticator
+    oauth: OAuthValidator | None
     sockets: set = field(default_factory=set)  # open WebSocket connections
 
 
@@ -54,7 +58,10 @@ def create_app(settings: Settings, *, store: ThreadStore | None = None, agent: A
     agent = agent or load_agent(settings.agent)
     status = BusyStatus()
     engine = RunEngine(store, agent, interrupt_ttl=settings.interrupt_ttl, on_busy_change=status.set_busy)
-    ctx = AppContext(settings, store, agent, engine, status)
+    engine.max_runs = settings.max_concurrent_runs
+    auth = build_authenticator(settings)
+    oauth = next((m for m in getattr(auth, "members", []) if isinstance(m, OAuthValidator)), None)
+    ctx = AppContext(settings, store, agent, engine, status, auth, oauth)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Litestar) -> AsyncIterator[None]:
@@ -68,10 +75,11 @@ def create_app(settings: Settings, *, store: ThreadStore | None = None, agent: A
             purger.cancel()
             await engine.shutdown()
             await agent.aclose()
+            await auth.aclose()
             await store.close()
 
     app = Litestar(
-        route_handlers=[run_root, run_invocations, cancel_execution, issue_ticket, ws_endpoint, health, ping],
+        route_handlers=[run_root, run_invocations, cancel_execution, issue_ticket, ws_endpoint, health, ping, protected_resource],
         lifespan=[lifespan],
         debug=False,
         logging_config=None,

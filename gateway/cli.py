@@ -7,7 +7,7 @@ import os
 import sys
 
 from gateway import __version__
-from gateway.settings import Settings, default_allowed_roots, default_state_dir, parse_duration
+from gateway.settings import Settings, default_allowed_roots, default_state_dir, parse_duration, parse_rate
 
 ENV_PREFIX = "AGUI_GATEWAY_"
 
@@ -29,6 +29,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--state-dir", default=_env("STATE_DIR", default_state_dir()), help="directory of the file store (default $XDG_CONFIG_HOME/agui, else ~/.config/agui)")
     p.add_argument("--agent", default=_env("AGENT", "demo"), help="agent backend: 'demo' (embedded scripted agent, default) or 'package.module:factory' for a Python plug-in")
     p.add_argument("--auth-token", default=_env("AUTH_TOKEN", os.environ.get("IAC_CODE_AGUI_AUTH_TOKEN")), help="static bearer token required on runs and cancels (also IAC_CODE_AGUI_AUTH_TOKEN; prefer the environment over the command line)")
+    p.add_argument("--oauth-discovery-url", default=_env("OAUTH_DISCOVERY_URL"), help="OAuth: the issuer's OpenID/OAuth discovery document (gives the issuer and jwks_uri)")
+    p.add_argument("--oauth-jwks-url", default=_env("OAUTH_JWKS_URL"), help="OAuth: the issuer's JWKS URL (instead of, or overriding, discovery)")
+    p.add_argument("--oauth-issuer", default=_env("OAUTH_ISSUER"), help="OAuth: the expected 'iss' (required with --oauth-jwks-url alone)")
+    p.add_argument("--oauth-audience", action="append", default=None, help="OAuth: an accepted 'aud', repeatable (env: comma-separated)")
+    p.add_argument("--oauth-client-id", action="append", default=None, help="OAuth: an accepted client id ('client_id' or 'azp'), repeatable (env: comma-separated)")
+    p.add_argument("--oauth-scope", action="append", default=None, help="OAuth: a scope every token must carry, repeatable (env: comma-separated); missing -> 403")
+    p.add_argument("--oauth-algorithms", default=_env("OAUTH_ALGORITHMS", "RS256,ES256"), help="OAuth: accepted JWS algorithms, comma-separated (default RS256,ES256; 'none' is never accepted)")
+    p.add_argument("--public-url", default=_env("PUBLIC_URL"), help="the gateway's public base URL, for the OAuth protected-resource metadata (default: from the request)")
+    p.add_argument("--max-concurrent-runs", type=int, default=int(_env("MAX_CONCURRENT_RUNS", "0")), help="cap on runs in flight on this replica; beyond it 429 SERVICE_QUOTA_EXCEEDED (default 0 = no cap)")
+    p.add_argument("--rate-limit", default=_env("RATE_LIMIT"), help="per-caller request rate, e.g. 20/s or 600/m (token bucket; shared across replicas with the Redis store); beyond it 429 RATE_LIMIT_EXCEEDED")
     p.add_argument("--heartbeat-seconds", type=float, default=float(_env("HEARTBEAT_SECONDS", "15")), help="write ': heartbeat' after this many seconds without an event (default 15)")
     p.add_argument("--allowed-cwd", action="append", default=None, help="allowed workspace root, repeatable (env: a list separated by '" + os.pathsep + "'); cwd must be one of them or below one. Default: " + ", ".join(default_allowed_roots()) + " (home, /workspace, temp dir)")
     p.add_argument("--default-cwd", default=_env("DEFAULT_CWD"), help="workspace for plain AG-UI requests without forwardedProps.iacCode (unset: the extension is required)")
@@ -43,6 +53,20 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _many(values: list[str] | None, env_name: str) -> tuple[str, ...]:
+    if values:
+        return tuple(values)
+    raw = _env(env_name)
+    return tuple(v.strip() for v in raw.split(",") if v.strip()) if raw else ()
+
+
+def _oauth_algorithms(text: str) -> tuple[str, ...]:
+    algorithms = tuple(a.strip() for a in text.split(",") if a.strip())
+    if not algorithms or any(a.lower() == "none" or a.upper().startswith("HS") for a in algorithms):
+        raise ValueError("OAuth algorithms must be asymmetric (e.g. RS256, ES256); 'none' and HS* are refused")
+    return algorithms
+
+
 def settings_from_args(argv: list[str] | None = None) -> Settings:
     args = build_parser().parse_args(argv)
     env_roots = _env("ALLOWED_CWD")
@@ -51,6 +75,8 @@ def settings_from_args(argv: list[str] | None = None) -> Settings:
     for root in roots + ((args.default_cwd,) if args.default_cwd else ()):
         if not root.startswith("/"):
             raise SystemExit(f"agui-gateway: workspace paths must be absolute: {root!r}")
+    if args.oauth_jwks_url and not (args.oauth_issuer or args.oauth_discovery_url):
+        raise ValueError("--oauth-jwks-url needs --oauth-issuer (or --oauth-discovery-url)")
     return Settings(
         host=args.host,
         port=args.port,
@@ -67,6 +93,16 @@ def settings_from_args(argv: list[str] | None = None) -> Settings:
         ws_ping_seconds=max(0.0, args.ws_ping_seconds),
         shutdown_grace_seconds=max(0.0, args.shutdown_grace_seconds),
         ticket_ttl=parse_duration(args.ticket_ttl),
+        oauth_discovery_url=args.oauth_discovery_url,
+        oauth_jwks_url=args.oauth_jwks_url,
+        oauth_issuer=args.oauth_issuer,
+        oauth_audience=_many(args.oauth_audience, "OAUTH_AUDIENCE"),
+        oauth_client_id=_many(args.oauth_client_id, "OAUTH_CLIENT_ID"),
+        oauth_scope=_many(args.oauth_scope, "OAUTH_SCOPE"),
+        oauth_algorithms=_oauth_algorithms(args.oauth_algorithms),
+        public_url=args.public_url.rstrip("/") if args.public_url else None,
+        max_concurrent_runs=max(0, args.max_concurrent_runs),
+        rate_limit=parse_rate(args.rate_limit) if args.rate_limit else None,
         log_level=args.log_level,
         log_format=args.log_format,
     )

@@ -27,6 +27,8 @@ class ErrorCode(enum.Enum):
     A2A_UNAVAILABLE = ("A2A_UNAVAILABLE", 502, "AGENT_ERROR")
     A2A_PROTOCOL_ERROR = ("A2A_PROTOCOL_ERROR", 502, "AGENT_ERROR")
     A2A_EXECUTION_FAILED = ("A2A_EXECUTION_FAILED", 502, "AGENT_ERROR")
+    RATE_LIMIT_EXCEEDED = ("RATE_LIMIT_EXCEEDED", 429, "RATE_LIMIT_EXCEEDED")
+    SERVICE_QUOTA_EXCEEDED = ("SERVICE_QUOTA_EXCEEDED", 429, "SERVICE_QUOTA_EXCEEDED")
     SHUTTING_DOWN = ("SHUTTING_DOWN", 503, "INTERNAL_ERROR")
     CANCELLED = ("CANCELLED", 499, "AGENT_ERROR")
     INTERNAL_ERROR = ("INTERNAL_ERROR", 500, "INTERNAL_ERROR")
@@ -71,3 +73,4 @@ class GatewayError(Exception):
         self.field = field
         self.detail = detail
         self.http_status = http_status or code.http_status
+        self.headers: dict[str, str] = {}  # e.g. Retry-After, WWW-Authenticate

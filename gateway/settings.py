@@ -24,6 +24,20 @@ _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*$")
 _UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
 
 
+_RATE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*/\s*(s|m|h)\s*$")
+
+
+def parse_rate(text: str) -> tuple[float, float]:
+    """`20/s`, `600/m`, `1000/h` -> (requests per second, burst = the count)."""
+    match = _RATE.match(text)
+    if not match:
+        raise ValueError(f"not a rate: {text!r} (use e.g. 20/s, 600/m)")
+    count = float(match.group(1))
+    if count <= 0:
+        raise ValueError("a rate must be positive")
+    return count / _UNITS[match.group(2)], count
+
+
 def parse_duration(text: str) -> float:
     """`90`, `90s`, `15m`, `12h`, `7d` -> seconds."""
     match = _DURATION.match(str(text))
@@ -48,6 +62,16 @@ class Settings(Struct, kw_only=True):
     ws_ping_seconds: float = 20.0
     shutdown_grace_seconds: float = 30.0
     ticket_ttl: float = 60.0
+    oauth_discovery_url: str | None = None
+    oauth_jwks_url: str | None = None
+    oauth_issuer: str | None = None
+    oauth_audience: tuple[str, ...] = ()
+    oauth_client_id: tuple[str, ...] = ()
+    oauth_scope: tuple[str, ...] = ()
+    oauth_algorithms: tuple[str, ...] = ("RS256", "ES256")
+    public_url: str | None = None
+    max_concurrent_runs: int = 0  # 0: no cap
+    rate_limit: tuple[float, float] | None = None  # (requests per second, burst)
     log_level: str = "info"
     log_format: str = "text"
 

@@ -138,6 +138,10 @@ class ThreadStore(abc.ABC):
         """Start delivering cancel wake-ups addressed to this replica to `on_cancel(thread_id, execution_id)`."""
         return None
 
+    @abc.abstractmethod
+    async def take_token(self, caller: str, rate: float, burst: float) -> float:
+        """Rate limit: take one token from the caller's bucket; 0 when allowed, else seconds to wait."""
+
     async def purge_expired(self, now: float) -> int:
         """Remove state older than the retention period; returns how many threads were removed."""
         return 0

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import abc
 import asyncio
+import time
 import uuid
 import weakref
 from typing import Any, Callable, TypeVar
@@ -23,6 +24,7 @@ class DocumentStore(ThreadStore):
         self.owner_id = f"proc-{uuid.uuid4().hex}"
         self._locks: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
         self._tickets: dict[str, float] = {}  # single process: tickets live in memory
+        self._buckets: dict[str, tuple[float, float]] = {}  # caller -> (tokens, monotonic time)
 
     @abc.abstractmethod
     async def _load(self, thread_id: str) -> ThreadState | None: ...
@@ -104,3 +106,17 @@ class DocumentStore(ThreadStore):
     async def take_ticket(self, digest: str, now: float) -> bool:
         expires_at = self._tickets.pop(digest, None)
         return expires_at is not None and expires_at > now
+
+    async def take_token(self, caller: str, rate: float, burst: float) -> float:
+        now = time.monotonic()
+        tokens, at = self._buckets.get(caller, (burst, now))
+        tokens = min(burst, tokens + (now - at) * rate)
+        wait = 0.0
+        if tokens >= 1:
+            tokens -= 1
+        else:
+            wait = (1 - tokens) / rate
+        if len(self._buckets) > 100_000:
+            self._buckets.clear()  # bounded memory; a reset only forgives callers once
+        self._buckets[caller] = (tokens, now)
+        return wait

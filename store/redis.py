@@ -24,7 +24,7 @@ from store.records import Execution, PendingInterrupt
 
 log = logging.getLogger("agui.store.redis")
 LUA_DIR = os.path.join(os.path.dirname(__file__), "lua")
-SCRIPTS = ("admit", "accept_resume", "save_interrupt", "finish_run", "cancel", "renew")
+SCRIPTS = ("admit", "accept_resume", "save_interrupt", "finish_run", "cancel", "renew", "rate_limit")
 _LIST_FIELDS = ("pending", "answered_ids", "open_steps")
 
 
@@ -164,6 +164,14 @@ class RedisStore(ThreadStore):
         doc = json.loads(raw)
         current = doc.get("execution")
         return isinstance(current, dict) and current.get("execution_id") == execution_id and current.get("cancel_requested") is True
+
+    async def take_token(self, caller: str, rate: float, burst: float) -> float:
+        key = "agui:rl:{" + hashlib.sha256(caller.encode()).hexdigest()[:32] + "}"
+        try:
+            wait = await self.scripts["rate_limit"](keys=[key], args=[rate, burst])
+        except RedisError as exc:
+            raise StoreUnavailable(f"redis: {type(exc).__name__}") from None
+        return float(wait)
 
     # -- tickets ------------------------------------------------------------------------
     async def put_ticket(self, digest: str, expires_at: float) -> None:

@@ -12,7 +12,7 @@ from msgspec import Meta
 from gateway.errors import GatewayError
 from gateway.i18n import negotiate
 from gateway.protocol.validate import error_from_msgspec
-from transports.http_input import check_auth, check_media_type, read_body
+from transports.http_input import authenticate, check_media_type, read_body
 from transports.render import json_error
 
 MAX_CANCEL_BODY = 64 * 1024
@@ -31,7 +31,7 @@ async def cancel_execution(request: Request, execution_id: FromPath[str]) -> Res
     ctx = request.app.state.ctx
     language = negotiate(None, request.headers.get("accept-language"))
     try:
-        check_auth(request, ctx.settings.auth_token)
+        await authenticate(request)
         check_media_type(request)
         body = await read_body(request, MAX_CANCEL_BODY)
         try:

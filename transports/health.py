@@ -1,10 +1,10 @@
-"""`GET /health` (versions and dependency state) and `GET /ping` (AgentCore Healthy / HealthyBusy); never need auth."""
+"""Open endpoints: `GET /health`, `GET /ping` (AgentCore Healthy / HealthyBusy), and the RFC 9728 OAuth metadata."""
 
 from __future__ import annotations
 
 import time
 
-from litestar import Request, get
+from litestar import Request, Response, get
 
 from gateway import EXTENSION_SCHEMA_VERSION, PROTOCOL_VERSION, __version__
 
@@ -55,3 +55,18 @@ async def health(request: Request) -> dict:
         "store": {"kind": ctx.settings.store_kind, "reachable": reachable},
         "runsInFlight": ctx.engine.in_flight,
     }
+
+
+@get("/.well-known/oauth-protected-resource")
+async def protected_resource(request: Request) -> Response:
+    """RFC 9728 metadata: where to get tokens for this gateway (404 when OAuth is not configured)."""
+    from transports.http_input import public_base
+
+    oauth = request.app.state.ctx.oauth
+    if oauth is None:
+        return Response({"error": {"code": "NOT_FOUND", "message": "OAuth is not configured."}}, status_code=404)
+    try:
+        await oauth.ensure_discovered()
+    except Exception:  # noqa: BLE001 - the document is still useful without the issuer
+        pass
+    return Response(oauth.metadata(public_base(request)), headers={"Cache-Control": "max-age=300"})

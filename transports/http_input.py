@@ -1,21 +1,63 @@
-"""What every protected HTTP endpoint checks first: bearer auth, media type, and a bounded body read."""
+"""What every protected endpoint checks first: the caller (auth, rate limit), media type, a bounded body read."""
 
 from __future__ import annotations
 
-import hmac
+import logging
+import math
 
 from litestar import Request
+from litestar.connection import ASGIConnection
 
+from gateway.auth import Principal
 from gateway.errors import ErrorCode, GatewayError
+from store import StoreUnavailable
+
+log = logging.getLogger("agui.http")
+METADATA_PATH = "/.well-known/oauth-protected-resource"
 
 
-def check_auth(request: Request, token: str | None) -> None:
-    """Static bearer token, compared in constant time; no token configured means open."""
-    if not token:
+def bearer_token(connection: ASGIConnection) -> str | None:
+    scheme, _, token = connection.headers.get("authorization", "").partition(" ")
+    return token.strip() or None if scheme.lower() == "bearer" else None
+
+
+def public_base(connection: ASGIConnection) -> str:
+    configured = connection.app.state.ctx.settings.public_url
+    return configured or str(connection.base_url).rstrip("/")
+
+
+async def authenticate(connection: ASGIConnection, token: str | None = None) -> Principal:
+    """Check the bearer token (static or OAuth), then the caller's rate limit. Raises the contract's errors."""
+    ctx = connection.app.state.ctx
+    if ctx.auth.required:
+        try:
+            principal = await ctx.auth.authenticate(token if token is not None else bearer_token(connection))
+        except GatewayError as error:
+            metadata = public_base(connection) + METADATA_PATH if ctx.oauth else None
+            reason = "insufficient_scope" if error.code is ErrorCode.ACCESS_DENIED else ("invalid_token" if bearer_token(connection) else None)
+            error.headers["WWW-Authenticate"] = ctx.auth.challenge(metadata, reason)
+            raise
+    else:
+        client = connection.client
+        principal = Principal(key=f"ip:{client.host if client else 'unknown'}")
+    await check_rate(connection, principal)
+    return principal
+
+
+async def check_rate(connection: ASGIConnection, principal: Principal) -> None:
+    ctx = connection.app.state.ctx
+    if ctx.settings.rate_limit is None:
         return
-    scheme, _, presented = request.headers.get("authorization", "").partition(" ")
-    if scheme.lower() != "bearer" or not hmac.compare_digest(presented.strip().encode(), token.encode()):
-        raise GatewayError(ErrorCode.UNAUTHORIZED)
+    rate, burst = ctx.settings.rate_limit
+    try:
+        wait = await ctx.store.take_token(principal.key, rate, burst)
+    except StoreUnavailable:
+        log.warning("rate limit store unavailable; request let through")
+        return
+    if wait > 0:
+        error = GatewayError(ErrorCode.RATE_LIMIT_EXCEEDED)
+        error.headers["Retry-After"] = str(max(1, math.ceil(wait)))
+        raise error
 
 
 def check_media_type(request: Request) -> None:

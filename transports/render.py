@@ -14,11 +14,12 @@ SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 
 
 def _auth_headers(error: GatewayError) -> dict[str, str]:
+    headers = {}
     if error.code is ErrorCode.UNAUTHORIZED:
-        return {"WWW-Authenticate": "Bearer"}
-    if error.code in (ErrorCode.SHUTTING_DOWN, ErrorCode.STATE_PERSISTENCE_FAILED, ErrorCode.THREAD_BUSY):
-        return {"Retry-After": "1"}  # transient: a retry (here or on another replica) can succeed
-    return {}
+        headers["WWW-Authenticate"] = "Bearer"
+    if error.code in (ErrorCode.SHUTTING_DOWN, ErrorCode.STATE_PERSISTENCE_FAILED, ErrorCode.THREAD_BUSY, ErrorCode.SERVICE_QUOTA_EXCEEDED):
+        headers["Retry-After"] = "1"  # transient: a retry (here or on another replica) can succeed
+    return {**headers, **error.headers}
 
 
 def json_error(error: GatewayError, language: str, headers: dict[str, str] | None = None) -> Response:

@@ -14,7 +14,7 @@ from gateway.errors import GatewayError
 from gateway.i18n import negotiate
 from gateway.protocol import events as e
 from gateway.protocol.validate import MAX_BODY_BYTES
-from transports.http_input import check_accept, check_auth, check_media_type, read_body
+from transports.http_input import authenticate, check_accept, check_media_type, read_body
 from transports.render import SSE_HEADERS, SSE_MEDIA_TYPE, agentcore_run_error, json_error, sse_error
 
 log = logging.getLogger("agui.sse")
@@ -52,7 +52,7 @@ async def _run(request: Request, agentcore: bool) -> Response:
     echo = _echo_headers(request)
     language = negotiate(None, request.headers.get("accept-language"))
     try:
-        check_auth(request, settings.auth_token)
+        await authenticate(request)
         check_media_type(request)
         check_accept(request)
         body = await read_body(request, MAX_BODY_BYTES)

@@ -8,7 +8,7 @@ from litestar import Request, Response, post
 
 from gateway.errors import GatewayError
 from gateway.i18n import negotiate
-from transports.http_input import check_auth
+from transports.http_input import authenticate
 from transports.render import json_error
 from transports.websocket import ticket_digest
 
@@ -17,7 +17,7 @@ from transports.websocket import ticket_digest
 async def issue_ticket(request: Request) -> Response:
     ctx = request.app.state.ctx
     try:
-        check_auth(request, ctx.settings.auth_token)
+        await authenticate(request)
     except GatewayError as error:
         return json_error(error, negotiate(None, request.headers.get("accept-language")))
     ticket = secrets.token_urlsafe(32)

@@ -12,16 +12,17 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import hmac
 import logging
 import msgspec
 from litestar import WebSocket, websocket
 
+from gateway.auth import Principal
 from gateway.engine.prepare import prepare
 from gateway.engine.runs import Run
 from gateway.errors import ErrorCode, GatewayError
 from gateway.i18n import message_for, negotiate
 from gateway.protocol import events as e
+from transports.http_input import authenticate, bearer_token, check_rate
 from transports.ws_protocol import TEXT_BATCH_EXTENSION
 
 log = logging.getLogger("agui.ws")
@@ -52,32 +53,31 @@ def ticket_digest(ticket: str) -> str:
     return hashlib.sha256(ticket.encode()).hexdigest()
 
 
-async def _authenticated(socket: WebSocket, token: str | None, offered: list[str]) -> bool:
-    if not token:
-        return True
-    scheme, _, presented = socket.headers.get("authorization", "").partition(" ")
-    if scheme.lower() == "bearer" and hmac.compare_digest(presented.strip().encode(), token.encode()):
-        return True
-    for protocol in offered:
-        if protocol.startswith(BEARER_PREFIX) and hmac.compare_digest(protocol[len(BEARER_PREFIX) :].encode(), token.encode()):
-            return True
+async def _authenticated(socket: WebSocket, offered: list[str]) -> Principal | None:
+    """Header token, subprotocol token, or a single-use ticket; None when refused."""
+    ctx = socket.app.state.ctx
     tickets = [p[len(TICKET_PREFIX) :] for p in offered if p.startswith(TICKET_PREFIX)]
-    query_ticket = socket.query_params.get("ticket")
-    if query_ticket:
-        tickets.append(query_ticket)
-    store = socket.app.state.ctx.store
-    for ticket in tickets[:2]:
-        if await store.take_ticket(ticket_digest(ticket), socket.app.state.ctx.engine.clock()):
-            return True
-    return False
+    if socket.query_params.get("ticket"):
+        tickets.append(socket.query_params["ticket"])
+    if ctx.auth.required and tickets:
+        for ticket in tickets[:2]:
+            if await ctx.store.take_ticket(ticket_digest(ticket), ctx.engine.clock()):
+                return Principal(key="ticket:" + ticket_digest(ticket)[:16])
+        return None
+    token = bearer_token(socket) or next((p[len(BEARER_PREFIX) :] for p in offered if p.startswith(BEARER_PREFIX)), None)
+    try:
+        return await authenticate(socket, token)
+    except GatewayError:
+        return None
 
 
 class Connection:
     """One accepted socket: serialises sends, tracks its runs, cancels them when the peer goes away."""
 
-    def __init__(self, socket: WebSocket, mux: bool) -> None:
+    def __init__(self, socket: WebSocket, mux: bool, principal: Principal) -> None:
         self.socket = socket
         self.mux = mux
+        self.principal = principal
         self.ctx = socket.app.state.ctx
         self.runs: dict[str, Run] = {}
         self.forwarders: dict[str, asyncio.Task] = {}
@@ -115,6 +115,7 @@ class Connection:
         """Validate and admit like SSE; an error before the run is a RUN_ERROR frame and the socket stays usable."""
         settings = self.ctx.settings
         try:
+            await check_rate(self.socket, self.principal)
             prepared = prepare(raw, allowed_roots=settings.allowed_cwd, default_cwd=settings.default_cwd,
                                accept_language=self.socket.headers.get("accept-language"))
             return await self.ctx.engine.start(prepared)
@@ -249,7 +250,8 @@ async def _serve_mux(conn: Connection) -> None:
 async def ws_endpoint(socket: WebSocket) -> None:
     ctx = socket.app.state.ctx
     offered: list[str] = list(socket.scope.get("subprotocols") or [])
-    if not await _authenticated(socket, ctx.settings.auth_token, offered):
+    principal = await _authenticated(socket, offered)
+    if principal is None:
         await socket.close(CLOSE_POLICY, "unauthorized")  # before accept: the upgrade is refused (HTTP 403)
         return
     chosen: str | None = None
@@ -258,7 +260,7 @@ async def ws_endpoint(socket: WebSocket) -> None:
             chosen = protocol
             break
     await socket.accept(subprotocols=chosen)
-    conn = Connection(socket, mux=chosen == MUX_PROTOCOL)
+    conn = Connection(socket, mux=chosen == MUX_PROTOCOL, principal=principal)
     ctx.sockets.add(conn)
     try:
         await (_serve_mux(conn) if conn.mux else _serve_base(conn))

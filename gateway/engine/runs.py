@@ -374,6 +374,8 @@ class RunEngine:
         self.clock = clock
         self.on_busy_change = on_busy_change
         self.accepting = True  # False while draining at shutdown
+        self.max_runs = 0  # cap on runs in flight on this process (0: none)
+        self._starting = 0  # admissions in progress, counted against the cap
         self.runs: dict[str, Run] = {}  # run id -> live run on this process
         self.by_execution: dict[str, Run] = {}
 
@@ -385,6 +387,15 @@ class RunEngine:
         """Admit atomically (binding, idempotency, busy, resume-required); raise GatewayError before any event."""
         if not self.accepting:
             raise GatewayError(ErrorCode.SHUTTING_DOWN)
+        if self.max_runs and len(self.runs) + self._starting >= self.max_runs:
+            raise GatewayError(ErrorCode.SERVICE_QUOTA_EXCEEDED)
+        self._starting += 1
+        try:
+            return await self._admit(prepared)
+        finally:
+            self._starting -= 1
+
+    async def _admit(self, prepared: PreparedRun) -> Run:
         ext = prepared.workspace.extension
         admission = Admission(
             thread_id=prepared.run.thread_id,
