@@ -63,6 +63,7 @@ async def _run(request: Request, agentcore: bool) -> Response:
             accept_language=request.headers.get("accept-language"),
         )
         language = prepared.language
+        prepared.runtime_session_id = echo.get("X-Amzn-Bedrock-AgentCore-Runtime-Session-Id")
         run = await ctx.engine.start(prepared)
     except GatewayError as error:
         language = getattr(error, "language", language)

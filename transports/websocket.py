@@ -23,6 +23,7 @@ from gateway.errors import ErrorCode, GatewayError
 from gateway.i18n import message_for, negotiate
 from gateway.protocol import events as e
 from transports.http_input import authenticate, bearer_token, check_rate
+from transports.sse import SESSION_HEADER
 from transports.ws_protocol import TEXT_BATCH_EXTENSION
 
 log = logging.getLogger("agui.ws")
@@ -118,6 +119,7 @@ class Connection:
             await check_rate(self.socket, self.principal)
             prepared = prepare(raw, allowed_roots=settings.allowed_cwd, default_cwd=settings.default_cwd,
                                accept_language=self.socket.headers.get("accept-language"))
+            prepared.runtime_session_id = self.socket.headers.get(SESSION_HEADER)
             return await self.ctx.engine.start(prepared)
         except GatewayError as error:
             await self.send_error(error, stream_id, getattr(error, "language", None))

@@ -2,7 +2,7 @@
 
 Keys come from `--oauth-jwks-url` or the `jwks_uri` of `--oauth-discovery-url`; they are cached for
 JWKS_TTL seconds and fetched again when a token names an unknown key id (at most once per
-UNKNOWN_KID_RETRY seconds for the same id). Algorithms are pinned; `none` is never accepted.
+UNKNOWN_KID_RETRY seconds for the same id, and never more often than every MIN_REFRESH_INTERVAL seconds). Algorithms are pinned; `none` is never accepted.
 """
 
 from __future__ import annotations
@@ -53,8 +53,10 @@ class OAuthValidator(Authenticator):
 
     async def _refresh(self) -> None:
         async with self._lock:
-            if time.monotonic() - self._fetched_at < MIN_REFRESH_INTERVAL:
-                return
+            # Tokens with ever new unknown key ids cannot make us fetch more often than this.
+            wait = MIN_REFRESH_INTERVAL - (time.monotonic() - self._fetched_at)
+            if wait > 0:
+                await asyncio.sleep(wait)
             await self._discover()
             response = await self._http.get(self.jwks_url)  # type: ignore[arg-type]
             response.raise_for_status()

@@ -21,6 +21,7 @@ class PreparedRun:
     user_text: str | None
     image_count: int
     language: str
+    runtime_session_id: str | None = None  # AgentCore's X-Amzn-Bedrock-AgentCore-Runtime-Session-Id, when sent
 
     @property
     def is_resume(self) -> bool:

@@ -62,6 +62,7 @@ class Run:
             "taskId": execution.task_id if execution else None,
             "rosInvocationId": prepared.workspace.extension.ros_invocation_id,
             "sessionId": execution.session_id if execution else None,
+            "runtimeSessionId": prepared.runtime_session_id,
         }
         resuming = prepared.is_resume and execution is not None and execution.status == "interrupted"
         self.translator = Translator(
@@ -425,7 +426,10 @@ class RunEngine:
             self.by_execution[run.execution_id] = run
         if was_idle and self.on_busy_change:
             self.on_busy_change(True)
-        log.info("run started thread=%s run=%s execution=%s resume=%s", run.thread_id, run.run_id, run.execution_id, prepared.is_resume)
+        log.info(
+            "run started thread=%s run=%s execution=%s resume=%s runtime_session=%s",
+            run.thread_id, run.run_id, run.execution_id, prepared.is_resume, prepared.runtime_session_id,
+        )
         return run
 
     def _forget(self, run: Run) -> None:
