@@ -20,6 +20,7 @@ from store import ThreadStore, open_store
 from transports.cancel import cancel_execution
 from transports.health import BusyStatus, health, ping, protected_resource
 from transports.sse import run_invocations, run_root
+from transports.static_ui import ui_router
 from transports.tickets import issue_ticket
 from transports.websocket import ws_endpoint
 
@@ -79,7 +80,7 @@ def create_app(settings: Settings, *, store: ThreadStore | None = None, agent: A
             await store.close()
 
     app = Litestar(
-        route_handlers=[run_root, run_invocations, cancel_execution, issue_ticket, ws_endpoint, health, ping, protected_resource],
+        route_handlers=[run_root, run_invocations, cancel_execution, issue_ticket, ws_endpoint, health, ping, protected_resource, ui_router],
         lifespan=[lifespan],
         debug=False,
         logging_config=None,

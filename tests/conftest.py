@@ -42,3 +42,11 @@ def redis_server(tmp_path_factory):
     server = RedisServer(tmp_path_factory.mktemp("redis")).start()
     yield server
     server.stop()
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_makereport(item, call):
+    """Keep each phase's report on the item so fixtures can act on failures (browser screenshots)."""
+    report = yield
+    setattr(item, f"rep_{report.when}", report)
+    return report

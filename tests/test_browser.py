@@ -1,0 +1,165 @@
+"""The browser page in headless Chromium (Debian's, driven by Playwright) against a real gateway."""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+import httpx
+import pytest
+from playwright.sync_api import expect, sync_playwright
+
+from tests.support import ROOT
+
+pytestmark = pytest.mark.browser
+CHROMIUM_FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
+                  "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage"]
+ARTIFACTS = os.path.join(ROOT, "test-artifacts")
+
+
+@pytest.fixture(scope="module")
+def browser():
+    executable = shutil.which("chromium") or shutil.which("chromium-browser")
+    assert executable, "Debian's chromium is required for the browser tests (.ci/run installs it)"
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=executable, headless=True, args=CHROMIUM_FLAGS)
+        yield launched
+        launched.close()
+
+
+@pytest.fixture
+def page(browser, request):
+    context = browser.new_context()
+    page = context.new_page()
+    page.set_default_timeout(15000)
+    yield page
+    report = getattr(request.node, "rep_call", None)
+    if report is not None and report.failed:
+        os.makedirs(ARTIFACTS, exist_ok=True)
+        page.screenshot(path=os.path.join(ARTIFACTS, f"{request.node.name}.png"), full_page=True)
+    context.close()
+
+
+def open_ui(page, server, cwd="/tmp/agui-ui"):
+    page.goto(server.url + "/ui/")
+    expect(page.locator("body[data-ready=true]")).to_have_count(1)
+    page.get_by_text("Settings").click()
+    page.get_by_label("Workspace (cwd)").fill(cwd)
+    page.get_by_label("Workspace (cwd)").dispatch_event("change")
+
+
+def send(page, text):
+    page.get_by_label("Message").fill(text)
+    page.get_by_role("button", name="Send").click()
+
+
+def test_plain_chat_streams_text_reasoning_and_usage(page, gateway):
+    open_ui(page, gateway)
+    send(page, "hello browser")
+    expect(page.get_by_test_id("assistant").last).to_have_text("You said: hello browser")
+    expect(page.get_by_test_id("user").last).to_have_text("hello browser")
+    expect(page.get_by_test_id("usage")).to_contain_text("Tokens:")
+    expect(page.get_by_test_id("status")).to_have_text("Done")
+
+
+def test_permission_allowed_runs_the_tool(page, gateway):
+    open_ui(page, gateway)
+    send(page, '/tool deploy {"stack":"vpc"}')
+    form = page.get_by_test_id("interrupts")
+    expect(form).to_be_visible()
+    expect(form).to_contain_text("Run deploy")  # metadata.title
+    expect(form).to_contain_text("Allow the agent to run deploy?")  # message
+    expect(page.get_by_test_id("tool-call").last).to_contain_text('{"stack":"vpc"}')
+    form.get_by_label("Allow once").check()
+    page.get_by_test_id("answer").click()
+    expect(page.get_by_test_id("tool-result").last).to_contain_text('"ok": true')
+    expect(page.get_by_test_id("assistant").last).to_contain_text("ran successfully")
+    expect(form).to_be_hidden()
+
+
+def test_permission_denied_does_not_run_the_tool(page, gateway):
+    open_ui(page, gateway)
+    send(page, "/tool destroy {}")
+    page.get_by_test_id("interrupts").get_by_label("Deny").check()
+    page.get_by_test_id("answer").click()
+    expect(page.get_by_test_id("assistant").last).to_contain_text("was not run")
+    expect(page.get_by_test_id("tool-result")).to_have_count(0)
+
+
+def test_question_with_free_text(page, gateway):
+    open_ui(page, gateway)
+    send(page, "/ask Which region?")
+    form = page.get_by_test_id("interrupts")
+    expect(form).to_contain_text("Which region?")
+    expect(form.get_by_label("Yes")).to_be_visible()  # options from metadata
+    form.get_by_label("Or write your answer").fill("eu-central-1")
+    page.get_by_test_id("answer").click()
+    expect(page.get_by_test_id("assistant").last).to_have_text("You answered: eu-central-1")
+
+
+def test_pipeline_with_steps_progress_and_artifact(page, gateway):
+    open_ui(page, gateway)
+    send(page, "/pipeline selling")
+    form = page.get_by_test_id("interrupts")
+    expect(form).to_contain_text("Select a candidate")
+    expect(page.get_by_test_id("artifact")).to_contain_text("Candidate comparison")
+    expect(page.get_by_test_id("pipeline")).to_contain_text("pipeline_started")
+    form.get_by_label("Multi-AZ VPC with NAT").check()
+    page.get_by_test_id("answer").click()
+    expect(page.get_by_test_id("assistant").last).to_have_text("Deployed cand-b.")
+    steps = page.get_by_test_id("steps")
+    for name in ("pipeline", "plan", "candidates", "deploy"):
+        expect(steps.locator(f"li[data-step={name}]")).to_have_class("done")
+    expect(page.get_by_test_id("pipeline")).to_contain_text("pipeline_completed")
+    expect(page.locator("progress").first).to_be_attached()
+
+
+def test_cancel_button_cancels_the_execution(page, gateway):
+    open_ui(page, gateway)
+    send(page, "/slow 20")
+    expect(page.get_by_test_id("assistant").last).to_contain_text("tick 1")
+    page.get_by_role("button", name="Cancel run").click()
+    expect(page.get_by_test_id("cancelled")).to_be_visible(timeout=5000)
+    expect(page.get_by_test_id("status")).to_have_text("Cancelled")
+
+
+def test_sse_mode_and_thread_kept_across_reload(page, gateway):
+    open_ui(page, gateway)
+    page.get_by_test_id("transport-sse").check()
+    send(page, "/tool deploy {}")
+    expect(page.get_by_test_id("interrupts")).to_be_visible()
+    thread = page.get_by_test_id("thread-id").text_content()
+    page.reload()
+    expect(page.locator("body[data-ready=true]")).to_have_count(1)
+    assert page.get_by_test_id("thread-id").text_content() == thread
+    expect(page.get_by_test_id("interrupts")).to_be_visible()  # the pending interrupt survived the reload
+    page.get_by_test_id("transport-sse").check()
+    page.get_by_test_id("interrupts").get_by_label("Allow once").check()
+    page.get_by_test_id("answer").click()
+    expect(page.get_by_test_id("tool-result").last).to_be_visible()
+
+
+def test_auth_with_a_ticket(page, start_gateway):
+    server = start_gateway(env={"AGUI_GATEWAY_AUTH_TOKEN": "ui-secret-token"})
+    open_ui(page, server)
+    send(page, "no token yet")
+    expect(page.get_by_test_id("error").last).to_contain_text("WebSocket refused")
+    page.get_by_label("Bearer token").fill("ui-secret-token")
+    page.get_by_label("Bearer token").dispatch_event("change")
+    send(page, "with a ticket")
+    expect(page.get_by_test_id("assistant").last).to_have_text("You said: with a ticket")
+    assert "ui-secret-token" not in page.evaluate("JSON.stringify(Object.assign({}, localStorage))")
+    assert httpx.get(server.url + "/ui/").status_code == 200
+
+
+def test_reconnects_after_the_connection_drops(page, start_gateway):
+    server = start_gateway()
+    open_ui(page, server)
+    send(page, "before the drop")
+    expect(page.get_by_test_id("assistant").last).to_have_text("You said: before the drop")
+    server.stop()
+    expect(page.get_by_test_id("status")).to_have_text("Reconnecting…")
+    server.start()  # same port, same state directory
+    expect(page.get_by_test_id("status")).to_have_text("Connected", timeout=20000)
+    send(page, "after the drop")
+    expect(page.get_by_test_id("assistant").last).to_have_text("You said: after the drop")
