@@ -56,7 +56,7 @@ def create_app(settings: Settings, *, store: ThreadStore | None = None, agent: A
     store = store or open_store(
         settings.store, state_dir=settings.state_dir, retention_seconds=settings.retention_seconds, lease_seconds=settings.lease_seconds
     )
-    agent = agent or load_agent(settings.agent)
+    agent = agent or load_agent(settings.agent, settings.agent_token)
     status = BusyStatus()
     engine = RunEngine(store, agent, interrupt_ttl=settings.interrupt_ttl, on_busy_change=status.set_busy)
     engine.max_runs = settings.max_concurrent_runs

@@ -28,6 +28,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--store", default=_env("STORE", "file"), help="thread state store: 'file' (default, one JSON file per thread under --state-dir), 'file:///path', 'memory' (lost on exit), or Redis shared by replicas: redis://host:port/db, rediss://..., redis+sentinel://host:port[,host:port]/service[/db], redis+cluster://host:port")
     p.add_argument("--state-dir", default=_env("STATE_DIR", default_state_dir()), help="directory of the file store (default $XDG_CONFIG_HOME/agui, else ~/.config/agui)")
     p.add_argument("--agent", default=_env("AGENT", "demo"), help="agent backend: 'demo' (embedded scripted agent, default) or 'package.module:factory' for a Python plug-in")
+    p.add_argument("--agent-token", default=_env("AGENT_TOKEN"), help="bearer token the A2A agent expects (sent as Authorization to the agent only)")
     p.add_argument("--auth-token", default=_env("AUTH_TOKEN", os.environ.get("IAC_CODE_AGUI_AUTH_TOKEN")), help="static bearer token required on runs and cancels (also IAC_CODE_AGUI_AUTH_TOKEN; prefer the environment over the command line)")
     p.add_argument("--oauth-discovery-url", default=_env("OAUTH_DISCOVERY_URL"), help="OAuth: the issuer's OpenID/OAuth discovery document (gives the issuer and jwks_uri)")
     p.add_argument("--oauth-jwks-url", default=_env("OAUTH_JWKS_URL"), help="OAuth: the issuer's JWKS URL (instead of, or overriding, discovery)")
@@ -83,6 +84,7 @@ def settings_from_args(argv: list[str] | None = None) -> Settings:
         store=args.store,
         state_dir=os.path.abspath(os.path.expanduser(args.state_dir)),
         agent=args.agent,
+        agent_token=args.agent_token or None,
         auth_token=args.auth_token or None,
         heartbeat_seconds=max(0.05, args.heartbeat_seconds),
         allowed_cwd=roots,

@@ -52,6 +52,7 @@ class Settings(Struct, kw_only=True):
     store: str = "file"
     state_dir: str = field(default_factory=default_state_dir)
     agent: str = "demo"
+    agent_token: str | None = None
     auth_token: str | None = None
     heartbeat_seconds: float = 15.0
     allowed_cwd: tuple[str, ...] = field(default_factory=default_allowed_roots)

@@ -7,8 +7,12 @@ import importlib
 from gateway.agents.base import AgentBackend, AgentRequest, ResumeAnswer
 
 
-def load_agent(spec: str) -> AgentBackend:
-    """`demo`, or `module:factory` for a Python plug-in whose factory returns an AgentBackend."""
+def load_agent(spec: str, token: str | None = None) -> AgentBackend:
+    """`demo`, `a2a+http(s)://host:port/path` for an A2A 1.0 agent, or `module:factory` for a Python plug-in."""
+    if spec.startswith(("a2a+http://", "a2a+https://")):
+        from gateway.agents.a2a import A2ABackend
+
+        return A2ABackend(spec[len("a2a+") :], token)
     if spec == "demo":
         from gateway.agents.demo import DemoAgent
 
@@ -20,7 +24,7 @@ def load_agent(spec: str) -> AgentBackend:
         if not isinstance(backend, AgentBackend):
             raise ValueError(f"{spec} did not return an AgentBackend")
         return backend
-    raise ValueError(f"unknown agent {spec!r}: use 'demo' or 'package.module:factory'")
+    raise ValueError(f"unknown agent {spec!r}: use 'demo', 'a2a+http://host:port/' or 'package.module:factory'")
 
 
 __all__ = ["AgentBackend", "AgentRequest", "ResumeAnswer", "load_agent"]

@@ -31,6 +31,8 @@ class AgentRequest:
     extension: IacCode
     user_text: str | None
     image_count: int = 0
+    message_id: str | None = None  # the AG-UI id of the user message
+    images: tuple[tuple[str, str], ...] = ()  # (mimeType, base64) of the user message's inline images
     resume: tuple[ResumeAnswer, ...] = ()
     checkpoint: Any = None
 

@@ -20,12 +20,18 @@ from gateway.engine.translator import Translator
 from gateway.errors import ErrorCode, GatewayError
 from gateway.i18n import message_for
 from gateway.protocol import events as e
+from gateway.protocol import validate
 from store import Admission, PendingInterrupt, Rejected, StoreUnavailable, ThreadStore
 
 log = logging.getLogger("agui.engine")
 
 QUEUE_SIZE = 256  # batches of events buffered per run before the backend is slowed down
 _END = object()
+
+
+def _message_id(prepared: PreparedRun) -> str | None:
+    message = validate.last_user_message(prepared.run)
+    return message.id if message is not None and isinstance(message.id, str) else None
 
 
 def _store_error(exc: BaseException) -> GatewayError:
@@ -208,13 +214,15 @@ class Run:
                 extension=self.prepared.workspace.extension,
                 user_text=self.prepared.user_text,
                 image_count=self.prepared.image_count,
+                message_id=_message_id(self.prepared),
+                images=validate.inline_images(validate.last_user_message(self.prepared.run)) if self.prepared.image_count else (),
                 resume=answers,
                 checkpoint=self.execution.checkpoint if answers else None,
             )
             agent_stream = self.engine.agent.run(request)
             terminal: s.Signal | None = None
             async for signal in agent_stream:
-                if not self.accepted:
+                if not self.accepted and not isinstance(signal, s.Failed):
                     # The backend produced its first signal: it accepted the answers. Only now drop the pending state.
                     try:
                         await self.engine.store.accept_resume(
@@ -273,7 +281,7 @@ class Run:
         if isinstance(signal, s.Failed):
             code = ErrorCode[signal.code] if signal.code in ErrorCode.__members__ else ErrorCode.A2A_EXECUTION_FAILED
             await self._put(t.session_event())
-            await self._fail(GatewayError(code, detail=signal.message[:500]), "failed")
+            await self._fail(GatewayError(code, detail=signal.message[:500]), self._ending("failed"))
             return
         if isinstance(signal, s.InputRequired):
             await self._interrupt(signal)

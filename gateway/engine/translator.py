@@ -79,10 +79,11 @@ class Translator:
     def translate(self, signal: s.Signal) -> list[e.Event]:
         out: list[e.Event] = []
         if isinstance(signal, s.SessionInfo):
+            # Identities are recorded; the event itself goes out once, before the first other event.
             for key, value in (("contextId", signal.context_id), ("taskId", signal.task_id), ("sessionId", signal.session_id)):
                 if value is not None:
                     self.session[key] = value
-            return self.session_event()
+            return out
         if not self.session_sent:
             out.extend(self.session_event())
         if isinstance(signal, s.TextDelta):
@@ -141,20 +142,21 @@ class Translator:
         elif isinstance(signal, s.ActivitySnapshot):
             out.append(e.ActivitySnapshot(message_id=_new_id("activity"), activity_type=signal.activity_type, content=signal.content))
         elif isinstance(signal, s.Usage):
-            total = None
-            if signal.input_tokens is not None and signal.output_tokens is not None:
-                total = signal.input_tokens + signal.output_tokens
-            self.usage.append(
-                e.TokenUsage(
-                    provider=signal.provider,
-                    model=signal.model,
-                    input_tokens=signal.input_tokens,
-                    output_tokens=signal.output_tokens,
-                    total_tokens=total,
-                    reasoning_tokens=signal.reasoning_tokens,
-                )
-            )
+            self._add_usage(signal)
         return out
+
+    def _add_usage(self, signal: s.Usage) -> None:
+        """Usage reports are summed per (provider, model) into RUN_FINISHED.usage."""
+        entry = next((u for u in self.usage if (u.provider, u.model) == (signal.provider, signal.model)), None)
+        if entry is None:
+            entry = e.TokenUsage(provider=signal.provider, model=signal.model)
+            self.usage.append(entry)
+        for name in ("input_tokens", "output_tokens", "reasoning_tokens"):
+            value = getattr(signal, name)
+            if value is not None:
+                setattr(entry, name, (getattr(entry, name) or 0) + value)
+        if entry.input_tokens is not None and entry.output_tokens is not None:
+            entry.total_tokens = entry.input_tokens + entry.output_tokens
 
     def identities(self) -> dict[str, str]:
         return {k: v for k, v in self.session.items() if k in ("contextId", "taskId", "sessionId") and v is not None}

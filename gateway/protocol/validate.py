@@ -113,6 +113,16 @@ def check_images(run: RunAgentInput) -> int:
     return count
 
 
+def last_user_message(run: RunAgentInput) -> UserMessage | None:
+    return next((m for m in reversed(run.messages) if isinstance(m, UserMessage)), None)
+
+
+def inline_images(message: UserMessage | None) -> tuple[tuple[str, str], ...]:
+    if message is None or isinstance(message.content, str):
+        return ()
+    return tuple((p.source.mime_type, p.source.value) for p in message.content if isinstance(p, ImagePart))
+
+
 def last_user_text(run: RunAgentInput) -> str | None:
     """The text of the last user message, or None if there is no user message."""
     for message in reversed(run.messages):

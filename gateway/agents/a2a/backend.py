@@ -1,0 +1,141 @@
+"""The A2A backend: drives an A2A 1.0 agent for each run (new turn or resume) and speaks only signals."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+from typing import Any, AsyncIterator
+
+import httpx
+import msgspec
+
+from gateway.agents.a2a.client import A2AClient, A2AError
+from gateway.agents.a2a.mapping import FrameMapper, ProtocolViolation
+from gateway.agents.base import AgentBackend, AgentRequest
+from gateway.engine import signals as s
+from gateway.protocol.input import AlibabaCloud, IacCode, Thinking
+
+log = logging.getLogger("agui.a2a")
+CANCEL_TIMEOUT = 5.0
+
+
+def context_id_for(thread_id: str) -> str:
+    """Fixed for the thread's life: `agui-` + sha256(threadId)[:40], as the original adapter does."""
+    return "agui-" + hashlib.sha256(thread_id.encode("utf-8", "surrogatepass")).hexdigest()[:40]
+
+
+def iac_metadata(request: AgentRequest) -> dict[str, Any]:
+    """The request's options in snake case for `metadata.iac_code`; the only place secrets travel."""
+    ext: IacCode = request.extension
+    values: dict[str, Any] = {
+        "cwd": request.cwd,
+        "rosInvocationId": ext.ros_invocation_id,
+        "preferredLanguage": request.language,
+        "iac_code_model": ext.model,
+        "iac_code_api_key": ext.llm_api_key,
+        "thinking": msgspec.to_builtins(ext.thinking) if isinstance(ext.thinking, Thinking) else None,
+        "user_id": ext.user_id,
+        "channel": ext.channel,
+        "candidatePresentation": ext.candidate_presentation,
+        "run_mode": ext.run_mode,
+        "pipeline_name": ext.pipeline_name,
+        "cleanupOnly": ext.cleanup_only,
+    }
+    cloud = ext.alibaba_cloud
+    if isinstance(cloud, AlibabaCloud):
+        values.update(
+            alibaba_cloud_access_key_id=cloud.access_key_id,
+            alibaba_cloud_access_key_secret=cloud.access_key_secret,
+            alibaba_cloud_security_token=cloud.security_token,
+            alibaba_cloud_region_id=cloud.region_id,
+        )
+    return {k: v for k, v in values.items() if isinstance(v, (str, bool, int, dict)) and v != {}}  # UNSET/None dropped
+
+
+class A2ABackend(AgentBackend):
+    name = "a2a"
+
+    def __init__(self, url: str, token: str | None = None) -> None:
+        self.client = A2AClient(url, token)
+
+    def _new_turn(self, request: AgentRequest, context_id: str) -> dict[str, Any]:
+        parts: list[dict[str, Any]] = [{"text": request.user_text}] if request.user_text else []
+        for index, (mime, data) in enumerate(request.images):
+            parts.append({"raw": data, "filename": f"image-{index}", "mediaType": mime})
+        return {"messageId": request.message_id or f"msg-{request.run_id}", "role": "ROLE_USER", "contextId": context_id,
+                "parts": parts, "metadata": {"iac_code": iac_metadata(request)}}
+
+    def _answer(self, request: AgentRequest, context_id: str, task_id: str) -> dict[str, Any]:
+        inputs = (request.checkpoint or {}).get("inputs", {})
+        parts: list[dict[str, Any]] = []
+        for answer in request.resume:
+            meta = inputs.get(answer.interrupt_id, {})
+            payload = answer.payload if isinstance(answer.payload, dict) else {}
+            if meta.get("kind") == "permission":
+                decision = payload.get("decision", "deny") if answer.status == "resolved" else "deny"
+                parts.append({"data": {"schemaVersion": 1, "kind": "permission", "requestTaskId": meta.get("requestTaskId") or task_id,
+                                       "inputId": meta.get("inputId", answer.interrupt_id), "toolUseId": meta.get("toolUseId"),
+                                       "decision": decision}, "mediaType": "application/json"})
+            else:
+                value = next(iter(payload.values()), "") if answer.status == "resolved" else ""
+                label = next((o["label"] for o in meta.get("options", []) if o.get("value") == value), None)
+                parts.append({"text": str(label or value) if answer.status == "resolved" else "(dismissed)"})
+        return {"messageId": f"answer-{request.run_id}", "role": "ROLE_USER", "contextId": context_id, "taskId": task_id,
+                "parts": parts, "metadata": {"iac_code": iac_metadata(request)}}
+
+    async def run(self, request: AgentRequest) -> AsyncIterator[s.Signal]:  # type: ignore[override]
+        context_id = context_id_for(request.thread_id)
+        checkpoint = request.checkpoint or {}
+        task_id = checkpoint.get("taskId") if request.resume else None
+        mapper = FrameMapper(context_id, task_id, checkpoint.get("sessionId"), int(checkpoint.get("lastSequence", 0)))
+        message = self._answer(request, context_id, task_id) if request.resume else self._new_turn(request, context_id)
+        finished = False
+        try:
+            async for result in self.client.stream("SendStreamingMessage", {"message": message}):
+                for signal in mapper.map(result):
+                    yield signal
+            finished = True
+        except ProtocolViolation as exc:
+            finished = True
+            await self._cancel_task(mapper.task_id)
+            yield s.Failed(message=f"The agent broke the identity mapping: {exc}.", code="A2A_PROTOCOL_ERROR")
+            return
+        except A2AError as exc:
+            finished = True
+            yield s.Failed(message=f"The agent answered with an error: {str(exc)[:300]}", code="A2A_EXECUTION_FAILED")
+            return
+        except (httpx.HTTPError, OSError) as exc:
+            finished = True
+            await self._cancel_task(mapper.task_id)
+            yield s.Failed(message=f"The agent is unavailable ({type(exc).__name__}).", code="A2A_UNAVAILABLE")
+            return
+        finally:
+            if not finished:  # the run was cancelled or its client went away: stop the agent's task too
+                await self._cancel_task(mapper.task_id)
+        yield self._end(mapper)
+
+    def _end(self, mapper: FrameMapper) -> s.Signal:
+        if mapper.inputs:
+            checkpoint = {"taskId": mapper.task_id, "contextId": mapper.context_id, "sessionId": mapper.session_id,
+                          "lastSequence": mapper.last_sequence, "inputs": {request.id: meta for request, meta in mapper.inputs}}
+            return s.InputRequired(interrupts=[request for request, _ in mapper.inputs], checkpoint=checkpoint)
+        if mapper.state in ("completed", "input-required"):
+            return s.Completed()
+        if mapper.state == "canceled":
+            return s.Failed(message="The agent cancelled the task.", code="CANCELLED")
+        return s.Failed(message=f"The agent task ended in state '{mapper.state}'.", code="A2A_EXECUTION_FAILED")
+
+    async def _cancel_task(self, task_id: str | None) -> None:
+        if not task_id:
+            return
+        try:
+            await asyncio.wait_for(asyncio.shield(self.client.call("CancelTask", {"id": task_id})), CANCEL_TIMEOUT)
+        except Exception as exc:  # noqa: BLE001 - best effort; the task may already be terminal
+            log.info("CancelTask %s not applied: %s", task_id, type(exc).__name__)
+
+    async def cancel_execution(self, execution_id: str, checkpoint: Any) -> None:
+        await self._cancel_task((checkpoint or {}).get("taskId"))
+
+    async def aclose(self) -> None:
+        await self.client.aclose()

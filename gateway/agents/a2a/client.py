@@ -1,0 +1,71 @@
+"""A small A2A 1.0 JSON-RPC client over httpx (pooled, timeouts, bounded reads).
+
+Chosen over the a2a-sdk client: the gateway only needs four methods and reads frames as plain JSON
+dicts (msgspec), which keeps protobuf conversion off the hot path of every streamed event.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any, AsyncIterator
+
+import httpx
+import msgspec
+
+MAX_FRAME_BYTES = 4 * 1024 * 1024  # one SSE data line from the agent
+_ids = itertools.count(1)
+
+
+class A2AError(Exception):
+    """A JSON-RPC error object from the agent."""
+
+    def __init__(self, error: dict[str, Any]) -> None:
+        super().__init__(str(error.get("message", "A2A error")))
+        self.error = error
+
+
+class A2AClient:
+    def __init__(self, url: str, token: str | None = None, *, timeout: float = 30.0) -> None:
+        self.url = url
+        headers = {"A2A-Version": "1.0", "Content-Type": "application/json"}
+        if token:
+            headers["Authorization"] = f"Bearer {token}"
+        self.http = httpx.AsyncClient(
+            headers=headers,
+            timeout=httpx.Timeout(timeout, read=None),  # streams may be silent for long; liveness is the agent's
+            limits=httpx.Limits(max_connections=200, max_keepalive_connections=50),
+        )
+
+    @staticmethod
+    def _request(method: str, params: dict[str, Any]) -> bytes:
+        return msgspec.json.encode({"jsonrpc": "2.0", "id": next(_ids), "method": method, "params": params})
+
+    async def call(self, method: str, params: dict[str, Any]) -> Any:
+        response = await self.http.post(self.url, content=self._request(method, params), headers={"Accept": "application/json"})
+        response.raise_for_status()
+        body = msgspec.json.decode(response.content)
+        if "error" in body:
+            raise A2AError(body["error"])
+        return body.get("result")
+
+    async def stream(self, method: str, params: dict[str, Any]) -> AsyncIterator[dict[str, Any]]:
+        """Yield each JSON-RPC response of a streaming call (an `error` object raises A2AError)."""
+        request = self._request(method, params)
+        async with self.http.stream("POST", self.url, content=request, headers={"Accept": "text/event-stream"}) as response:
+            response.raise_for_status()
+            buffer = b""
+            async for chunk in response.aiter_bytes():
+                buffer += chunk
+                while b"\n" in buffer:
+                    line, buffer = buffer.split(b"\n", 1)
+                    line = line.rstrip(b"\r")
+                    if line.startswith(b"data:"):
+                        body = msgspec.json.decode(line[5:].strip())
+                        if "error" in body:
+                            raise A2AError(body["error"])
+                        yield body.get("result") or {}
+                if len(buffer) > MAX_FRAME_BYTES:
+                    raise A2AError({"message": "frame too large"})
+
+    async def aclose(self) -> None:
+        await self.http.aclose()
