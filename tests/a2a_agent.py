@@ -53,6 +53,7 @@ class ScriptedAgent(AgentExecutor):
     def __init__(self) -> None:
         self.calls: list[dict[str, Any]] = []
         self.refuse_next_answer = 0
+        self.last_input = ""
 
     async def execute(self, context: RequestContext, queue: EventQueue) -> None:
         message = MessageToDict(context.message) if context.message else {}
@@ -64,7 +65,8 @@ class ScriptedAgent(AgentExecutor):
         if context.current_task is not None and (data_parts or message.get("parts")):
             await self.answer(up, message, data_parts)
             return
-        script = (context.get_user_input() or "plain").split()[0]
+        self.last_input = context.get_user_input() or "plain"
+        script = self.last_input.split()[0].lstrip("/")
         await getattr(self, "script_" + script.replace("-", "_"), self.script_plain)(up, queue)
 
     async def cancel(self, context: RequestContext, queue: EventQueue) -> None:
@@ -162,7 +164,9 @@ class ScriptedAgent(AgentExecutor):
         await up.complete()
 
     async def script_flood(self, up: TaskUpdater, queue: EventQueue) -> None:
-        for _ in range(self.flood_count):
+        words = (self.last_input or "").split()
+        count = int(words[1]) if len(words) > 1 and words[1].isdigit() else self.flood_count
+        for _ in range(count):
             await up.update_status(S.TASK_STATE_WORKING, message=text_message(up, "x "))
         await up.complete()
 
@@ -245,3 +249,13 @@ class A2AAgentServer:
     def stop(self) -> None:
         self.server.should_exit = True
         self.thread.join(10)
+
+
+if __name__ == "__main__":  # python -m tests.a2a_agent PORT  (used by bench/a2a_flood.py)
+    import sys
+
+    server = A2AAgentServer()
+    server.port = int(sys.argv[1])
+    server.url = f"http://127.0.0.1:{server.port}/"
+    server.server.config.port = server.port
+    server.server.run()

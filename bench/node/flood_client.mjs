@@ -1,6 +1,6 @@
 // A fast load client for the benchmarks: streams one /flood run over SSE (fetch) or WebSocket (ws) and
 // prints {"events": n, "seconds": s}. Node keeps the client from being the bottleneck of a Python server.
-// Usage: node flood_client.mjs sse|ws BASE_URL COUNT
+// Usage: node flood_client.mjs sse|ws|a2a BASE_URL COUNT   (a2a: the agent's own JSON-RPC stream, read directly)
 import WebSocket from "ws";
 
 const [mode, base, countText] = process.argv.slice(2);
@@ -15,14 +15,24 @@ const body = JSON.stringify({
   forwardedProps: { iacCode: { schemaVersion: 1, rosInvocationId: "bench", cwd: "/tmp/bench" } },
 });
 
-async function sse() {
-  const response = await fetch(`${base}/`, { method: "POST", body, headers: { "content-type": "application/json", accept: "text/event-stream" } });
+const a2aBody = JSON.stringify({
+  jsonrpc: "2.0",
+  id: 1,
+  method: "SendStreamingMessage",
+  params: { message: { messageId: "bench", role: "ROLE_USER", contextId: "agui-bench", parts: [{ text: `flood ${count}` }] } },
+});
+
+async function sse(requestBody = body, extraHeaders = {}) {
+  const response = await fetch(`${base}/`, { method: "POST", body: requestBody, headers: { "content-type": "application/json", accept: "text/event-stream", ...extraHeaders } });
   let events = 0;
   const reader = response.body.getReader();
   for (;;) {
     const { done, value } = await reader.read();
     if (done) break;
-    for (let i = 1; i < value.length; i++) if (value[i] === 10 && value[i - 1] === 10) events++;
+    // Count SSE records by their "data:" field (LF or CRLF framing alike; JSON keys are quoted, so no false hits).
+    for (let i = 4; i < value.length; i++) {
+      if (value[i] === 58 && value[i - 1] === 97 && value[i - 2] === 116 && value[i - 3] === 97 && value[i - 4] === 100) events++;
+    }
   }
   return events;
 }
@@ -45,5 +55,5 @@ function ws() {
 }
 
 const started = performance.now();
-const events = mode === "sse" ? await sse() : await ws();
+const events = mode === "sse" ? await sse() : mode === "a2a" ? await sse(a2aBody, { "A2A-Version": "1.0" }) : await ws();
 process.stdout.write(JSON.stringify({ events, seconds: (performance.now() - started) / 1000 }));

@@ -1,0 +1,76 @@
+"""Gateway overhead in front of an A2A agent: events per second through the gateway (SSE) versus reading the
+agent's own SSE stream directly, with the same Node client, in one run. The agent is the scripted a2a-sdk
+agent of the tests (`flood N` streams N text updates).
+
+Usage: (cd bench/node && npm ci) && python -m bench.a2a_flood [--events 20000] [--rounds 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import httpx
+
+from bench.flood import ROOT, free_port
+from bench.ws_flood import node_rate
+
+
+def start_agent() -> tuple[subprocess.Popen, str]:
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "tests.a2a_agent", str(port)], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    for _ in range(200):
+        try:
+            httpx.get(url + "/.well-known/agent-card.json", timeout=0.5)
+            return proc, url
+        except httpx.HTTPError:
+            time.sleep(0.05)
+    raise RuntimeError("agent did not start")
+
+
+def start_gateway(agent_url: str, state_dir: str) -> tuple[subprocess.Popen, str]:
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "gateway", "--port", str(port), "--store", "memory", "--state-dir", state_dir,
+                             "--agent", f"a2a+{agent_url}/", "--allowed-cwd", "/tmp", "--log-level", "warning"],
+                            cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    for _ in range(200):
+        try:
+            httpx.get(url + "/ping", timeout=0.5)
+            return proc, url
+        except httpx.HTTPError:
+            time.sleep(0.05)
+    raise RuntimeError("gateway did not start")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--events", type=int, default=20_000)
+    parser.add_argument("--rounds", type=int, default=5)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as state_dir:
+        agent, agent_url = start_agent()
+        gateway, gateway_url = start_gateway(agent_url, state_dir)
+        direct, through = [], []
+        try:
+            for _ in range(args.rounds):
+                direct.append(node_rate("a2a", agent_url, args.events))
+                through.append(node_rate("sse", gateway_url, args.events))
+        finally:
+            for proc in (gateway, agent):
+                proc.terminate()
+                proc.wait()
+    d, t = statistics.median(direct), statistics.median(through)
+    print(f"A2A flood of {args.events} text updates, median of {args.rounds} rounds (events/s):")
+    print(f"  agent read directly   {d:>10,.0f}")
+    print(f"  through the gateway   {t:>10,.0f}")
+    print(f"  gateway / direct = {t / d:.2f}x   (target >= 0.7x)")
+
+
+if __name__ == "__main__":
+    main()
