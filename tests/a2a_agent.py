@@ -35,6 +35,9 @@ from a2a.types import (
 )
 from google.protobuf.json_format import MessageToDict
 from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, PlainTextResponse, Response
+from starlette.routing import Route
 
 from tests.support import free_port
 
@@ -135,6 +138,12 @@ class ScriptedAgent(AgentExecutor):
         await queue.enqueue_event(Task(id=up.task_id, context_id=up.context_id, status=TaskStatus(state=S.TASK_STATE_INPUT_REQUIRED),
                                        metadata=iac(pendingPermissions=[{"inputId": "in-p-2", "toolUseId": "tu-2", "toolName": "delete", "prompt": "Delete?"}])))
 
+    async def script_pipeline_ask(self, up: TaskUpdater, queue: EventQueue) -> None:
+        await up.update_status(S.TASK_STATE_WORKING, metadata=iac(pipeline={"eventId": "pa-1", "sequence": 1, "eventType": "step_started", "step": "select"}))
+        await up.update_status(S.TASK_STATE_WORKING, metadata=iac(pipeline={"eventId": "pa-2", "sequence": 2, "eventType": "pipeline_started"}))
+        await up.update_status(S.TASK_STATE_INPUT_REQUIRED, metadata=iac(input={
+            "required": True, "inputId": "in-pa-1", "kind": "candidate_selection", "options": [{"id": "c1", "label": "Small"}]}))
+
     async def script_fail(self, up: TaskUpdater, queue: EventQueue) -> None:
         await up.update_status(S.TASK_STATE_WORKING, message=text_message(up, "Trying... "))
         await up.failed()
@@ -201,9 +210,30 @@ class A2AAgentServer:
             skills=[AgentSkill(id="scripted", name="scripted", description="scripted signals", tags=["test"])],
         )
         handler = DefaultRequestHandler(agent_executor=self.agent, task_store=InMemoryTaskStore(), agent_card=card)
-        app = Starlette(routes=create_jsonrpc_routes(handler, "/") + create_agent_card_routes(card))
+        self.restore_mode = "absent"  # absent (plain 404), ready, missing (404 JSON), retryable (409)
+        self.pipeline_state: dict[str, Any] | None = None  # None: the extension is not offered
+        extensions = [Route("/iac-code/session/ensure-restored", self._ensure_restored, methods=["POST"]),
+                      Route("/iac-code/pipeline/state", self._pipeline_state, methods=["GET"])]
+        app = Starlette(routes=create_jsonrpc_routes(handler, "/") + create_agent_card_routes(card) + extensions)
         self.server = uvicorn.Server(uvicorn.Config(self._refusing(app), host="127.0.0.1", port=self.port, log_level="warning"))
         self.thread = threading.Thread(target=self.server.run, daemon=True)
+
+    async def _ensure_restored(self, request: Request) -> Response:
+        self.agent.calls.append({"method": "ensure-restored", "body": await request.json()})
+        if self.restore_mode == "absent":
+            return PlainTextResponse("Not Found", status_code=404)
+        if self.restore_mode == "missing":
+            return JSONResponse({"status": "missing"}, status_code=404)
+        if self.restore_mode == "retryable":
+            self.restore_mode = "ready"
+            return JSONResponse({"retryable": True}, status_code=409)
+        return JSONResponse({"status": "restored"})
+
+    async def _pipeline_state(self, request: Request) -> Response:
+        self.agent.calls.append({"method": "pipeline-state", "params": dict(request.query_params)})
+        if self.pipeline_state is None:
+            return PlainTextResponse("Not Found", status_code=404)
+        return JSONResponse(self.pipeline_state)
 
     def _refusing(self, app):
         """While `agent.refuse_next_answer` > 0, an answer's reply stream starts with a JSON-RPC error (the task lives on)."""
@@ -218,6 +248,14 @@ class A2AAgentServer:
                 if not message.get("more_body"):
                     break
             body = json.loads(b"".join(chunks) or b"{}")
+            text = "".join(p.get("text", "") for p in (body.get("params", {}).get("message") or {}).get("parts", []))
+            if text.startswith("drop"):
+                # A dropped connection: one frame, then the socket goes away mid-stream.
+                self.agent.refuse_next_answer -= 1
+                await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/event-stream")]})
+                frame = {"jsonrpc": "2.0", "id": body.get("id"), "result": {"task": {"id": "dropped-task", "contextId": body["params"]["message"]["contextId"], "status": {"state": "TASK_STATE_WORKING"}}}}
+                await send({"type": "http.response.body", "body": f"data: {json.dumps(frame)}\n\n".encode(), "more_body": True})
+                raise ConnectionResetError("dropped on purpose")
             if body.get("method") == "SendStreamingMessage" and body["params"]["message"].get("taskId"):
                 self.agent.refuse_next_answer -= 1
                 self.agent.calls.append({"method": "refused", "message": body["params"]["message"]})

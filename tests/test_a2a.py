@@ -206,3 +206,62 @@ async def test_a2a_over_websocket(gateway_a2a):
         events = await run_over(ws, run_body("rich"))
     assert_well_formed_run(events)
     assert events[-1]["outcome"] == {"type": "success"}
+
+
+def test_a_dropped_connection_is_unavailable(gateway_a2a, agent, client):
+    agent.agent.refuse_next_answer = 1  # arms the proxy that drops the next stream
+    result = run(client, gateway_a2a, "drop")
+    assert result.terminal["code"] == "A2A_UNAVAILABLE"
+    agent.agent.refuse_next_answer = 0
+
+
+@pytest.fixture
+def restore(agent):
+    yield agent
+    agent.restore_mode = "absent"
+    agent.pipeline_state = None
+
+
+def test_session_restore_before_a_resume(gateway_a2a, restore, client):
+    agent = restore
+    body = run_body("permission")
+    first = post_sse(client, gateway_a2a.url + "/", body)
+    task_id = first.custom("iac-code.session.v1")[0]["taskId"]
+    entry = [{"interruptId": "in-perm-1", "status": "resolved", "payload": {"decision": "allow_once"}}]
+    agent.restore_mode = "retryable"
+    retry = run(client, gateway_a2a, None, thread=body["threadId"], resume=entry)
+    assert retry.terminal["code"] == "A2A_UNAVAILABLE" and "retry" in retry.terminal["message"]
+    restored = [c for c in agent.calls if c["method"] == "ensure-restored"][-1]["body"]
+    assert restored == {"cwd": "/tmp/agui-tests/ws", "sessionId": None, "taskId": task_id}
+    ok = run(client, gateway_a2a, None, thread=body["threadId"], resume=entry)  # still pending; now ready
+    assert ok.terminal["outcome"] == {"type": "success"} and text_of(ok) == "Deployed."
+    body = run_body("permission")
+    post_sse(client, gateway_a2a.url + "/", body)
+    agent.restore_mode = "missing"
+    lost = run(client, gateway_a2a, None, thread=body["threadId"], resume=entry)
+    assert lost.terminal["code"] == "EXECUTION_LOST"
+
+
+def test_pipeline_recovery_replays_missed_events_once(gateway_a2a, restore, client):
+    agent = restore
+    body = run_body("pipeline-ask")
+    first = run(client, gateway_a2a, None, messages=body["messages"], thread=body["threadId"])
+    assert pending_interrupt(first)["id"] == "in-pa-1"
+    agent.pipeline_state = {
+        "snapshot": {"phase": "selecting", "lastSequence": 4},
+        "events": [
+            {"eventId": "pa-2", "sequence": 2, "eventType": "pipeline_started"},  # already seen: dropped
+            {"eventId": "pa-3", "sequence": 3, "eventType": "candidate_started", "candidate": "c1"},
+            {"eventId": "pa-4", "sequence": 4, "eventType": "stack_progress", "data": {"percent": 40}},
+        ],
+    }
+    entry = [{"interruptId": "in-pa-1", "status": "resolved", "payload": {"candidateId": "c1"}}]
+    second = run(client, gateway_a2a, None, thread=body["threadId"], resume=entry)
+    types = second.types()
+    snapshot = second.of("ACTIVITY_SNAPSHOT")[0]
+    assert snapshot["activityType"] == "iac-code.pipeline.v1" and snapshot["content"]["lastSequence"] == 4
+    assert [v["eventId"] for v in second.custom("iac-code.pipeline.v1")] == ["pa-3", "pa-4"]
+    assert types.index("ACTIVITY_SNAPSHOT") < types.index("TEXT_MESSAGE_START")
+    params = [c for c in agent.calls if c["method"] == "pipeline-state"][-1]["params"]
+    assert params["afterSequence"] == "2"
+    assert text_of(second) == "You chose: Small"

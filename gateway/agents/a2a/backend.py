@@ -90,10 +90,22 @@ class A2ABackend(AgentBackend):
         task_id = checkpoint.get("taskId") if request.resume else None
         mapper = FrameMapper(context_id, task_id, checkpoint.get("sessionId"), int(checkpoint.get("lastSequence", 0)))
         message = self._answer(request, context_id, task_id) if request.resume else self._new_turn(request, context_id)
+        recovered: list[s.Signal] = []
+        if request.resume and task_id:
+            problem = await self._restore(request, checkpoint, task_id)
+            if problem is not None:
+                yield problem
+                return
+            recovered = await self._recover_pipeline(mapper, task_id)
         finished = False
         try:
             async for result in self.client.stream("SendStreamingMessage", {"message": message}):
-                for signal in mapper.map(result):
+                signals = mapper.map(result)
+                if recovered and signals:
+                    # The answer is accepted at this first valid frame; only now replay what was missed.
+                    signals = signals[:1] + recovered + signals[1:]
+                    recovered = []
+                for signal in signals:
                     yield signal
             finished = True
         except ProtocolViolation as exc:
@@ -114,6 +126,39 @@ class A2ABackend(AgentBackend):
             if not finished:  # the run was cancelled or its client went away: stop the agent's task too
                 await self._cancel_task(mapper.task_id)
         yield self._end(mapper)
+
+    async def _restore(self, request: AgentRequest, checkpoint: dict[str, Any], task_id: str) -> s.Signal | None:
+        """`POST /iac-code/session/ensure-restored` before a resume, when the agent offers it."""
+        body = {"cwd": request.cwd, "sessionId": checkpoint.get("sessionId"), "taskId": task_id}
+        try:
+            response = await self.client.extension("POST", "/iac-code/session/ensure-restored", json=body)
+        except httpx.HTTPError as exc:
+            return s.Failed(message=f"The agent is unavailable ({type(exc).__name__}).", code="A2A_UNAVAILABLE")
+        if response is None or response.status_code == 200:
+            return None
+        if response.status_code == 404:
+            return s.Failed(message="The agent could not restore the session.", code="EXECUTION_LOST")
+        if response.status_code == 409 and _json(response).get("retryable"):
+            return s.Failed(message="The agent is restoring the session; retry the answer.", code="A2A_UNAVAILABLE")
+        return s.Failed(message=f"Session restore failed (HTTP {response.status_code}).", code="A2A_EXECUTION_FAILED")
+
+    async def _recover_pipeline(self, mapper: FrameMapper, task_id: str) -> list[s.Signal]:
+        """`GET /iac-code/pipeline/state`: a snapshot, then the events missed since the last sequence seen."""
+        try:
+            response = await self.client.extension("GET", "/iac-code/pipeline/state", params={"taskId": task_id, "afterSequence": mapper.last_sequence})
+        except httpx.HTTPError:
+            return []
+        if response is None or response.status_code != 200:
+            return []
+        state = _json(response)
+        out: list[s.Signal] = []
+        snapshot = state.get("snapshot")
+        if isinstance(snapshot, dict):
+            out.append(s.ActivitySnapshot(activity_type="iac-code.pipeline.v1", content=snapshot))
+        for envelope in state.get("events") or []:
+            if isinstance(envelope, dict):
+                mapper.pipeline(envelope, out)
+        return out
 
     def _end(self, mapper: FrameMapper) -> s.Signal:
         if mapper.inputs:
@@ -139,3 +184,11 @@ class A2ABackend(AgentBackend):
 
     async def aclose(self) -> None:
         await self.client.aclose()
+
+
+def _json(response: httpx.Response) -> dict[str, Any]:
+    try:
+        body = response.json()
+    except ValueError:
+        return {}
+    return body if isinstance(body, dict) else {}

@@ -67,5 +67,17 @@ class A2AClient:
                 if len(buffer) > MAX_FRAME_BYTES:
                     raise A2AError({"message": "frame too large"})
 
+    async def extension(self, method: str, path: str, **kwargs: Any) -> httpx.Response | None:
+        """Call an optional runtime extension beside the agent URL; None when the agent does not offer it."""
+        url = httpx.URL(self.url).join(path)
+        response = await self.http.request(method, url, **kwargs)
+        if response.status_code == 404 and not _is_json(response):
+            return None  # a plain 404 from the agent's router: the extension is not offered
+        return response
+
     async def aclose(self) -> None:
         await self.http.aclose()
+
+
+def _is_json(response: httpx.Response) -> bool:
+    return response.headers.get("content-type", "").startswith("application/json")

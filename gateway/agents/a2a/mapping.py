@@ -142,12 +142,12 @@ class FrameMapper:
         if isinstance(iac.get("usage"), dict):
             self._usage(iac["usage"], out)
         if isinstance(iac.get("pipeline"), dict):
-            self._pipeline(iac["pipeline"], out)
+            self.pipeline(iac["pipeline"], out)
         batch = iac.get("pipelineBatch")
         if isinstance(batch, dict):
             for envelope in batch.get("events") or []:
                 if isinstance(envelope, dict):
-                    self._pipeline(envelope, out)
+                    self.pipeline(envelope, out)
         if isinstance(iac.get("input"), dict):
             self._input(iac["input"], out)
 
@@ -174,7 +174,7 @@ class FrameMapper:
         out.append(s.Usage(input_tokens=_int(usage.get("inputTokens")), output_tokens=_int(usage.get("outputTokens")),
                            reasoning_tokens=_int(usage.get("reasoningTokens")), model=usage.get("model"), provider=usage.get("provider")))
 
-    def _pipeline(self, envelope: dict[str, Any], out: list[s.Signal]) -> None:
+    def pipeline(self, envelope: dict[str, Any], out: list[s.Signal]) -> None:
         event_id = envelope.get("eventId")
         sequence = _int(envelope.get("sequence"))
         if (event_id and event_id in self.seen_events) or (sequence is not None and sequence <= self.last_sequence):
