@@ -12,40 +12,19 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 
-import httpx
-
-from bench.flood import ROOT, free_port
+from bench.flood import free_port, gateway_command, spawn
 from bench.ws_flood import node_rate
 
 
 def start_agent() -> tuple[subprocess.Popen, str]:
     port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "tests.a2a_agent", str(port)], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}"
-    for _ in range(200):
-        try:
-            httpx.get(url + "/.well-known/agent-card.json", timeout=0.5)
-            return proc, url
-        except httpx.HTTPError:
-            time.sleep(0.05)
-    raise RuntimeError("agent did not start")
+    return spawn([sys.executable, "-m", "tests.a2a_agent", str(port)], port, "/.well-known/agent-card.json")
 
 
 def start_gateway(agent_url: str, state_dir: str) -> tuple[subprocess.Popen, str]:
     port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "gateway", "--port", str(port), "--store", "memory", "--state-dir", state_dir,
-                             "--agent", f"a2a+{agent_url}/", "--allowed-cwd", "/tmp", "--log-level", "warning"],
-                            cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}"
-    for _ in range(200):
-        try:
-            httpx.get(url + "/ping", timeout=0.5)
-            return proc, url
-        except httpx.HTTPError:
-            time.sleep(0.05)
-    raise RuntimeError("gateway did not start")
+    return spawn(gateway_command(port, state_dir, "--store", "memory", "--agent", f"a2a+{agent_url}/"), port, "/ping")
 
 
 def main() -> None:

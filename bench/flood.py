@@ -29,22 +29,30 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def start(kind: str, state_dir: str) -> tuple[subprocess.Popen, str]:
-    port = free_port()
-    if kind == "gateway":
-        cmd = [sys.executable, "-m", "gateway", "--port", str(port), "--store", "memory", "--state-dir", state_dir, "--log-level", "warning", "--allowed-cwd", "/tmp"]
-    else:
-        cmd = [sys.executable, "-m", "bench.servers", kind, str(port)]
+def spawn(cmd: list[str], port: int, probe: str = "/") -> tuple[subprocess.Popen, str]:
+    """Start a server process on loopback and wait until `probe` answers (any HTTP status)."""
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 20
+    deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         try:
-            httpx.post(url + "/", content=b"{}", timeout=0.5)
+            httpx.get(url + probe, timeout=0.5)
             return proc, url
         except httpx.HTTPError:
             time.sleep(0.05)
-    raise RuntimeError(f"{kind} did not start")
+    proc.kill()
+    raise RuntimeError(f"{' '.join(cmd[:3])} did not start")
+
+
+def gateway_command(port: int, state_dir: str, *extra: str) -> list[str]:
+    return [sys.executable, "-m", "gateway", "--port", str(port), "--state-dir", state_dir, "--log-level", "warning", "--allowed-cwd", "/tmp", *extra]
+
+
+def start(kind: str, state_dir: str) -> tuple[subprocess.Popen, str]:
+    port = free_port()
+    if kind == "gateway":
+        return spawn(gateway_command(port, state_dir, "--store", "memory"), port, "/ping")
+    return spawn([sys.executable, "-m", "bench.servers", kind, str(port)], port)
 
 
 def body(count: int) -> dict:

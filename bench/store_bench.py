@@ -9,11 +9,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import shutil
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 import uuid
@@ -21,7 +19,7 @@ import uuid
 import httpx
 import redis
 
-from bench.flood import ROOT, body, free_port
+from bench.flood import body, free_port, gateway_command, spawn
 
 
 def start_redis(directory: str) -> tuple[subprocess.Popen, int]:
@@ -41,16 +39,7 @@ def start_gateways(store: str, count: int, state_dir: str) -> list[tuple[subproc
     servers = []
     for _ in range(count):
         port = free_port()
-        proc = subprocess.Popen([sys.executable, "-m", "gateway", "--port", str(port), "--store", store, "--state-dir", state_dir,
-                                 "--log-level", "warning", "--allowed-cwd", "/tmp"], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        url = f"http://127.0.0.1:{port}"
-        for _ in range(200):
-            try:
-                httpx.get(url + "/ping", timeout=0.5)
-                break
-            except httpx.HTTPError:
-                time.sleep(0.05)
-        servers.append((proc, url))
+        servers.append(spawn(gateway_command(port, state_dir, "--store", store), port, "/ping"))
     return servers
 
 

@@ -15,11 +15,9 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 
-import httpx
 
-from bench.flood import ROOT, free_port, start
+from bench.flood import ROOT, free_port, spawn, start
 
 AGENTCORE_PYTHON = os.path.join(ROOT, "bench", ".venv-agentcore", "bin", "python")
 
@@ -28,17 +26,7 @@ def start_agentcore() -> tuple[subprocess.Popen, str]:
     if not os.path.exists(AGENTCORE_PYTHON):
         raise SystemExit("run bash bench/setup-agentcore.sh first")
     port = free_port()
-    proc = subprocess.Popen([AGENTCORE_PYTHON, os.path.join(ROOT, "bench", "agentcore_server.py"), str(port)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(url + "/ping", timeout=0.5).status_code == 200:
-                return proc, url
-        except httpx.HTTPError:
-            time.sleep(0.1)
-    raise RuntimeError("AGUIApp did not start")
+    return spawn([AGENTCORE_PYTHON, os.path.join(ROOT, "bench", "agentcore_server.py"), str(port)], port, "/ping")
 
 
 NODE_CLIENT = os.path.join(ROOT, "bench", "node", "flood_client.mjs")

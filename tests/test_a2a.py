@@ -8,7 +8,7 @@ import os
 import pytest
 
 from tests.a2a_agent import A2AAgentServer
-from tests.support import assert_well_formed_run, ext, pending_interrupt, post_sse, run_body
+from tests.support import assert_well_formed_run, pending_interrupt, post_sse, run_body
 from tests.test_websocket import verify_with_node
 
 pytestmark = pytest.mark.a2a

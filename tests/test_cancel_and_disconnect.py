@@ -15,7 +15,7 @@ from gateway.settings import Settings
 from store import StoreUnavailable
 from store.file import thread_file_name
 from store.memory import MemoryStore
-from tests.support import InProcessGateway, assert_well_formed_run, parse_sse, pending_interrupt, post_sse, run_body
+from tests.support import InProcessGateway, assert_well_formed_run, pending_interrupt, post_sse, run_body
 
 CANCEL = "/extensions/iac-code/v1/executions/{}/cancel"
 

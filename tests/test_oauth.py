@@ -38,7 +38,7 @@ def refused(result, code="UNAUTHORIZED", status=401, reason="invalid_token"):
     assert result.status == status, result.raw
     assert json.loads(result.raw)["error"]["code"] == code
     challenge = result.headers["www-authenticate"]
-    assert challenge.startswith("Bearer ") and f'resource_metadata="' in challenge and challenge.count(METADATA) == 1
+    assert challenge.startswith("Bearer ") and 'resource_metadata="' in challenge and challenge.count(METADATA) == 1
     if reason:
         assert f'error="{reason}"' in challenge
 

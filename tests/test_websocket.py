@@ -289,7 +289,7 @@ async def test_a_slow_reader_slows_only_its_own_run(start_gateway):
         await stalled.send(json.dumps(run_body("/flood 1000000")))
         http = httpx.AsyncClient()
         stalled_sse = http.stream("POST", server.url + "/", json=run_body("/flood 1000000"))
-        sse_response = await stalled_sse.__aenter__()
+        await stalled_sse.__aenter__()
         await asyncio.sleep(2)  # neither reader reads: the server must not buffer a million events
         async with websockets.connect(ws_url(server)) as other:
             started = time.monotonic()
