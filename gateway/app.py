@@ -14,6 +14,7 @@ from litestar import Litestar
 from gateway.agents import AgentBackend, load_agent
 from gateway.auth import Authenticator, build_authenticator
 from gateway.auth.oauth import OAuthValidator
+from gateway.engine.access import Access
 from gateway.engine.runs import RunEngine
 from gateway.settings import Settings
 from store import ThreadStore, open_store
@@ -37,6 +38,7 @@ class AppContext:
     status: BusyStatus
     auth: Authenticator
     oauth: OAuthValidator | None
+    access: Access
     sockets: set = field(default_factory=set)  # open WebSocket connections
 
 
@@ -62,7 +64,7 @@ def create_app(settings: Settings, *, store: ThreadStore | None = None, agent: A
     engine.max_runs = settings.max_concurrent_runs
     auth = build_authenticator(settings)
     oauth = next((m for m in getattr(auth, "members", []) if isinstance(m, OAuthValidator)), None)
-    ctx = AppContext(settings, store, agent, engine, status, auth, oauth)
+    ctx = AppContext(settings, store, agent, engine, status, auth, oauth, Access(store, engine.clock))
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Litestar) -> AsyncIterator[None]:

@@ -42,10 +42,7 @@ def ping(request: Request) -> dict:
 @get("/health")
 async def health(request: Request) -> dict:
     ctx = request.app.state.ctx
-    try:
-        reachable = await ctx.store.ping()
-    except Exception:  # noqa: BLE001 - health reports, it never fails
-        reachable = False
+    reachable = await ctx.access.store_reachable()
     return {
         "status": "ok" if reachable else "degraded",
         "version": __version__,

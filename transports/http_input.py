@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 import math
 
 from litestar import Request
@@ -10,9 +9,7 @@ from litestar.connection import ASGIConnection
 
 from gateway.auth import Principal
 from gateway.errors import ErrorCode, GatewayError
-from store import StoreUnavailable
 
-log = logging.getLogger("agui.http")
 METADATA_PATH = "/.well-known/oauth-protected-resource"
 
 
@@ -49,11 +46,7 @@ async def check_rate(connection: ASGIConnection, principal: Principal) -> None:
     if ctx.settings.rate_limit is None:
         return
     rate, burst = ctx.settings.rate_limit
-    try:
-        wait = await ctx.store.take_token(principal.key, rate, burst)
-    except StoreUnavailable:
-        log.warning("rate limit store unavailable; request let through")
-        return
+    wait = await ctx.access.rate_wait(principal.key, rate, burst)
     if wait > 0:
         error = GatewayError(ErrorCode.RATE_LIMIT_EXCEEDED)
         error.headers["Retry-After"] = str(max(1, math.ceil(wait)))

@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import secrets
-
 from litestar import Request, Response, post
 
 from gateway.errors import GatewayError
 from gateway.i18n import negotiate
 from transports.http_input import authenticate
 from transports.render import json_error
-from transports.websocket import ticket_digest
 
 
 @post("/ws/tickets", status_code=201)
@@ -20,6 +17,5 @@ async def issue_ticket(request: Request) -> Response:
         await authenticate(request)
     except GatewayError as error:
         return json_error(error, negotiate(None, request.headers.get("accept-language")))
-    ticket = secrets.token_urlsafe(32)
-    await ctx.store.put_ticket(ticket_digest(ticket), ctx.engine.clock() + ctx.settings.ticket_ttl)
+    ticket = await ctx.access.issue_ticket(ctx.settings.ticket_ttl)
     return Response({"ticket": ticket, "expiresIn": ctx.settings.ticket_ttl}, status_code=201, headers={"Cache-Control": "no-store"})

@@ -11,12 +11,12 @@ is accepted (refused with HTTP 403): `Authorization: Bearer`, a ticket (`?ticket
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import logging
 import msgspec
 from litestar import WebSocket, websocket
 
 from gateway.auth import Principal
+from gateway.engine.access import ticket_digest
 from gateway.engine.prepare import prepare
 from gateway.engine.runs import Run
 from gateway.errors import ErrorCode, GatewayError
@@ -50,10 +50,6 @@ _mux_decoder = msgspec.json.Decoder(MuxFrame)
 _encoder = msgspec.json.Encoder()
 
 
-def ticket_digest(ticket: str) -> str:
-    return hashlib.sha256(ticket.encode()).hexdigest()
-
-
 async def _authenticated(socket: WebSocket, offered: list[str]) -> Principal | None:
     """Header token, subprotocol token, or a single-use ticket; None when refused."""
     ctx = socket.app.state.ctx
@@ -62,7 +58,7 @@ async def _authenticated(socket: WebSocket, offered: list[str]) -> Principal | N
         tickets.append(socket.query_params["ticket"])
     if ctx.auth.required and tickets:
         for ticket in tickets[:2]:
-            if await ctx.store.take_ticket(ticket_digest(ticket), ctx.engine.clock()):
+            if await ctx.access.redeem_ticket(ticket):
                 return Principal(key="ticket:" + ticket_digest(ticket)[:16])
         return None
     token = bearer_token(socket) or next((p[len(BEARER_PREFIX) :] for p in offered if p.startswith(BEARER_PREFIX)), None)
