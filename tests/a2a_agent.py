@@ -209,7 +209,9 @@ class A2AAgentServer:
             capabilities=AgentCapabilities(streaming=True), default_input_modes=["text"], default_output_modes=["text"],
             skills=[AgentSkill(id="scripted", name="scripted", description="scripted signals", tags=["test"])],
         )
-        handler = DefaultRequestHandler(agent_executor=self.agent, task_store=InMemoryTaskStore(), agent_card=card)
+        self.task_store = InMemoryTaskStore()
+        self.rpc_methods: list[str] = []
+        handler = DefaultRequestHandler(agent_executor=self.agent, task_store=self.task_store, agent_card=card)
         self.restore_mode = "absent"  # absent (plain 404), ready, missing (404 JSON), retryable (409)
         self.pipeline_state: dict[str, Any] | None = None  # None: the extension is not offered
         extensions = [Route("/iac-code/session/ensure-restored", self._ensure_restored, methods=["POST"]),
@@ -239,7 +241,7 @@ class A2AAgentServer:
         """While `agent.refuse_next_answer` > 0, an answer's reply stream starts with a JSON-RPC error (the task lives on)."""
 
         async def wrapped(scope, receive, send):
-            if scope["type"] != "http" or not self.agent.refuse_next_answer:
+            if scope["type"] != "http" or scope["method"] != "POST" or scope["path"] != "/":
                 return await app(scope, receive, send)
             chunks = []
             while True:
@@ -248,6 +250,17 @@ class A2AAgentServer:
                 if not message.get("more_body"):
                     break
             body = json.loads(b"".join(chunks) or b"{}")
+            self.rpc_methods.append(body.get("method", ""))
+            replayed = [b"".join(chunks)]
+
+            async def replay():
+                # The body once, then the real channel (which reports the disconnect).
+                if replayed:
+                    return {"type": "http.request", "body": replayed.pop(), "more_body": False}
+                return await receive()
+
+            if not self.agent.refuse_next_answer:
+                return await app(scope, replay, send)
             text = "".join(p.get("text", "") for p in (body.get("params", {}).get("message") or {}).get("parts", []))
             if text.startswith("drop"):
                 # A dropped connection: one frame, then the socket goes away mid-stream.
@@ -263,11 +276,6 @@ class A2AAgentServer:
                 await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/event-stream")]})
                 await send({"type": "http.response.body", "body": f"data: {error}\n\n".encode()})
                 return None
-            replayed = iter(chunks)
-
-            async def replay():
-                return {"type": "http.request", "body": b"".join(replayed), "more_body": False}
-
             return await app(scope, replay, send)
 
         return wrapped

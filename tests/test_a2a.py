@@ -265,3 +265,14 @@ def test_pipeline_recovery_replays_missed_events_once(gateway_a2a, restore, clie
     params = [c for c in agent.calls if c["method"] == "pipeline-state"][-1]["params"]
     assert params["afterSequence"] == "2"
     assert text_of(second) == "You chose: Small"
+
+
+def test_resume_preflight_checks_the_task_still_exists(gateway_a2a, agent, client):
+    body = run_body("permission")
+    post_sse(client, gateway_a2a.url + "/", body)
+    agent.rpc_methods.clear()
+    agent.task_store._impl.tasks.clear()  # the agent forgot its tasks (e.g. it restarted without persistence)
+    entry = [{"interruptId": "in-perm-1", "status": "resolved", "payload": {"decision": "allow_once"}}]
+    lost = run(client, gateway_a2a, None, thread=body["threadId"], resume=entry)
+    assert lost.terminal["code"] == "EXECUTION_LOST"
+    assert agent.rpc_methods == ["GetTask"], "no answer is sent for a task the agent no longer has"

@@ -11,7 +11,7 @@ import httpx
 import msgspec
 
 from gateway.agents.a2a.client import A2AClient, A2AError
-from gateway.agents.a2a.mapping import FrameMapper, ProtocolViolation
+from gateway.agents.a2a.mapping import FrameMapper, ProtocolViolation, normalise_state
 from gateway.agents.base import AgentBackend, AgentRequest
 from gateway.engine import signals as s
 from gateway.protocol.input import AlibabaCloud, IacCode, Thinking
@@ -92,7 +92,7 @@ class A2ABackend(AgentBackend):
         message = self._answer(request, context_id, task_id) if request.resume else self._new_turn(request, context_id)
         recovered: list[s.Signal] = []
         if request.resume and task_id:
-            problem = await self._restore(request, checkpoint, task_id)
+            problem = await self._restore(request, checkpoint, task_id) or await self._preflight(context_id, task_id)
             if problem is not None:
                 yield problem
                 return
@@ -141,6 +141,22 @@ class A2ABackend(AgentBackend):
         if response.status_code == 409 and _json(response).get("retryable"):
             return s.Failed(message="The agent is restoring the session; retry the answer.", code="A2A_UNAVAILABLE")
         return s.Failed(message=f"Session restore failed (HTTP {response.status_code}).", code="A2A_EXECUTION_FAILED")
+
+    async def _preflight(self, context_id: str, task_id: str) -> s.Signal | None:
+        """`GetTask` before a resume: the task must still exist, be the bound one, and wait for input."""
+        try:
+            task = await self.client.call("GetTask", {"id": task_id, "historyLength": 100})
+        except A2AError:
+            return s.Failed(message="The agent no longer knows the task this answer is for.", code="EXECUTION_LOST")
+        except (httpx.HTTPError, OSError) as exc:
+            return s.Failed(message=f"The agent is unavailable ({type(exc).__name__}).", code="A2A_UNAVAILABLE")
+        task = task if isinstance(task, dict) else {}
+        if task.get("id", task_id) != task_id or task.get("contextId", context_id) != context_id:
+            return s.Failed(message="The agent reports another task or context for this answer.", code="A2A_PROTOCOL_ERROR")
+        state = normalise_state((task.get("status") or {}).get("state"))
+        if state in ("completed", "canceled", "failed", "rejected"):
+            return s.Failed(message=f"The task already ended ({state}).", code="EXECUTION_LOST")
+        return None
 
     async def _recover_pipeline(self, mapper: FrameMapper, task_id: str) -> list[s.Signal]:
         """`GET /iac-code/pipeline/state`: a snapshot, then the events missed since the last sequence seen."""
