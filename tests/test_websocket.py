@@ -299,3 +299,31 @@ async def test_a_slow_reader_slows_only_its_own_run(start_gateway):
         assert grown_mib < 60, f"server memory grew by {grown_mib:.0f} MiB"
         await stalled_sse.__aexit__(None, None, None)
         await http.aclose()
+
+
+def test_a_peer_that_stops_answering_pings_is_closed(start_gateway):
+    """A raw socket that completes the handshake but never answers a ping is closed by the server."""
+    import base64
+    import os
+    import socket
+
+    server = start_gateway("--ws-ping-seconds", "0.5")
+    sock = socket.create_connection(("127.0.0.1", server.port), timeout=5)
+    key = base64.b64encode(os.urandom(16)).decode()
+    sock.sendall(
+        f"GET /ws HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+        f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n".encode()
+    )
+    handshake = sock.recv(4096)
+    assert handshake.startswith(b"HTTP/1.1 101"), handshake
+    started = time.monotonic()
+    received = b""
+    while True:  # read pings (opcode 0x9) and never answer; the server must give up on us
+        chunk = sock.recv(4096)
+        if not chunk:
+            break
+        received += chunk
+        assert time.monotonic() - started < 10, "a silent peer was never closed"
+    assert b"\x89" in received, "the server pinged"
+    assert time.monotonic() - started < 5
+    sock.close()
