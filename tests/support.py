@@ -191,6 +191,11 @@ def post_sse(client: httpx.Client, url: str, body: Any, *, headers: dict[str, st
     return result
 
 
+def session_of(events: list[dict[str, Any]]) -> dict[str, Any]:
+    """The `iac-code.session.v1` value of a run's events."""
+    return next(e["value"] for e in events if e["type"] == "CUSTOM" and e["name"] == "iac-code.session.v1")
+
+
 def pending_interrupt(result: SseResult) -> dict[str, Any]:
     outcome = result.terminal["outcome"]
     assert outcome["type"] == "interrupt", result.terminal

@@ -8,7 +8,7 @@ import os
 import pytest
 
 from tests.a2a_agent import A2AAgentServer
-from tests.support import assert_well_formed_run, pending_interrupt, post_sse, run_body
+from tests.support import assert_well_formed_run, pending_interrupt, post_sse, run_body, session_of
 from tests.test_websocket import verify_with_node
 
 pytestmark = pytest.mark.a2a
@@ -156,7 +156,7 @@ def test_cancel_reaches_the_agent(gateway_a2a, agent, client):
     body = run_body("slow")
     http, response, records = open_stream(gateway_a2a.url, body)
     head = read_until(records, "TEXT_MESSAGE_CONTENT")
-    session = next(e["value"] for e in head if e["type"] == "CUSTOM")
+    session = session_of(head)
     answer = client.post(gateway_a2a.url + CANCEL.format(session["executionId"]), json={"threadId": body["threadId"], "rosInvocationId": "inv-1"})
     assert answer.json()["status"] == "cancelled"
     events = head + list(records)

@@ -15,7 +15,7 @@ from gateway.settings import Settings
 from store import StoreUnavailable
 from store.file import thread_file_name
 from store.memory import MemoryStore
-from tests.support import InProcessGateway, assert_well_formed_run, pending_interrupt, post_sse, run_body
+from tests.support import InProcessGateway, assert_well_formed_run, pending_interrupt, post_sse, run_body, session_of
 
 CANCEL = "/extensions/iac-code/v1/executions/{}/cancel"
 
@@ -52,7 +52,7 @@ def test_cancel_a_running_execution(gateway, client):
     body = run_body("/slow 20")
     http, response, records = open_stream(gateway.url, body)
     head = read_until(records, "TEXT_MESSAGE_CONTENT")
-    session = next(e["value"] for e in head if e["type"] == "CUSTOM" and e["name"] == "iac-code.session.v1")
+    session = session_of(head)
     execution = session["executionId"]
     started = time.monotonic()
     cancelled = client.post(gateway.url + CANCEL.format(execution), json={"threadId": body["threadId"], "rosInvocationId": "inv-1"})
@@ -185,7 +185,7 @@ def test_a_killed_process_frees_the_thread_and_reports_the_execution_lost(start_
     body = run_body("/slow 30")
     http, response, records = open_stream(server.url, body)
     head = read_until(records, "TEXT_MESSAGE_CONTENT")
-    execution = next(e["value"]["executionId"] for e in head if e["type"] == "CUSTOM")
+    execution = session_of(head)["executionId"]
     server.kill()
     http.close()
     restarted = start_gateway("--state-dir", server.state_dir)

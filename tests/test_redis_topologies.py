@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from tests.support import Gateway, RedisServer, free_port, pending_interrupt, post_sse, run_body
+from tests.support import Gateway, RedisServer, free_port, pending_interrupt, post_sse, run_body, session_of
 from tests.test_cancel_and_disconnect import CANCEL, open_stream, read_until
 
 pytestmark = pytest.mark.redis
@@ -71,7 +71,7 @@ def test_runs_interrupts_and_cancel_on_a_redis_cluster(tmp_path, cluster, client
         slow = run_body("/slow 20")
         http, response, records = open_stream(a.url, slow)
         head = read_until(records, "TEXT_MESSAGE_CONTENT")
-        execution = next(e["value"]["executionId"] for e in head if e["type"] == "CUSTOM")
+        execution = session_of(head)["executionId"]
         answer = client.post(b.url + CANCEL.format(execution), json={"threadId": slow["threadId"], "rosInvocationId": "inv-1"})
         assert answer.json()["status"] == "cancelled"
         assert list(records)[-1]["outcome"] == {"type": "cancelled"}

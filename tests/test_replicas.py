@@ -10,7 +10,7 @@ import httpx
 import pytest
 import redis
 
-from tests.support import Gateway, RedisServer, assert_well_formed_run, ext, pending_interrupt, post_sse, run_body
+from tests.support import Gateway, RedisServer, assert_well_formed_run, ext, pending_interrupt, post_sse, run_body, session_of
 from tests.test_cancel_and_disconnect import CANCEL, open_stream, read_until
 
 pytestmark = pytest.mark.redis
@@ -65,7 +65,7 @@ def test_cancel_through_another_replica(replicas, client):
     body = run_body("/slow 20")
     http, response, records = open_stream(a.url, body)
     head = read_until(records, "TEXT_MESSAGE_CONTENT")
-    execution = next(e["value"]["executionId"] for e in head if e["type"] == "CUSTOM")
+    execution = session_of(head)["executionId"]
     started = time.monotonic()
     answer = client.post(b.url + CANCEL.format(execution), json={"threadId": body["threadId"], "rosInvocationId": "inv-1"})
     assert answer.json() == {"executionId": execution, "status": "cancelled"}
@@ -106,7 +106,7 @@ def test_a_killed_replica_frees_its_threads_after_the_lease(replicas, client):
     body = run_body("/slow 30")
     http, response, records = open_stream(a.url, body)
     head = read_until(records, "TEXT_MESSAGE_CONTENT")
-    execution = next(e["value"]["executionId"] for e in head if e["type"] == "CUSTOM")
+    execution = session_of(head)["executionId"]
     a.kill()
     http.close()
     killed_at = time.monotonic()
