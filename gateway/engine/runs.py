@@ -246,11 +246,7 @@ class Run:
             if self.failure is not None:
                 await self._fail(self.failure, self._ending("failed"))
             elif self.cancel_requested:
-                self.outcome = "cancelled"
-                await self._finish(self._ending("cancelled"))
-                closing = t.close_all()
-                finished = e.RunFinished(thread_id=self.thread_id, run_id=self.run_id, outcome=e.CancelledOutcome())
-                await self._put_terminal([*t.session_event(), *closing, finished])
+                await self._end_cancelled([*t.session_event(), *t.close_all()], self._ending("cancelled"))
             else:
                 self.outcome = "disconnected"
                 await self._finish(self._ending("cancelled"))
@@ -296,6 +292,13 @@ class Run:
             result=signal.result if isinstance(signal, s.Completed) else None,
             usage=t.usage or None,
         )
+        await self._put_terminal([*closing, finished])
+
+    async def _end_cancelled(self, closing: list[e.Event], status: str | None) -> None:
+        """The cancelled outcome, after every open span was closed."""
+        self.outcome = "cancelled"
+        await self._finish(status)
+        finished = e.RunFinished(thread_id=self.thread_id, run_id=self.run_id, outcome=e.CancelledOutcome())
         await self._put_terminal([*closing, finished])
 
     async def _interrupt(self, signal: s.InputRequired) -> None:
@@ -347,13 +350,10 @@ class Run:
         except (StoreUnavailable, Rejected) as exc:
             # Nothing is announced as recoverable unless it was persisted: fail and cancel the backend task.
             await self.engine.cancel_backend(self.execution_id, signal.checkpoint)
-            error = _store_error(exc)
             if isinstance(exc, Rejected) and exc.code == "CANCELLED":
-                self.outcome = "cancelled"
-                await self._finish("cancelled")
-                await self._put_terminal([*closing, e.RunFinished(thread_id=self.thread_id, run_id=self.run_id, outcome=e.CancelledOutcome())])
-                return
-            await self._fail(error if error.code is ErrorCode.STATE_PERSISTENCE_FAILED else GatewayError(ErrorCode.STATE_PERSISTENCE_FAILED), "failed")
+                await self._end_cancelled(closing, "cancelled")  # a cancel intent arrived meanwhile: it wins
+            else:
+                await self._fail(GatewayError(ErrorCode.STATE_PERSISTENCE_FAILED), "failed")
             return
         self.outcome = "interrupt"
         finished = e.RunFinished(

@@ -143,8 +143,6 @@ class Custom(Event, tag="CUSTOM"):
     value: Any
 
 
-TERMINAL_TYPES = (RunFinished, RunError)
-
 _encoder = msgspec.json.Encoder()
 
 
