@@ -14,6 +14,7 @@ from store.base import Admission, AdmitResult, CancelResult, ThreadStore
 from store.records import PendingInterrupt, ThreadState
 
 T = TypeVar("T")
+MAX_TICKETS = 10_000  # unredeemed WebSocket tickets kept in memory
 
 
 class DocumentStore(ThreadStore):
@@ -98,9 +99,10 @@ class DocumentStore(ThreadStore):
         return bool(execution and execution.cancel_requested)
 
     async def put_ticket(self, digest: str, expires_at: float) -> None:
-        if len(self._tickets) > 10_000:
-            now = min(self._tickets.values())
-            self._tickets = {k: v for k, v in self._tickets.items() if v > now}
+        if len(self._tickets) >= MAX_TICKETS:  # bounded: forget expired tickets, then the soonest to expire
+            now = time.time()
+            live = sorted(((v, k) for k, v in self._tickets.items() if v > now), reverse=True)[: MAX_TICKETS - 1]
+            self._tickets = {k: v for v, k in live}
         self._tickets[digest] = expires_at
 
     async def take_ticket(self, digest: str, now: float) -> bool:
