@@ -1,6 +1,5 @@
-"""`python -m gateway`: the same entry point as the `agui-gateway` console script."""
+"""`python -m gateway`: the same as the `agui-gateway` command."""
 
-from gateway.cli import main
+from gateway.server.cli import main
 
-if __name__ == "__main__":
-    raise SystemExit(main())
+raise SystemExit(main())

@@ -74,3 +74,4 @@ class GatewayError(Exception):
         self.detail = detail
         self.http_status = http_status or code.http_status
         self.headers: dict[str, str] = {}  # e.g. Retry-After, WWW-Authenticate
+        self.language: str | None = None  # the caller's language, when known before the error

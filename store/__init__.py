@@ -1,21 +1,41 @@
-"""Thread state stores behind one seam: `memory`, `file` (embedded default); `open_store` picks one from a URL."""
+"""Thread state stores behind one seam: `memory`, `file` (embedded default), `redis`; `open_store` picks one from a URL."""
 
-from store.base import Admission, AdmitResult, CancelResult, Rejected, RenewResult, StoreUnavailable, ThreadStore
-from store.records import Execution, PendingInterrupt, ThreadState
+import time
+
+from store.base import (
+    Admission,
+    AdmitResult,
+    CancelResult,
+    Clock,
+    Lease,
+    Progress,
+    Rejected,
+    Rejection,
+    RenewResult,
+    StoreUnavailable,
+    ThreadStore,
+)
+from store.records import Execution, ExecutionStatus, PendingInterrupt, ThreadState
+
+REDIS_SCHEMES = ("redis", "rediss", "redis+sentinel", "rediss+sentinel", "redis+cluster", "rediss+cluster")
 
 
-def open_store(spec: str, *, state_dir: str, retention_seconds: float, lease_seconds: float = 10.0) -> ThreadStore:
-    """`memory`, `file` (or `file:///path`), or Redis: `redis://`, `rediss://`, `redis+sentinel://`, `redis+cluster://`."""
+def open_store(
+    spec: str, *, state_dir: str, retention_seconds: float, lease_seconds: float = 10.0, clock: Clock = time.time
+) -> ThreadStore:
+    """`memory`, `file` (or `file:///path`), or Redis: `redis://`, `rediss://`, `redis+sentinel://`, `redis+cluster://`.
+
+    `clock` is the memory and file stores' time; Redis always uses its server's clock."""
     if spec == "memory":
         from store.memory import MemoryStore
 
-        return MemoryStore(retention_seconds=retention_seconds)
+        return MemoryStore(retention_seconds=retention_seconds, clock=clock)
     if spec == "file" or spec.startswith("file://"):
         from store.file import FileStore
 
         directory = spec[len("file://") :] if spec.startswith("file://") else state_dir
-        return FileStore(directory, retention_seconds=retention_seconds)
-    if spec.split("://", 1)[0] in ("redis", "rediss", "redis+sentinel", "rediss+sentinel", "redis+cluster", "rediss+cluster"):
+        return FileStore(directory, retention_seconds=retention_seconds, clock=clock)
+    if spec.split("://", 1)[0] in REDIS_SCHEMES:
         from store.redis import RedisStore
 
         return RedisStore(spec, retention_seconds=retention_seconds, lease_seconds=lease_seconds)
@@ -26,9 +46,14 @@ __all__ = [
     "Admission",
     "AdmitResult",
     "CancelResult",
+    "Clock",
     "Execution",
+    "ExecutionStatus",
+    "Lease",
     "PendingInterrupt",
+    "Progress",
     "Rejected",
+    "Rejection",
     "RenewResult",
     "StoreUnavailable",
     "ThreadState",

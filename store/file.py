@@ -10,7 +10,7 @@ import time
 
 import msgspec
 
-from store.base import StoreUnavailable
+from store.base import Clock, StoreUnavailable
 from store.document import DocumentStore
 from store.records import ThreadState
 
@@ -29,8 +29,8 @@ def thread_file_name(thread_id: str) -> str:
 class FileStore(DocumentStore):
     """Single-process: several gateways must not share one state directory (use Redis for that)."""
 
-    def __init__(self, directory: str, retention_seconds: float) -> None:
-        super().__init__(retention_seconds)
+    def __init__(self, directory: str, retention_seconds: float, *, clock: Clock = time.time, lease_seconds: float | None = None) -> None:
+        super().__init__(retention_seconds, clock=clock, lease_seconds=lease_seconds)
         self.directory = os.path.abspath(directory)
         self.threads_dir = os.path.join(self.directory, "threads")
         os.makedirs(self.threads_dir, mode=0o700, exist_ok=True)
@@ -97,8 +97,8 @@ class FileStore(DocumentStore):
                 continue
         return removed
 
-    async def purge_expired(self, now: float) -> int:
-        return await asyncio.to_thread(self._purge, now)
+    async def purge_expired(self) -> int:
+        return await asyncio.to_thread(self._purge, self.clock())
 
     async def ping(self) -> bool:
         return os.access(self.threads_dir, os.W_OK)

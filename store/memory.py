@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import time
+
 import msgspec
 
+from store.base import Clock
 from store.document import DocumentStore
 from store.records import ThreadState
 
@@ -12,8 +15,8 @@ _decoder = msgspec.msgpack.Decoder(ThreadState)
 
 
 class MemoryStore(DocumentStore):
-    def __init__(self, retention_seconds: float) -> None:
-        super().__init__(retention_seconds)
+    def __init__(self, retention_seconds: float, *, clock: Clock = time.time, lease_seconds: float | None = None) -> None:
+        super().__init__(retention_seconds, clock=clock, lease_seconds=lease_seconds)
         # Encoded, so a caller can never alias (and mutate) the stored copy.
         self._states: dict[str, bytes] = {}
 
@@ -24,8 +27,9 @@ class MemoryStore(DocumentStore):
     async def _save(self, thread_id: str, state: ThreadState) -> None:
         self._states[thread_id] = _encoder.encode(state)
 
-    async def purge_expired(self, now: float) -> int:
-        old = [k for k, raw in self._states.items() if _decoder.decode(raw).updated_at < now - self.retention_seconds]
+    async def purge_expired(self) -> int:
+        cutoff = self.clock() - self.retention_seconds
+        old = [k for k, raw in self._states.items() if _decoder.decode(raw).updated_at < cutoff]
         for key in old:
             del self._states[key]
         return len(old)

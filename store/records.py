@@ -19,6 +19,7 @@ class RunRecord(Struct):
     digest: str
     execution_id: str
     at: float
+    fence: int = 0  # the thread's fence when this run was admitted: the oldest (lowest) is trimmed first
 
 
 class ActiveRun(Struct):

@@ -10,7 +10,6 @@ import json
 import logging
 import os
 import socket
-import time
 import uuid
 from typing import Any, Callable
 from urllib.parse import urlparse
@@ -19,13 +18,15 @@ import msgspec
 import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
-from store.base import Admission, AdmitResult, CancelResult, Rejected, RenewResult, StoreUnavailable, ThreadStore
-from store.records import Execution, PendingInterrupt
+from store.base import Admission, AdmitResult, CancelResult, Lease, Progress, Rejected, Rejection, RenewResult, StoreUnavailable, ThreadStore
+from store.limits import MAX_ANSWERED_IDS, MAX_HISTORY, MAX_RUN_RECORDS
+from store.records import Execution, ExecutionStatus, PendingInterrupt
 
 log = logging.getLogger("agui.store.redis")
 LUA_DIR = os.path.join(os.path.dirname(__file__), "lua")
 SCRIPTS = ("admit", "accept_resume", "save_interrupt", "finish_run", "cancel", "renew", "rate_limit")
 _LIST_FIELDS = ("pending", "answered_ids", "open_steps")
+_encoder = msgspec.json.Encoder()
 
 
 def thread_key(thread_id: str) -> str:
@@ -34,9 +35,19 @@ def thread_key(thread_id: str) -> str:
     return f"agui:{{t:{digest}}}:state"
 
 
-def _load_script(name: str) -> str:
+def script_source(name: str, bounds: dict[str, float]) -> str:
+    """The bounds as Lua locals, then the shared helpers, then the script: constants are defined once, in Python."""
+    header = "".join(f"local {key} = {value!r}\n" for key, value in bounds.items())
     with open(os.path.join(LUA_DIR, "lib.lua")) as lib, open(os.path.join(LUA_DIR, f"{name}.lua")) as body:
-        return lib.read() + "\n" + body.read()
+        return header + lib.read() + "\n" + body.read()
+
+
+def _lease(lease: Lease) -> dict[str, Any]:
+    return {"run_id": lease.run_id, "execution_id": lease.execution_id, "fence": lease.fence}
+
+
+def _progress(progress: Progress) -> dict[str, Any]:
+    return {"sequence": progress.sequence, "identities": progress.identities}
 
 
 def _as_list(value: Any) -> list:
@@ -61,8 +72,9 @@ def _execution(raw: Any) -> Execution | None:
     return msgspec.convert(raw, Execution)
 
 
-def _pending_blob(pending: list[PendingInterrupt]) -> str:
-    return json.dumps(
+def _pending_wire(pending: list[PendingInterrupt]) -> list[dict[str, Any]]:
+    """Pending interrupts with their opaque members as JSON strings (cjson must never rewrite them)."""
+    return (
         [
             {
                 "id": p.id,
@@ -103,85 +115,93 @@ class RedisStore(ThreadStore):
 
     def __init__(self, url: str, *, retention_seconds: float, lease_seconds: float = 10.0) -> None:
         self.url = url
-        self.retention_ms = int(retention_seconds * 1000)
         self.lease_seconds = lease_seconds
         self.owner_id = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self.client = connect(url)
-        self.scripts = {name: self.client.register_script(_load_script(name)) for name in SCRIPTS}
-        self._listener: asyncio.Task | None = None
-        self._sub_client = None
+        bounds = {
+            "MAX_RUNS": MAX_RUN_RECORDS,
+            "MAX_HISTORY": MAX_HISTORY,
+            "MAX_ANSWERED": MAX_ANSWERED_IDS,
+            "RETENTION_MS": int(retention_seconds * 1000),
+            "LEASE_SECONDS": float(lease_seconds),
+        }
+        self.scripts = {name: self.client.register_script(script_source(name, bounds)) for name in SCRIPTS}
+        self._listener: asyncio.Task[None] | None = None
+        self._sub_client: Any = None
 
-    async def _run(self, name: str, thread_id: str, *args: Any) -> dict[str, Any]:
+    async def _call(self, name: str, key: str, argument: dict[str, Any]) -> Any:
         try:
-            raw = await self.scripts[name](keys=[thread_key(thread_id)], args=list(args))
+            return await self.scripts[name](keys=[key], args=[_encoder.encode(argument)])
         except RedisError as exc:
             raise StoreUnavailable(f"redis: {type(exc).__name__}") from None
-        return json.loads(raw)
 
-    @staticmethod
-    def _check(result: dict[str, Any]) -> dict[str, Any]:
+    async def _run(self, name: str, thread_id: str, argument: dict[str, Any]) -> dict[str, Any]:
+        """One script, one round trip; a refusal in the reply becomes Rejected."""
+        result: dict[str, Any] = json.loads(await self._call(name, thread_key(thread_id), argument))
         if result.get("error"):
             field = result.get("field")
-            raise Rejected(result["error"], field if isinstance(field, str) else None)
+            raise Rejected(Rejection(result["error"]), field if isinstance(field, str) else None)
         return result
 
+    async def now(self) -> float:
+        try:
+            seconds, micros = await self.client.time()
+        except RedisError as exc:
+            raise StoreUnavailable(f"redis: {type(exc).__name__}") from None
+        return float(seconds) + float(micros) / 1_000_000
+
     async def admit(self, a: Admission) -> AdmitResult:
-        payload = msgspec.json.encode(dataclasses.asdict(a))
-        result = self._check(await self._run("admit", a.thread_id, payload, self.retention_ms))
+        result = await self._run("admit", a.thread_id, dataclasses.asdict(a))
         history = [e for e in (_execution(raw) for raw in _as_list(result.get("history"))) if e is not None]
-        return AdmitResult(_execution(result.get("execution")), history, _execution(result.get("expired")), _execution(result.get("lost")), int(result["fence"]))
+        return AdmitResult(_execution(result.get("execution")), history, _execution(result.get("expired")), int(result["fence"]))
 
-    async def accept_resume(self, thread_id: str, run_id: str, execution_id: str, applied: dict[str, str], now: float, *, fence: int = 0) -> None:
-        self._check(await self._run("accept_resume", thread_id, run_id, execution_id, fence, json.dumps(applied), now, self.retention_ms))
+    async def accept_resume(self, lease: Lease, applied: dict[str, str]) -> None:
+        await self._run("accept_resume", lease.thread_id, {"lease": _lease(lease), "applied": applied})
 
-    async def save_interrupt(self, thread_id, run_id, execution_id, pending, *, checkpoint, open_steps, sequence, identities, now, fence: int = 0) -> None:
-        self._check(
-            await self._run(
-                "save_interrupt", thread_id, run_id, execution_id, fence, _pending_blob(pending), json.dumps(checkpoint),
-                json.dumps(open_steps), sequence, json.dumps(identities), now, self.retention_ms,
-            )
-        )
+    async def save_interrupt(
+        self, lease: Lease, pending: list[PendingInterrupt], *, checkpoint: Any, open_steps: list[str], progress: Progress
+    ) -> None:
+        argument = {
+            "lease": _lease(lease),
+            "pending": _pending_wire(pending),
+            "checkpoint": json.dumps(checkpoint),
+            "open_steps": open_steps,
+            "progress": _progress(progress),
+        }
+        await self._run("save_interrupt", lease.thread_id, argument)
 
-    async def finish_run(self, thread_id, run_id, execution_id, status, *, sequence, identities, now, fence: int = 0) -> None:
-        await self._run("finish_run", thread_id, run_id, execution_id, fence, status or "", sequence, json.dumps(identities), now, self.retention_ms)
+    async def finish_run(self, lease: Lease, status: ExecutionStatus | None, progress: Progress) -> None:
+        await self._run("finish_run", lease.thread_id, {"lease": _lease(lease), "status": status, "progress": _progress(progress)})
 
-    async def cancel(self, thread_id: str, execution_id: str, ros_invocation_id: str, now: float) -> CancelResult:
-        result = await self._run("cancel", thread_id, execution_id, ros_invocation_id, now, self.retention_ms)
+    async def cancel(self, thread_id: str, execution_id: str, ros_invocation_id: str) -> CancelResult:
+        result = await self._run("cancel", thread_id, {"execution_id": execution_id, "ros_invocation_id": ros_invocation_id})
         owner = result.get("owner")
         return CancelResult(result["status"], owner if isinstance(owner, str) else None, _execution(result.get("execution")))
 
-    async def renew(self, thread_id: str, run_id: str, fence: int) -> RenewResult:
-        result = await self._run("renew", thread_id, run_id, fence, self.lease_seconds)
+    async def renew(self, lease: Lease) -> RenewResult:
+        result = await self._run("renew", lease.thread_id, {"lease": _lease(lease)})
         return RenewResult(bool(result["ok"]), bool(result["cancel"]))
 
-    async def is_cancel_requested(self, thread_id: str, execution_id: str) -> bool:
+    async def take_token(self, caller: str, rate: float, burst: float) -> float:
+        key = "agui:rl:{" + hashlib.sha256(caller.encode()).hexdigest()[:32] + "}"
+        return float(await self._call("rate_limit", key, {"rate": rate, "burst": burst}))
+
+    async def read_document(self, thread_id: str) -> dict[str, Any] | None:
+        """The raw thread document (diagnostics and the Python/Lua parity test)."""
         try:
             raw = await self.client.get(thread_key(thread_id))
         except RedisError as exc:
             raise StoreUnavailable(f"redis: {type(exc).__name__}") from None
-        if raw is None:
-            return False
-        doc = json.loads(raw)
-        current = doc.get("execution")
-        return isinstance(current, dict) and current.get("execution_id") == execution_id and current.get("cancel_requested") is True
-
-    async def take_token(self, caller: str, rate: float, burst: float) -> float:
-        key = "agui:rl:{" + hashlib.sha256(caller.encode()).hexdigest()[:32] + "}"
-        try:
-            wait = await self.scripts["rate_limit"](keys=[key], args=[rate, burst])
-        except RedisError as exc:
-            raise StoreUnavailable(f"redis: {type(exc).__name__}") from None
-        return float(wait)
+        return None if raw is None else json.loads(raw)
 
     # -- tickets ------------------------------------------------------------------------
-    async def put_ticket(self, digest: str, expires_at: float) -> None:
-        ttl_ms = max(1, int((expires_at - time.time()) * 1000))
+    async def put_ticket(self, digest: str, ttl_seconds: float) -> None:
         try:
-            await self.client.set(f"agui:ticket:{digest}", "1", px=ttl_ms)
+            await self.client.set(f"agui:ticket:{digest}", "1", px=max(1, int(ttl_seconds * 1000)))
         except RedisError as exc:
             raise StoreUnavailable(f"redis: {type(exc).__name__}") from None
 
-    async def take_ticket(self, digest: str, now: float) -> bool:
+    async def take_ticket(self, digest: str) -> bool:
         try:
             return await self.client.getdel(f"agui:ticket:{digest}") is not None
         except RedisError:

@@ -1,4 +1,8 @@
-"""The state rules as pure functions on a ThreadState, shared by the memory and file stores (Redis mirrors them in Lua)."""
+"""The state rules as pure functions on a ThreadState, used by the memory and file stores.
+
+The Redis store runs the same rules in `store/lua/` against the same document layout and the same
+bounds (`store/limits.py`); `tests/unit/test_store_parity.py` runs one scenario list against both.
+"""
 
 from __future__ import annotations
 
@@ -6,11 +10,9 @@ from typing import Any
 
 import msgspec
 
-from store.base import Admission, AdmitResult, CancelResult, Rejected
-from store.records import TERMINAL, ActiveRun, Binding, Execution, PendingInterrupt, RunRecord, ThreadState
-
-MAX_RUN_RECORDS = 256  # run ids remembered per thread for idempotency (oldest forgotten first)
-MAX_HISTORY = 16  # finished executions remembered per thread (for already_terminal, repeated answers)
+from store.base import Admission, AdmitResult, CancelResult, Lease, Progress, Rejected, Rejection, RenewResult
+from store.limits import MAX_ANSWERED_IDS, MAX_HISTORY, MAX_RUN_RECORDS
+from store.records import TERMINAL, ActiveRun, Binding, Execution, ExecutionStatus, PendingInterrupt, RunRecord, ThreadState
 
 
 def _copy(execution: Execution | None) -> Execution | None:
@@ -28,110 +30,135 @@ def _retire(state: ThreadState, execution: Execution) -> None:
         state.execution = None
 
 
-def _end(state: ThreadState, execution: Execution, status: str, now: float) -> Execution:
+def _answered(execution: Execution) -> list[str]:
+    """The pending ids first, then the older answered ids, bounded."""
+    return ([p.id for p in execution.pending] + execution.answered_ids)[:MAX_ANSWERED_IDS]
+
+
+def _end(state: ThreadState, execution: Execution, status: ExecutionStatus, now: float) -> Execution:
     ended = _copy(execution)
+    assert ended is not None
     if status == "expired" or status == "cancelled":
-        execution.answered_ids = [p.id for p in execution.pending] + execution.answered_ids
-    execution.status = status  # type: ignore[assignment]
+        execution.answered_ids = _answered(execution)
+    execution.status = status
     execution.updated_at = now
     _retire(state, execution)
-    return ended  # type: ignore[return-value]
+    return ended
 
 
-def expire_and_reap(state: ThreadState, now: float, live_owner: str | None) -> tuple[Execution | None, Execution | None]:
-    """Expire overdue interrupts and free a lease whose owner is gone; return (expired, lost) executions."""
-    expired = lost = None
+def expire_and_reap(state: ThreadState, now: float, live_owner: str | None) -> tuple[Execution | None, bool]:
+    """Expire overdue interrupts and free a lease whose owner is gone; return (the expired execution, changed)."""
+    expired = None
+    changed = False
     current = state.execution
     if current is not None and current.status == "interrupted":
         if any(p.expires_at is not None and p.expires_at <= now for p in current.pending):
             expired = _end(state, current, "expired", now)
+            changed = True
     active = state.active
     if active is not None and (active.lease_until <= now or (live_owner is not None and active.owner != live_owner)):
         state.active = None
+        changed = True
         current = state.execution
         if current is not None and current.execution_id == active.execution_id and current.status == "running":
-            lost = _end(state, current, "lost", now)
-    return expired, lost
+            _end(state, current, "lost", now)
+    return expired, changed
 
 
-def admit(state: ThreadState | None, a: Admission, live_owner: str | None) -> tuple[ThreadState, AdmitResult]:
-    if state is None:
-        state = ThreadState(thread_id=a.thread_id, updated_at=a.now)
-    expired, lost = expire_and_reap(state, a.now, live_owner)
-    if state.binding is not None:
-        if state.binding.cwd != a.cwd:
-            raise Rejected("THREAD_BINDING_CONFLICT", "forwardedProps.iacCode.cwd")
-        if state.binding.user_id != a.user_id:
-            raise Rejected("THREAD_BINDING_CONFLICT", "forwardedProps.iacCode.userId")
+def _check_binding(state: ThreadState, a: Admission) -> None:
+    if state.binding is None:
+        return
+    if state.binding.cwd != a.cwd:
+        raise Rejected(Rejection.THREAD_BINDING_CONFLICT, "forwardedProps.iacCode.cwd")
+    if state.binding.user_id != a.user_id:
+        raise Rejected(Rejection.THREAD_BINDING_CONFLICT, "forwardedProps.iacCode.userId")
+
+
+def _record_run(state: ThreadState, a: Admission, execution_id: str, now: float) -> None:
+    state.runs[a.run_id] = RunRecord(digest=a.digest, execution_id=execution_id, at=now, fence=state.fence)
+    if len(state.runs) > MAX_RUN_RECORDS:
+        oldest = sorted(state.runs, key=lambda run_id: state.runs[run_id].fence)
+        for run_id in oldest[: len(state.runs) - MAX_RUN_RECORDS]:
+            del state.runs[run_id]
+
+
+def _refusal(state: ThreadState, a: Admission) -> Rejected | None:
+    """Why this admission is refused (binding, idempotency, busy, resume-required), or None."""
+    try:
+        _check_binding(state, a)
+    except Rejected as refusal:
+        return refusal
     known = state.runs.get(a.run_id)
     if known is not None:
-        raise Rejected("DUPLICATE_RUN_ID" if known.digest == a.digest else "RUN_ID_CONFLICT", "runId")
+        return Rejected(Rejection.DUPLICATE_RUN_ID if known.digest == a.digest else Rejection.RUN_ID_CONFLICT, "runId")
     if state.active is not None:
-        raise Rejected("THREAD_BUSY")
+        return Rejected(Rejection.THREAD_BUSY)
     current = state.execution
     if not a.is_resume and current is not None and current.status == "interrupted":
-        raise Rejected("RESUME_REQUIRED")
+        return Rejected(Rejection.RESUME_REQUIRED)
+    return None
+
+
+def admit(
+    state: ThreadState | None, a: Admission, now: float, lease_seconds: float, live_owner: str | None
+) -> tuple[ThreadState | None, AdmitResult | Rejected]:
+    """The new state to save (None: nothing changed) and the result, or the refusal the store raises after saving."""
+    if state is None:
+        state = ThreadState(thread_id=a.thread_id, updated_at=now)
+    expired, changed = expire_and_reap(state, now, live_owner)
+    refusal = _refusal(state, a)
+    if refusal is not None:
+        return (state if changed else None), refusal
+    current = state.execution
     if state.binding is None:
         state.binding = Binding(cwd=a.cwd, user_id=a.user_id)
     if not a.is_resume:
         if current is not None:
             _retire(state, current)
         current = state.execution = Execution(
-            execution_id=a.new_execution_id,
-            ros_invocation_id=a.ros_invocation_id,
-            status="running",
-            created_at=a.now,
-            updated_at=a.now,
+            execution_id=a.new_execution_id, ros_invocation_id=a.ros_invocation_id, status="running", created_at=now, updated_at=now
         )
     execution_id = current.execution_id if current is not None else ""
-    state.runs[a.run_id] = RunRecord(digest=a.digest, execution_id=execution_id, at=a.now)
-    if len(state.runs) > MAX_RUN_RECORDS:
-        for old in list(state.runs)[: len(state.runs) - MAX_RUN_RECORDS]:
-            del state.runs[old]
     state.fence += 1
+    _record_run(state, a, execution_id, now)
     state.active = ActiveRun(
-        run_id=a.run_id,
-        execution_id=execution_id,
-        owner=a.owner,
-        started_at=a.now,
-        lease_until=a.now + a.lease_seconds,
-        fence=state.fence,
+        run_id=a.run_id, execution_id=execution_id, owner=a.owner, started_at=now, lease_until=now + lease_seconds, fence=state.fence
     )
-    state.updated_at = a.now
-    history = [_copy(e) for e in state.history]
-    return state, AdmitResult(_copy(current), history, expired, lost, state.fence)  # type: ignore[arg-type]
+    state.updated_at = now
+    history = [e for e in map(_copy, state.history) if e is not None]
+    return state, AdmitResult(_copy(current), history, expired, state.fence)
 
 
-def _holds_lease(state: ThreadState | None, run_id: str, fence: int) -> bool:
-    return state is not None and state.active is not None and state.active.run_id == run_id and state.active.fence == fence
+def _holds_lease(state: ThreadState | None, lease: Lease) -> bool:
+    return state is not None and state.active is not None and state.active.run_id == lease.run_id and state.active.fence == lease.fence
 
 
-def _owned_execution(state: ThreadState | None, run_id: str, execution_id: str, fence: int) -> Execution:
+def _owned_execution(state: ThreadState | None, lease: Lease) -> tuple[ThreadState, Execution]:
     """The execution a run may write to: it must still hold the lease with its fence (stale owners are refused)."""
-    if not _holds_lease(state, run_id, fence):
-        raise Rejected("EXECUTION_LOST", "runId", "The run no longer holds the thread's lease.")
+    if state is None or not _holds_lease(state, lease):
+        raise Rejected(Rejection.LEASE_LOST, "runId")
     execution = state.execution
-    if execution is None or execution.execution_id != execution_id:
-        raise Rejected("EXECUTION_LOST", "executionId")
-    return execution
+    if execution is None or execution.execution_id != lease.execution_id:
+        raise Rejected(Rejection.LEASE_LOST, "executionId")
+    return state, execution
 
 
-def accept_resume(
-    state: ThreadState | None, run_id: str, execution_id: str, fence: int, applied: dict[str, str], now: float
-) -> ThreadState:
-    execution = _owned_execution(state, run_id, execution_id, fence)
-    execution.answered_ids = [p.id for p in execution.pending] + execution.answered_ids[:64]
+def accept_resume(state: ThreadState | None, lease: Lease, applied: dict[str, str], now: float) -> ThreadState:
+    state, execution = _owned_execution(state, lease)
+    execution.answered_ids = _answered(execution)
     execution.pending = []
     execution.applied.update(applied)
     execution.checkpoint = None
     execution.open_steps = []
     execution.status = "running"
     execution.updated_at = now
-    state.updated_at = now  # type: ignore[union-attr]
-    return state  # type: ignore[return-value]
+    state.updated_at = now
+    return state
 
 
-def _apply_identities(execution: Execution, identities: dict[str, str]) -> None:
+def _apply_progress(execution: Execution, progress: Progress) -> None:
+    execution.sequence = progress.sequence
+    identities = progress.identities
     execution.context_id = identities.get("contextId", execution.context_id)
     execution.task_id = identities.get("taskId", execution.task_id)
     execution.session_id = identities.get("sessionId", execution.session_id)
@@ -139,52 +166,47 @@ def _apply_identities(execution: Execution, identities: dict[str, str]) -> None:
 
 def save_interrupt(
     state: ThreadState | None,
-    run_id: str,
-    execution_id: str,
-    fence: int,
+    lease: Lease,
     pending: list[PendingInterrupt],
     checkpoint: Any,
     open_steps: list[str],
-    sequence: int,
-    identities: dict[str, str],
+    progress: Progress,
     now: float,
 ) -> ThreadState:
-    execution = _owned_execution(state, run_id, execution_id, fence)
+    state, execution = _owned_execution(state, lease)
     if execution.cancel_requested:
-        raise Rejected("CANCELLED")
+        raise Rejected(Rejection.CANCELLED)
     execution.status = "interrupted"
     execution.pending = pending
     execution.checkpoint = checkpoint
     execution.open_steps = open_steps
-    execution.sequence = sequence
     execution.updated_at = now
-    _apply_identities(execution, identities)
-    state.active = None  # type: ignore[union-attr]
-    state.updated_at = now  # type: ignore[union-attr]
-    return state  # type: ignore[return-value]
+    _apply_progress(execution, progress)
+    state.active = None
+    state.updated_at = now
+    return state
 
 
-def finish_run(
-    state: ThreadState | None,
-    run_id: str,
-    execution_id: str,
-    fence: int,
-    status: str | None,
-    sequence: int,
-    identities: dict[str, str],
-    now: float,
-) -> ThreadState | None:
-    if not _holds_lease(state, run_id, fence):
+def finish_run(state: ThreadState | None, lease: Lease, status: ExecutionStatus | None, progress: Progress, now: float) -> ThreadState | None:
+    if state is None or not _holds_lease(state, lease):
         return None  # the lease was already taken away (expired or reaped): nothing of ours to release
     state.active = None
     state.updated_at = now
     execution = state.execution
-    if status is not None and execution is not None and execution.execution_id == execution_id:
-        execution.sequence = sequence
-        _apply_identities(execution, identities)
+    if status is not None and execution is not None and execution.execution_id == lease.execution_id:
+        _apply_progress(execution, progress)
         if execution.status not in TERMINAL:
             _end(state, execution, status, now)
     return state
+
+
+def renew(state: ThreadState | None, lease: Lease, now: float, lease_seconds: float) -> tuple[ThreadState | None, RenewResult]:
+    if state is None or state.active is None or not _holds_lease(state, lease):
+        return None, RenewResult(False)
+    state.active.lease_until = now + lease_seconds
+    execution = state.execution
+    cancel = execution is not None and execution.execution_id == state.active.execution_id and execution.cancel_requested
+    return state, RenewResult(True, cancel)
 
 
 def find_execution(state: ThreadState, execution_id: str) -> Execution | None:
@@ -198,14 +220,15 @@ def cancel(
 ) -> tuple[ThreadState | None, CancelResult]:
     if state is None:
         return state, CancelResult("not_found")
-    expire_and_reap(state, now, live_owner)
+    _, changed = expire_and_reap(state, now, live_owner)
     execution = find_execution(state, execution_id)
+    kept = state if changed else None
     if execution is None or execution.ros_invocation_id != ros_invocation_id:
-        return state, CancelResult("not_found")
+        return kept, CancelResult("not_found")
     if execution.status == "lost":
-        return state, CancelResult("lost", execution=_copy(execution))
+        return kept, CancelResult("lost", execution=_copy(execution))
     if execution.status in TERMINAL:
-        return state, CancelResult("already_terminal", execution=_copy(execution))
+        return kept, CancelResult("already_terminal", execution=_copy(execution))
     state.updated_at = now
     if execution.status == "interrupted":
         ended = _end(state, execution, "cancelled", now)

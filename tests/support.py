@@ -212,9 +212,9 @@ class InProcessGateway:
 
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        from gateway.cli import uvicorn_options
+        from gateway.server.serve import uvicorn_options
 
-        options = uvicorn_options(app.state.ctx.settings)
+        options = uvicorn_options(app.state.services.settings)
         self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=self.port, log_config=None, **options))
         self.thread = threading.Thread(target=self.server.run, daemon=True)
 

@@ -10,7 +10,7 @@ import time
 import httpx
 
 from gateway.agents.demo import DemoAgent
-from gateway.app import create_app
+from gateway.server.app import create_app
 from gateway.settings import Settings
 from store import StoreUnavailable
 from store.file import thread_file_name

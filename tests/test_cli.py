@@ -8,7 +8,7 @@ import sys
 
 import httpx
 
-from gateway.cli import settings_from_args
+from gateway.server.cli import settings_from_args
 from tests.support import ROOT, post_sse, run_body
 
 FLAGS = ["--host", "--port", "--store", "--state-dir", "--agent", "--auth-token", "--heartbeat-seconds", "--allowed-cwd",

@@ -256,7 +256,7 @@ async def test_stock_uvicorn_websocket_protocol_works_too(tmp_path):
     """Embedders may serve the app with uvicorn's own protocol: frames then go one ASGI message at a time."""
     import uvicorn
 
-    from gateway.app import create_app
+    from gateway.server.app import create_app
     from gateway.settings import Settings
     from tests.support import free_port
 

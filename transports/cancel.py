@@ -14,6 +14,7 @@ from gateway.i18n import negotiate
 from gateway.protocol.validate import error_from_msgspec
 from transports.http_input import authenticate, check_media_type, read_body
 from transports.render import json_error
+from transports.services import Services, TransportServices
 
 MAX_CANCEL_BODY = 64 * 1024
 
@@ -27,18 +28,17 @@ _decoder = msgspec.json.Decoder(CancelRequest)
 
 
 @post("/extensions/iac-code/v1/executions/{execution_id:str}/cancel", request_max_body_size=None, status_code=200)
-async def cancel_execution(request: Request, execution_id: FromPath[str]) -> Response:
-    ctx = request.app.state.ctx
+async def cancel_execution(request: Request, execution_id: FromPath[str], services: Services) -> Response:
     language = negotiate(None, request.headers.get("accept-language"))
     try:
-        await authenticate(request)
+        await authenticate(request, services)
         check_media_type(request)
         body = await read_body(request, MAX_CANCEL_BODY)
         try:
             wanted = _decoder.decode(body)
         except msgspec.MsgspecError as exc:
             raise error_from_msgspec(exc) from None
-        status = await ctx.engine.cancel(wanted.thread_id, execution_id, wanted.ros_invocation_id)
+        status = await services.engine.cancel(wanted.thread_id, execution_id, wanted.ros_invocation_id)
     except GatewayError as error:
         return json_error(error, language)
     return Response({"executionId": execution_id, "status": status}, status_code=200)

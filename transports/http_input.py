@@ -9,6 +9,7 @@ from litestar.connection import ASGIConnection
 
 from gateway.auth import Principal
 from gateway.errors import ErrorCode, GatewayError
+from transports.services import TransportServices
 
 METADATA_PATH = "/.well-known/oauth-protected-resource"
 
@@ -18,35 +19,33 @@ def bearer_token(connection: ASGIConnection) -> str | None:
     return token.strip() or None if scheme.lower() == "bearer" else None
 
 
-def public_base(connection: ASGIConnection) -> str:
-    configured = connection.app.state.ctx.settings.public_url
-    return configured or str(connection.base_url).rstrip("/")
+def public_base(connection: ASGIConnection, services: TransportServices) -> str:
+    return services.settings.public_url or str(connection.base_url).rstrip("/")
 
 
-async def authenticate(connection: ASGIConnection, token: str | None = None) -> Principal:
+async def authenticate(connection: ASGIConnection, services: TransportServices, token: str | None = None) -> Principal:
     """Check the bearer token (static or OAuth), then the caller's rate limit. Raises the contract's errors."""
-    ctx = connection.app.state.ctx
+    ctx = services
     if ctx.auth.required:
         try:
             principal = await ctx.auth.authenticate(token if token is not None else bearer_token(connection))
         except GatewayError as error:
-            metadata = public_base(connection) + METADATA_PATH if ctx.oauth else None
+            metadata = public_base(connection, services) + METADATA_PATH if ctx.oauth else None
             reason = "insufficient_scope" if error.code is ErrorCode.ACCESS_DENIED else ("invalid_token" if bearer_token(connection) else None)
             error.headers["WWW-Authenticate"] = ctx.auth.challenge(metadata, reason)
             raise
     else:
         client = connection.client
         principal = Principal(key=f"ip:{client.host if client else 'unknown'}")
-    await check_rate(connection, principal)
+    await check_rate(services, principal)
     return principal
 
 
-async def check_rate(connection: ASGIConnection, principal: Principal) -> None:
-    ctx = connection.app.state.ctx
-    if ctx.settings.rate_limit is None:
+async def check_rate(services: TransportServices, principal: Principal) -> None:
+    if services.settings.rate_limit is None:
         return
-    rate, burst = ctx.settings.rate_limit
-    wait = await ctx.access.rate_wait(principal.key, rate, burst)
+    rate, burst = services.settings.rate_limit
+    wait = await services.access.rate_wait(principal.key, rate, burst)
     if wait > 0:
         error = GatewayError(ErrorCode.RATE_LIMIT_EXCEEDED)
         error.headers["Retry-After"] = str(max(1, math.ceil(wait)))

@@ -8,23 +8,23 @@ from typing import AsyncIterator, Callable
 from litestar import Request, Response, post
 from litestar.response import Stream
 
-from gateway.engine.prepare import prepare
-from gateway.engine.runs import Run
+from gateway.engine import RunHandle, prepare
 from gateway.errors import GatewayError
 from gateway.i18n import negotiate
 from gateway.protocol import events as e
 from gateway.protocol.validate import MAX_BODY_BYTES
 from transports.http_input import authenticate, check_accept, check_media_type, read_body
 from transports.render import SSE_HEADERS, SSE_MEDIA_TYPE, agentcore_run_error, json_error, sse_error
+from transports.services import Services, TransportServices
 
 log = logging.getLogger("agui.sse")
 SESSION_HEADER = "x-amzn-bedrock-agentcore-runtime-session-id"
 REQUEST_ID_HEADER = "x-amzn-requestid"
 
 
-async def _frames(run: Run, heartbeat_seconds: float, rewrite: Callable[[e.Event], e.Event] | None) -> AsyncIterator[bytes]:
+async def _frames(run: RunHandle, heartbeat_seconds: float, rewrite: Callable[[e.Event], e.Event] | None) -> AsyncIterator[bytes]:
     encode = e.encode_sse
-    async for batch in run.batches(heartbeat_seconds):
+    async for batch in run.events(heartbeat_seconds):
         if batch is None:
             yield e.HEARTBEAT_SSE
         elif rewrite is None:
@@ -46,13 +46,12 @@ def _echo_headers(request: Request) -> dict[str, str]:
     return headers
 
 
-async def _run(request: Request, agentcore: bool) -> Response:
-    ctx = request.app.state.ctx
-    settings = ctx.settings
+async def _run(request: Request, services: TransportServices, agentcore: bool) -> Response:
+    settings = services.settings
     echo = _echo_headers(request)
     language = negotiate(None, request.headers.get("accept-language"))
     try:
-        await authenticate(request)
+        await authenticate(request, services)
         check_media_type(request)
         check_accept(request)
         body = await read_body(request, MAX_BODY_BYTES)
@@ -61,12 +60,12 @@ async def _run(request: Request, agentcore: bool) -> Response:
             allowed_roots=settings.allowed_cwd,
             default_cwd=settings.default_cwd,
             accept_language=request.headers.get("accept-language"),
+            runtime_session_id=echo.get("X-Amzn-Bedrock-AgentCore-Runtime-Session-Id"),
         )
         language = prepared.language
-        prepared.runtime_session_id = echo.get("X-Amzn-Bedrock-AgentCore-Runtime-Session-Id")
-        run = await ctx.engine.start(prepared)
+        run = await services.engine.start(prepared)
     except GatewayError as error:
-        language = getattr(error, "language", language)
+        language = error.language or language
         if echo:
             log.info("run refused code=%s session=%s", error.code.name, echo.get("X-Amzn-Bedrock-AgentCore-Runtime-Session-Id"))
         return sse_error(error, language, echo) if agentcore else json_error(error, language, echo)
@@ -79,10 +78,10 @@ async def _run(request: Request, agentcore: bool) -> Response:
 
 
 @post("/", request_max_body_size=None, status_code=200)
-async def run_root(request: Request) -> Response:
-    return await _run(request, agentcore=False)
+async def run_root(request: Request, services: Services) -> Response:
+    return await _run(request, services, agentcore=False)
 
 
 @post("/invocations", request_max_body_size=None, status_code=200)
-async def run_invocations(request: Request) -> Response:
-    return await _run(request, agentcore=True)
+async def run_invocations(request: Request, services: Services) -> Response:
+    return await _run(request, services, agentcore=True)

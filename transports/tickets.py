@@ -8,13 +8,14 @@ from gateway.errors import GatewayError
 from gateway.i18n import negotiate
 from transports.http_input import authenticate
 from transports.render import json_error
+from transports.services import Services, TransportServices
 
 
 @post("/ws/tickets", status_code=201)
-async def issue_ticket(request: Request) -> Response:
-    ctx = request.app.state.ctx
+async def issue_ticket(request: Request, services: Services) -> Response:
+    ctx = services
     try:
-        await authenticate(request)
+        await authenticate(request, services)
     except GatewayError as error:
         return json_error(error, negotiate(None, request.headers.get("accept-language")))
     ticket = await ctx.access.issue_ticket(ctx.settings.ticket_ttl)

@@ -15,14 +15,14 @@ import logging
 import msgspec
 from litestar import WebSocket, websocket
 
+from gateway.access import ticket_digest
 from gateway.auth import Principal
-from gateway.engine.access import ticket_digest
-from gateway.engine.prepare import prepare
-from gateway.engine.runs import Run
+from gateway.engine import RunHandle, prepare
 from gateway.errors import ErrorCode, GatewayError
 from gateway.i18n import message_for, negotiate
 from gateway.protocol import events as e
 from transports.http_input import authenticate, bearer_token, check_rate
+from transports.services import Services, TransportServices
 from transports.sse import SESSION_HEADER
 from transports.ws_protocol import TEXT_BATCH_EXTENSION
 
@@ -50,9 +50,9 @@ _mux_decoder = msgspec.json.Decoder(MuxFrame)
 _encoder = msgspec.json.Encoder()
 
 
-async def _authenticated(socket: WebSocket, offered: list[str]) -> Principal | None:
+async def _authenticated(socket: WebSocket, services: TransportServices, offered: list[str]) -> Principal | None:
     """Header token, subprotocol token, or a single-use ticket; None when refused."""
-    ctx = socket.app.state.ctx
+    ctx = services
     tickets = [p[len(TICKET_PREFIX) :] for p in offered if p.startswith(TICKET_PREFIX)]
     if socket.query_params.get("ticket"):
         tickets.append(socket.query_params["ticket"])
@@ -63,7 +63,7 @@ async def _authenticated(socket: WebSocket, offered: list[str]) -> Principal | N
         return None
     token = bearer_token(socket) or next((p[len(BEARER_PREFIX) :] for p in offered if p.startswith(BEARER_PREFIX)), None)
     try:
-        return await authenticate(socket, token)
+        return await authenticate(socket, services, token)
     except GatewayError:
         return None
 
@@ -71,12 +71,12 @@ async def _authenticated(socket: WebSocket, offered: list[str]) -> Principal | N
 class Connection:
     """One accepted socket: serialises sends, tracks its runs, cancels them when the peer goes away."""
 
-    def __init__(self, socket: WebSocket, mux: bool, principal: Principal) -> None:
+    def __init__(self, socket: WebSocket, services: TransportServices, mux: bool, principal: Principal) -> None:
         self.socket = socket
         self.mux = mux
         self.principal = principal
-        self.ctx = socket.app.state.ctx
-        self.runs: dict[str, Run] = {}
+        self.ctx = services
+        self.runs: dict[str, RunHandle] = {}
         self.forwarders: dict[str, asyncio.Task] = {}
         self.send_lock = asyncio.Lock()
         # Our uvicorn protocol takes a batch of UTF-8 payloads, one text frame each (ASGI extension).
@@ -108,27 +108,31 @@ class Connection:
             event.metadata = {"field": error.field}
         await self.send_event(event, stream_id)
 
-    async def start_run(self, raw: bytes, stream_id: str | None) -> Run | None:
+    async def start_run(self, raw: bytes, stream_id: str | None) -> RunHandle | None:
         """Validate and admit like SSE; an error before the run is a RUN_ERROR frame and the socket stays usable."""
         settings = self.ctx.settings
         try:
-            await check_rate(self.socket, self.principal)
-            prepared = prepare(raw, allowed_roots=settings.allowed_cwd, default_cwd=settings.default_cwd,
-                               accept_language=self.socket.headers.get("accept-language"))
-            prepared.runtime_session_id = self.socket.headers.get(SESSION_HEADER)
+            await check_rate(self.ctx, self.principal)
+            prepared = prepare(
+                raw,
+                allowed_roots=settings.allowed_cwd,
+                default_cwd=settings.default_cwd,
+                accept_language=self.socket.headers.get("accept-language"),
+                runtime_session_id=self.socket.headers.get(SESSION_HEADER),
+            )
             return await self.ctx.engine.start(prepared)
         except GatewayError as error:
-            await self.send_error(error, stream_id, getattr(error, "language", None))
+            await self.send_error(error, stream_id, error.language)
             return None
 
-    async def forward(self, run: Run, stream_id: str | None) -> None:
+    async def forward(self, run: RunHandle, stream_id: str | None) -> None:
         """Send one run's events, one per frame; a slow peer slows this run only (bounded queue behind it)."""
-        async for batch in run.batches(self.ctx.settings.heartbeat_seconds):
+        async for batch in run.events(self.ctx.settings.heartbeat_seconds):
             if batch is not None:  # (None is a heartbeat: liveness here is WebSocket ping/pong)
                 await self.send_events(batch, stream_id)
 
     def abandon(self) -> None:
-        """The peer went away: active normal runs are cancelled (their batches() cleanup cancels the backend)."""
+        """The peer went away: forwarding stops, and each run sees its consumer gone (the backend is cancelled)."""
         for task in self.forwarders.values():
             task.cancel()
 
@@ -245,10 +249,10 @@ async def _serve_mux(conn: Connection) -> None:
 
 
 @websocket("/ws")
-async def ws_endpoint(socket: WebSocket) -> None:
-    ctx = socket.app.state.ctx
+async def ws_endpoint(socket: WebSocket, services: Services) -> None:
+    ctx = services
     offered: list[str] = list(socket.scope.get("subprotocols") or [])
-    principal = await _authenticated(socket, offered)
+    principal = await _authenticated(socket, services, offered)
     if principal is None:
         await socket.close(CLOSE_POLICY, "unauthorized")  # before accept: the upgrade is refused (HTTP 403)
         return
@@ -258,7 +262,7 @@ async def ws_endpoint(socket: WebSocket) -> None:
             chosen = protocol
             break
     await socket.accept(subprotocols=chosen)
-    conn = Connection(socket, mux=chosen == MUX_PROTOCOL, principal=principal)
+    conn = Connection(socket, services, mux=chosen == MUX_PROTOCOL, principal=principal)
     ctx.sockets.add(conn)
     try:
         await (_serve_mux(conn) if conn.mux else _serve_base(conn))

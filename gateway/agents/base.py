@@ -1,19 +1,59 @@
-"""The agent seam: a backend turns one run request into an async stream of neutral signals."""
+"""The agent seam: a backend turns one run request into an async stream of neutral signals.
+
+The request and answer types here are backend-neutral: the engine maps the iac-code wire extension to
+`AgentOptions` at its edge, so no backend sees a wire type of the AG-UI protocol.
+"""
 
 from __future__ import annotations
 
 import abc
 from dataclasses import dataclass
-from typing import Any, AsyncIterator
+from typing import Any, AsyncIterator, Literal
 
-from gateway.engine.signals import Signal
-from gateway.protocol.input import IacCode
+from gateway.agents.signals import Signal
+
+
+@dataclass(frozen=True, slots=True)
+class CloudCredentials:
+    """Short-lived cloud credentials of the caller: a secret, used for this run only and never kept."""
+
+    access_key_id: str | None = None
+    access_key_secret: str | None = None
+    security_token: str | None = None
+    region_id: str | None = None
+
+    def __repr__(self) -> str:
+        return f"CloudCredentials(region_id={self.region_id!r}, <secrets redacted>)"
+
+
+@dataclass(frozen=True, slots=True)
+class AgentOptions:
+    """What the caller asked of the agent for this run. `api_key` and `cloud` are secrets: use, never keep."""
+
+    invocation_id: str
+    model: str | None = None
+    api_key: str | None = None
+    thinking: dict[str, Any] | None = None
+    user_id: str | None = None
+    channel: str | None = None
+    candidate_presentation: str | None = None
+    run_mode: str | None = None
+    pipeline_name: str | None = None
+    cleanup_only: bool | None = None
+    cloud: CloudCredentials | None = None
+
+    @property
+    def thinking_enabled(self) -> bool:
+        return bool(self.thinking and self.thinking.get("enabled"))
+
+    def __repr__(self) -> str:
+        return f"AgentOptions(invocation_id={self.invocation_id!r}, <other fields redacted>)"
 
 
 @dataclass(frozen=True, slots=True)
 class ResumeAnswer:
     interrupt_id: str
-    status: str  # "resolved" or "cancelled"
+    status: Literal["resolved", "cancelled"]
     payload: Any
     reason: str
     tool_call_id: str | None
@@ -21,14 +61,14 @@ class ResumeAnswer:
 
 @dataclass(frozen=True, slots=True)
 class AgentRequest:
-    """One run as the backend sees it. `extension` may hold request secrets: use them, never keep them."""
+    """One run as the backend sees it. `options` may hold request secrets: use them, never keep them."""
 
     thread_id: str
     run_id: str
     execution_id: str
     cwd: str
     language: str
-    extension: IacCode
+    options: AgentOptions
     user_text: str | None
     image_count: int = 0
     message_id: str | None = None  # the AG-UI id of the user message

@@ -8,7 +8,7 @@ import re
 from typing import Any, AsyncIterator
 
 from gateway.agents.base import AgentBackend, AgentRequest, ResumeAnswer
-from gateway.engine import signals as s
+from gateway.agents import signals as s
 
 MAX_SECONDS = 3600  # /slow and /sleep are capped at one hour
 MAX_FLOOD = 1_000_000
@@ -71,8 +71,7 @@ class DemoAgent(AgentBackend):
 
     async def _echo(self, request: AgentRequest, text: str) -> AsyncIterator[s.Signal]:
         yield s.SessionInfo(context_id=f"ctx-{request.thread_id}", task_id=request.execution_id)
-        thinking = request.extension.thinking
-        if thinking and thinking.enabled:
+        if request.options.thinking_enabled:
             for delta in _chunks(f"The user wrote {len(text)} characters; I will echo them back."):
                 yield s.ReasoningDelta(text=delta)
             yield s.ReasoningEnd()
@@ -82,7 +81,7 @@ class DemoAgent(AgentBackend):
             yield s.TextDelta(text=delta)
         yield s.TextEnd()
         words = len(text.split())
-        yield s.Usage(input_tokens=words, output_tokens=len(answer.split()), model=request.extension.model or "demo-echo", provider="demo")
+        yield s.Usage(input_tokens=words, output_tokens=len(answer.split()), model=request.options.model or "demo-echo", provider="demo")
         yield s.Completed()
 
     async def _tool(self, request: AgentRequest, argument: str) -> AsyncIterator[s.Signal]:
@@ -165,7 +164,7 @@ class DemoAgent(AgentBackend):
         )
 
     async def _pipeline(self, request: AgentRequest, argument: str) -> AsyncIterator[s.Signal]:
-        name = argument or request.extension.pipeline_name or "selling"
+        name = argument or request.options.pipeline_name or "selling"
         if not isinstance(name, str):
             name = "selling"
         yield s.StepStart(name="pipeline")

@@ -1,1 +1,7 @@
-"""The transport-agnostic run engine: admission, run lifecycle, the signal translator, cancellation."""
+"""The transport-agnostic run engine: prepare input, admit it, drive the backend, translate, settle, cancel."""
+
+from gateway.engine.engine import RunEngine
+from gateway.engine.prepare import PreparedRun, prepare
+from gateway.engine.run import RunHandle
+
+__all__ = ["PreparedRun", "RunEngine", "RunHandle", "prepare"]

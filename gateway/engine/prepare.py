@@ -28,7 +28,14 @@ class PreparedRun:
         return bool(self.run.resume)
 
 
-def prepare(body: bytes, *, allowed_roots: tuple[str, ...], default_cwd: str | None, accept_language: str | None) -> PreparedRun:
+def prepare(
+    body: bytes,
+    *,
+    allowed_roots: tuple[str, ...],
+    default_cwd: str | None,
+    accept_language: str | None,
+    runtime_session_id: str | None = None,
+) -> PreparedRun:
     """Raise GatewayError(INVALID_INPUT) naming the field; the error's `language` is set when known."""
     try:
         run = decode_run_input(body)
@@ -45,6 +52,6 @@ def prepare(body: bytes, *, allowed_roots: tuple[str, ...], default_cwd: str | N
         if text is None and not run.resume:
             raise validate.invalid("messages", "A new run needs a user message.")
     except GatewayError as exc:
-        exc.language = language  # type: ignore[attr-defined]
+        exc.language = language
         raise
-    return PreparedRun(run, workspace, request_digest(body), text, images, language)
+    return PreparedRun(run, workspace, request_digest(body), text, images, language, runtime_session_id)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from gateway.engine import signals as s
+from gateway.agents import signals as s
 from gateway.protocol import events as e
 
 SESSION_EVENT = "iac-code.session.v1"

@@ -51,18 +51,15 @@ class Workspace:
 
     extension: IacCode
     cwd: str
-    plain_agui: bool  # True when no iacCode was sent and the default workspace was used
 
 
 def resolve_workspace(run: RunAgentInput, allowed_roots: tuple[str, ...], default_cwd: str | None) -> Workspace:
     ext = run.forwarded_props.iacCode
-    plain = False
     if ext is msgspec.UNSET:
         if default_cwd is None:
             raise invalid("forwardedProps.iacCode", "The iacCode extension is required.")
         # Plain AG-UI mode: the invocation identity is derived from the thread.
         ext = IacCode(schema_version=1, ros_invocation_id=f"thread:{run.thread_id}"[:256], cwd=default_cwd)
-        plain = True
     cwd = ext.cwd
     if "\x00" in cwd or not cwd.startswith("/"):
         raise invalid("forwardedProps.iacCode.cwd", "The workspace must be an absolute path.")
@@ -71,7 +68,7 @@ def resolve_workspace(run: RunAgentInput, allowed_roots: tuple[str, ...], defaul
         cwd = "/" + cwd.lstrip("/")
     if not any(cwd == root or cwd.startswith(root.rstrip("/") + "/") for root in allowed_roots):
         raise invalid("forwardedProps.iacCode.cwd", "The workspace is outside the allowed roots.")
-    return Workspace(extension=ext, cwd=cwd, plain_agui=plain)
+    return Workspace(extension=ext, cwd=cwd)
 
 
 def check_tools(run: RunAgentInput) -> None:

@@ -1,19 +1,16 @@
 -- Release the lease of a finished run (only if this run still holds it, same fence); with a status the
 -- execution ends and moves to the bounded history. A stale owner changes nothing.
--- KEYS[1] thread state. ARGV: run_id, execution_id, fence, status or '', sequence, identities JSON, now, retention ms.
-local key = KEYS[1]
+-- ARGV[1]: {lease, status (or null: leave the execution as it is), progress}. Returns {ok}.
+local key, arg = KEYS[1], cjson.decode(ARGV[1])
 local doc = load(key)
-if doc == nil or is_null(doc.active) or doc.active.run_id ~= ARGV[1] or doc.active.fence ~= tonumber(ARGV[3]) then
-  return reply({ok = false})
-end
-local now = tonumber(ARGV[7])
+if not holds_lease(doc, arg.lease) then return reply({ok = false}) end
+local now = server_now()
 doc.active = NULL
 doc.updated_at = now
 local ex = doc.execution
-if ARGV[4] ~= '' and not is_null(ex) and ex.execution_id == ARGV[2] then
-  ex.sequence = tonumber(ARGV[5])
-  apply_identities(ex, cjson.decode(ARGV[6]))
-  if not TERMINAL[ex.status] then end_execution(doc, ex, ARGV[4], now) end
+if not is_null(arg.status) and not is_null(ex) and ex.execution_id == arg.lease.execution_id then
+  apply_progress(ex, arg.progress)
+  if not TERMINAL[ex.status] then end_execution(doc, ex, arg.status, now) end
 end
-save(key, doc, tonumber(ARGV[8]))
+save(key, doc)
 return reply({ok = true})

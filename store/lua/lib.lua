@@ -1,10 +1,11 @@
--- Shared helpers, prepended to every script of this folder (Lua scripts cannot import).
+-- Shared helpers, prepended to every script of this folder (Lua scripts cannot import). The Python side
+-- prepends the bounds first (MAX_RUNS, MAX_HISTORY, MAX_ANSWERED, RETENTION_MS, LEASE_SECONDS, from
+-- store/limits.py and the store's settings). Every script takes KEYS[1], the thread state, and one
+-- argument, ARGV[1]: a JSON object with named fields. Time is always the Redis server's clock.
 -- The thread state is one JSON document per thread (the ThreadState layout of store/records.py);
 -- opaque values (interrupt wire form, response schema, backend checkpoint) are JSON strings inside it,
 -- so cjson never rewrites them. cjson turns empty arrays into {}: the Python side reads both as [].
 local NULL = cjson.null
-local MAX_RUNS = 256
-local MAX_HISTORY = 16
 local TERMINAL = {completed = true, failed = true, cancelled = true, expired = true, lost = true}
 
 local function is_null(v) return v == nil or v == NULL end
@@ -21,8 +22,8 @@ local function load(key)
   return cjson.decode(raw)
 end
 
-local function save(key, doc, ttl_ms)
-  redis.call('SET', key, cjson.encode(doc), 'PX', ttl_ms)
+local function save(key, doc)
+  redis.call('SET', key, cjson.encode(doc), 'PX', RETENTION_MS)
 end
 
 local function copy(value) return cjson.decode(cjson.encode(value)) end
@@ -41,54 +42,64 @@ local function retire(doc, ex)
   if not is_null(doc.execution) and doc.execution.execution_id == ex.execution_id then doc.execution = NULL end
 end
 
+-- The pending ids first, then the older answered ids, bounded (rules._answered).
+local function answered(ex)
+  local ids = {}
+  for _, p in ipairs(arr(ex.pending)) do table.insert(ids, p.id) end
+  for _, i in ipairs(arr(ex.answered_ids)) do table.insert(ids, i) end
+  while #ids > MAX_ANSWERED do table.remove(ids) end
+  return ids
+end
+
 local function end_execution(doc, ex, status, now)
   local ended = copy(ex)
-  if status == 'expired' or status == 'cancelled' then
-    local ids = {}
-    for _, p in ipairs(arr(ex.pending)) do table.insert(ids, p.id) end
-    for _, i in ipairs(arr(ex.answered_ids)) do table.insert(ids, i) end
-    ex.answered_ids = ids
-  end
+  if status == 'expired' or status == 'cancelled' then ex.answered_ids = answered(ex) end
   ex.status = status
   ex.updated_at = now
   retire(doc, ex)
   return ended
 end
 
--- Expire overdue interrupts (client clock) and free a lease that ran out (server clock).
+-- Expire overdue interrupts and free a lease that ran out; returns (expired execution or NULL, changed).
 local function expire_and_reap(doc, now)
-  local expired, lost = NULL, NULL
+  local expired, changed = NULL, false
   local cur = doc.execution
   if not is_null(cur) and cur.status == 'interrupted' then
     for _, p in ipairs(arr(cur.pending)) do
       if not is_null(p.expires_at) and p.expires_at <= now then
         expired = end_execution(doc, cur, 'expired', now)
+        changed = true
         break
       end
     end
   end
   local active = doc.active
-  if not is_null(active) and active.lease_until <= server_now() then
+  if not is_null(active) and active.lease_until <= now then
     doc.active = NULL
+    changed = true
     cur = doc.execution
     if not is_null(cur) and cur.execution_id == active.execution_id and cur.status == 'running' then
-      lost = end_execution(doc, cur, 'lost', now)
+      end_execution(doc, cur, 'lost', now)
     end
   end
-  return expired, lost
+  return expired, changed
+end
+
+local function holds_lease(doc, lease)
+  return doc ~= nil and not is_null(doc.active) and doc.active.run_id == lease.run_id and doc.active.fence == lease.fence
 end
 
 -- The execution a run may still write to: it must hold the lease with the same fence.
-local function owned_execution(doc, run_id, execution_id, fence)
-  if doc == nil or is_null(doc.active) or doc.active.run_id ~= run_id or doc.active.fence ~= fence then
-    return nil, 'EXECUTION_LOST'
-  end
+local function owned_execution(doc, lease)
+  if not holds_lease(doc, lease) then return nil, 'LEASE_LOST', 'runId' end
   local ex = doc.execution
-  if is_null(ex) or ex.execution_id ~= execution_id then return nil, 'EXECUTION_LOST' end
-  return ex, nil
+  if is_null(ex) or ex.execution_id ~= lease.execution_id then return nil, 'LEASE_LOST', 'executionId' end
+  return ex, nil, nil
 end
 
-local function apply_identities(ex, identities)
+local function apply_progress(ex, progress)
+  ex.sequence = progress.sequence
+  local identities = progress.identities
   if identities.contextId then ex.context_id = identities.contextId end
   if identities.taskId then ex.task_id = identities.taskId end
   if identities.sessionId then ex.session_id = identities.sessionId end
@@ -103,3 +114,4 @@ local function find_execution(doc, execution_id)
 end
 
 local function reply(value) return cjson.encode(value) end
+local function refuse(reason, field) return reply({error = reason, field = field or NULL}) end

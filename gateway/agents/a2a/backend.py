@@ -13,8 +13,7 @@ import msgspec
 from gateway.agents.a2a.client import A2AClient, A2AError
 from gateway.agents.a2a.mapping import FrameMapper, ProtocolViolation, normalise_state
 from gateway.agents.base import AgentBackend, AgentRequest
-from gateway.engine import signals as s
-from gateway.protocol.input import AlibabaCloud, IacCode, Thinking
+from gateway.agents import signals as s
 
 log = logging.getLogger("agui.a2a")
 CANCEL_TIMEOUT = 5.0
@@ -27,23 +26,23 @@ def context_id_for(thread_id: str) -> str:
 
 def iac_metadata(request: AgentRequest) -> dict[str, Any]:
     """The request's options in snake case for `metadata.iac_code`; the only place secrets travel."""
-    ext: IacCode = request.extension
+    options = request.options
     values: dict[str, Any] = {
         "cwd": request.cwd,
-        "rosInvocationId": ext.ros_invocation_id,
+        "rosInvocationId": options.invocation_id,
         "preferredLanguage": request.language,
-        "iac_code_model": ext.model,
-        "iac_code_api_key": ext.llm_api_key,
-        "thinking": msgspec.to_builtins(ext.thinking) if isinstance(ext.thinking, Thinking) else None,
-        "user_id": ext.user_id,
-        "channel": ext.channel,
-        "candidatePresentation": ext.candidate_presentation,
-        "run_mode": ext.run_mode,
-        "pipeline_name": ext.pipeline_name,
-        "cleanupOnly": ext.cleanup_only,
+        "iac_code_model": options.model,
+        "iac_code_api_key": options.api_key,
+        "thinking": options.thinking,
+        "user_id": options.user_id,
+        "channel": options.channel,
+        "candidatePresentation": options.candidate_presentation,
+        "run_mode": options.run_mode,
+        "pipeline_name": options.pipeline_name,
+        "cleanupOnly": options.cleanup_only,
     }
-    cloud = ext.alibaba_cloud
-    if isinstance(cloud, AlibabaCloud):
+    cloud = options.cloud
+    if cloud is not None:
         values.update(
             alibaba_cloud_access_key_id=cloud.access_key_id,
             alibaba_cloud_access_key_secret=cloud.access_key_secret,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from gateway.engine import signals as s
+from gateway.agents import signals as s
 
 PIPELINE_CUSTOM_TYPES = frozenset(
     "pipeline_started pipeline_resumed pipeline_completed pipeline_error pipeline_warning backup_blocked "

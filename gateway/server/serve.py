@@ -10,14 +10,18 @@ from types import FrameType
 
 import uvicorn
 
+from gateway.protocol.validate import MAX_BODY_BYTES
+from gateway.settings import Settings
+from transports.services import TransportServices
+
 log = logging.getLogger("agui.serve")
 GOING_AWAY = 1001
 
 
 class GatewayServer(uvicorn.Server):
-    def __init__(self, config: uvicorn.Config, app) -> None:
+    def __init__(self, config: uvicorn.Config, services: TransportServices) -> None:
         super().__init__(config)
-        self.ctx = app.state.ctx
+        self.ctx = services
         self._loop: asyncio.AbstractEventLoop | None = None
         self._draining: asyncio.Task | None = None
 
@@ -41,6 +45,19 @@ class GatewayServer(uvicorn.Server):
         for conn in list(ctx.sockets):
             try:
                 await conn.socket.close(GOING_AWAY, "server shutting down")
-            except Exception:  # noqa: BLE001 - the peer may be gone already
+            except Exception:  # the peer may be gone already
                 pass
         self.should_exit = True
+
+
+def uvicorn_options(settings: Settings) -> dict:
+    """Server options shared by the CLI and embedders: WebSocket limits and liveness, graceful shutdown."""
+    ping = settings.ws_ping_seconds or None
+    return {
+        "ws": "transports.ws_protocol:CorkedWebSocketsProtocol",
+        "ws_max_size": MAX_BODY_BYTES,
+        "ws_per_message_deflate": False,  # per-frame deflate costs more CPU than small AG-UI events save
+        "ws_ping_interval": ping,
+        "ws_ping_timeout": ping,
+        "timeout_graceful_shutdown": settings.shutdown_grace_seconds + 5,
+    }

@@ -110,27 +110,12 @@ def settings_from_args(argv: list[str] | None = None) -> Settings:
     )
 
 
-def uvicorn_options(settings: Settings) -> dict:
-    """Server options shared by the CLI and embedders: WebSocket limits and liveness, graceful shutdown."""
-    from gateway.protocol.validate import MAX_BODY_BYTES
-
-    ping = settings.ws_ping_seconds or None
-    return {
-        "ws": "transports.ws_protocol:CorkedWebSocketsProtocol",
-        "ws_max_size": MAX_BODY_BYTES,
-        "ws_per_message_deflate": False,  # per-frame deflate costs more CPU than small AG-UI events save
-        "ws_ping_interval": ping,
-        "ws_ping_timeout": ping,
-        "timeout_graceful_shutdown": settings.shutdown_grace_seconds + 5,
-    }
-
-
 def main(argv: list[str] | None = None) -> int:
     import uvicorn
 
-    from gateway.app import create_app
     from gateway.logs import setup_logging
-    from gateway.serve import GatewayServer
+    from gateway.server.app import create_app
+    from gateway.server.serve import GatewayServer, uvicorn_options
 
     try:
         settings = settings_from_args(argv)
@@ -140,5 +125,5 @@ def main(argv: list[str] | None = None) -> int:
     setup_logging(settings.log_level, settings.log_format)
     app = create_app(settings)
     config = uvicorn.Config(app, host=settings.host, port=settings.port, log_config=None, access_log=False, **uvicorn_options(settings))
-    GatewayServer(config, app).run()
+    GatewayServer(config, app.state.services).run()
     return 0

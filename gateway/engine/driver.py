@@ -1,0 +1,97 @@
+"""The driver: announces the run, checks a resume, then feeds the backend's signals through the translator
+into the run's event stream until a terminal signal fixes the outcome."""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any, AsyncIterator
+
+from gateway import PROTOCOL_VERSION
+from gateway.agents import signals as s
+from gateway.agents.base import ResumeAnswer
+from gateway.engine.faults import STORE_FAILURES, failed_signal_error, store_error
+from gateway.engine.outcome import Completed, Failed, Interrupted, Outcome, RunState
+from gateway.engine.request import agent_request
+from gateway.engine.resume import check_resume
+from gateway.errors import GatewayError
+from gateway.protocol import events as e
+
+if TYPE_CHECKING:
+    from gateway.engine.run import Run
+
+log = logging.getLogger("agui.engine")
+
+
+def _started(run: Run) -> list[e.Event]:
+    parent = run.prepared.run.parent_run_id
+    started = e.RunStarted(
+        thread_id=run.lease.thread_id,
+        run_id=run.lease.run_id,
+        protocol_version=PROTOCOL_VERSION,
+        parent_run_id=parent if isinstance(parent, str) else None,
+    )
+    return [started, *run.translator.reopen_steps()]
+
+
+def _answers(run: Run) -> tuple[tuple[ResumeAnswer, ...], dict[str, str]]:
+    """The resume's answers and their digests; raises the contract's in-stream error (nothing is accepted)."""
+    if not run.prepared.is_resume:
+        return (), {}
+    ros_invocation_id = run.prepared.workspace.extension.ros_invocation_id
+    return check_resume(run.prepared.run.resume, run.execution, run.history, ros_invocation_id)
+
+
+async def _accept(run: Run, digests: dict[str, str]) -> Failed | None:
+    """The backend produced its first signal: it took the answers. Only now drop the pending state."""
+    run.move_to(RunState.RUNNING)
+    if not digests:
+        return None
+    try:
+        await run.services.store.accept_resume(run.lease, digests)
+    except STORE_FAILURES as exc:
+        return Failed(store_error(exc))
+    return None
+
+
+async def _terminal(run: Run, signal: s.Signal) -> Outcome:
+    if isinstance(signal, s.Failed):
+        await run.stream.put(run.translator.session_event())
+        return Failed(failed_signal_error(signal))
+    if isinstance(signal, s.InputRequired):
+        return Interrupted(signal)
+    assert isinstance(signal, s.Completed)
+    return Completed(signal.result)
+
+
+async def drive(run: Run) -> Outcome:
+    """Run the backend to its terminal signal; a stop request arrives as cancellation of this coroutine."""
+    await run.stream.put(_started(run))
+    try:
+        answers, digests = _answers(run)
+    except GatewayError as error:
+        return Failed(error)
+    run.move_to(RunState.AWAITING_ACCEPTANCE if answers else RunState.RUNNING)
+    checkpoint: Any = run.execution.checkpoint if run.execution is not None else None
+    signals: AsyncIterator[s.Signal] = run.services.agent.run(agent_request(run.prepared, run.lease.execution_id, answers, checkpoint))
+    try:
+        async for signal in signals:
+            if run.state is RunState.AWAITING_ACCEPTANCE and not isinstance(signal, s.Failed):
+                refused = await _accept(run, digests)
+                if refused is not None:
+                    return refused
+            if isinstance(signal, s.TERMINAL_SIGNALS):
+                return await _terminal(run, signal)
+            await run.stream.put(run.translator.translate(signal))
+        return Completed()
+    finally:
+        await _close(signals)
+
+
+async def _close(signals: AsyncIterator[s.Signal]) -> None:
+    aclose = getattr(signals, "aclose", None)
+    if aclose is None:
+        return
+    try:
+        await aclose()
+    except Exception:  # closing must never mask the run's outcome
+        log.debug("backend stream raised on close", exc_info=True)

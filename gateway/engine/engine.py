@@ -1,0 +1,159 @@
+"""The run engine: admission against the store in one atomic step, the registry of live runs, cancel routing, drain."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from typing import Any, Callable
+
+from gateway.agents.base import AgentBackend
+from gateway.engine.faults import STORE_FAILURES, store_error
+from gateway.engine.lease import Sleep
+from gateway.engine.outcome import Cancelled, Disconnected, outcome_label
+from gateway.engine.prepare import PreparedRun
+from gateway.engine.run import Run, RunHandle, RunServices
+from gateway.errors import ErrorCode, GatewayError
+from store import Admission, ThreadStore
+
+log = logging.getLogger("agui.engine")
+
+
+class RunEngine:
+    """Transport-agnostic: takes a PreparedRun, returns a RunHandle whose event batches a transport frames."""
+
+    def __init__(
+        self,
+        store: ThreadStore,
+        agent: AgentBackend,
+        *,
+        interrupt_ttl: float,
+        max_runs: int = 0,
+        on_busy_change: Callable[[bool], None] | None = None,
+        lease_sleep: Sleep = asyncio.sleep,
+    ) -> None:
+        self.store = store
+        self.agent = agent
+        self.max_runs = max_runs  # cap on runs in flight on this process (0: none)
+        self.on_busy_change = on_busy_change
+        self.accepting = True  # False while draining at shutdown
+        self._services = RunServices(store, agent, interrupt_ttl, self.cancel_backend, self._forget, lease_sleep)
+        self._starting = 0  # admissions in progress, counted against the cap
+        self._runs: dict[str, Run] = {}  # run id -> live run on this process
+        self._by_execution: dict[str, Run] = {}
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._runs)
+
+    async def start(self, prepared: PreparedRun) -> RunHandle:
+        """Admit atomically (binding, idempotency, busy, resume-required); raise GatewayError before any event."""
+        if not self.accepting:
+            raise GatewayError(ErrorCode.SHUTTING_DOWN)
+        if self.max_runs and len(self._runs) + self._starting >= self.max_runs:
+            raise GatewayError(ErrorCode.SERVICE_QUOTA_EXCEEDED)
+        self._starting += 1
+        try:
+            run = await self._admit(prepared)
+        finally:
+            self._starting -= 1
+        return RunHandle(run)
+
+    async def _admit(self, prepared: PreparedRun) -> Run:
+        ext = prepared.workspace.extension
+        admission = Admission(
+            thread_id=prepared.run.thread_id,
+            run_id=prepared.run.run_id,
+            digest=prepared.digest,
+            cwd=prepared.workspace.cwd,
+            user_id=ext.user_id if isinstance(ext.user_id, str) else None,
+            ros_invocation_id=ext.ros_invocation_id,
+            is_resume=prepared.is_resume,
+            new_execution_id=f"exec-{uuid.uuid4().hex}",
+            owner=self.store.owner_id,
+        )
+        try:
+            result = await self.store.admit(admission)
+        except STORE_FAILURES as exc:
+            raise store_error(exc) from None
+        if result.expired is not None:
+            await self.cancel_backend(result.expired.execution_id, result.expired.checkpoint)
+        run = Run(self._services, prepared, result)
+        self._register(run)
+        log.info(
+            "run started thread=%s run=%s execution=%s resume=%s runtime_session=%s",
+            run.lease.thread_id, run.lease.run_id, run.lease.execution_id, prepared.is_resume, prepared.runtime_session_id,
+        )
+        return run
+
+    def _register(self, run: Run) -> None:
+        was_idle = not self._runs
+        self._runs[run.lease.run_id] = run
+        if run.lease.execution_id:
+            self._by_execution[run.lease.execution_id] = run
+        if was_idle and self.on_busy_change:
+            self.on_busy_change(True)
+
+    def _forget(self, run: Run) -> None:
+        self._runs.pop(run.lease.run_id, None)
+        if self._by_execution.get(run.lease.execution_id) is run:
+            del self._by_execution[run.lease.execution_id]
+        log.info(
+            "run ended thread=%s run=%s outcome=%s seconds=%.3f",
+            run.lease.thread_id, run.lease.run_id, outcome_label(run.outcome), time.monotonic() - run.started,
+        )
+        if not self._runs and self.on_busy_change:
+            self.on_busy_change(False)
+
+    async def cancel_backend(self, execution_id: str, checkpoint: Any) -> None:
+        try:
+            await self.agent.cancel_execution(execution_id, checkpoint)
+        except Exception:  # best effort; the state already says cancelled
+            log.warning("backend could not cancel execution %s", execution_id, exc_info=True)
+
+    async def cancel(self, thread_id: str, execution_id: str, ros_invocation_id: str) -> str:
+        """Cancel extension: 'cancelled' or 'already_terminal'; raise EXECUTION_NOT_FOUND / EXECUTION_LOST."""
+        try:
+            result = await self.store.cancel(thread_id, execution_id, ros_invocation_id)
+        except STORE_FAILURES as exc:
+            raise store_error(exc) from None
+        if result.status == "not_found":
+            raise GatewayError(ErrorCode.EXECUTION_NOT_FOUND)
+        if result.status == "lost":
+            raise GatewayError(ErrorCode.EXECUTION_LOST, "executionId")
+        if result.status == "cancelled":
+            run = self._by_execution.get(execution_id)
+            if run is not None:
+                run.stop(Cancelled())
+            elif result.running_owner is not None:
+                await self.store.notify_cancel(result.running_owner, thread_id, execution_id)
+            elif result.execution is not None and result.execution.status == "interrupted":
+                await self.cancel_backend(execution_id, result.execution.checkpoint)
+        return result.status
+
+    def cancel_local(self, thread_id: str, execution_id: str) -> None:
+        """A cancel wake-up from another replica: the durable intent is already recorded."""
+        run = self._by_execution.get(execution_id)
+        if run is not None and run.lease.thread_id == thread_id:
+            run.stop(Cancelled())
+
+    async def drain(self, grace_seconds: float) -> None:
+        """Stop admitting runs; wait for active ones up to the grace period, then cancel the rest on purpose."""
+        self.accepting = False
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + grace_seconds
+        while self._runs and loop.time() < deadline:
+            await asyncio.sleep(0.05)
+        for run in list(self._runs.values()):
+            run.stop(Cancelled())
+        pending = [run.task for run in self._runs.values()]
+        if pending:
+            await asyncio.wait(pending, timeout=5)
+
+    async def shutdown(self) -> None:
+        """The process is ending: every run still live is stopped as if its client had gone."""
+        runs = list(self._runs.values())
+        for run in runs:
+            run.stop(Disconnected())
+        await asyncio.gather(*(run.task for run in runs), return_exceptions=True)

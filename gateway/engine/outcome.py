@@ -1,0 +1,73 @@
+"""The run state machine: one state enum with its allowed transitions, and the typed outcomes a run settles into."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import Any
+
+from gateway.agents import signals as s
+from gateway.errors import GatewayError
+
+
+class RunState(enum.Enum):
+    ADMITTED = "admitted"  # the lease is held; nothing streamed yet
+    AWAITING_ACCEPTANCE = "awaiting_acceptance"  # a resume: the backend has not yet taken the answers
+    RUNNING = "running"  # the backend is working on this execution (its answers, if any, are accepted)
+    SETTLING = "settling"  # the outcome is fixed: writing the store, then the terminal event
+    ENDED = "ended"  # settled; nothing more is written
+
+
+TRANSITIONS: dict[RunState, frozenset[RunState]] = {
+    RunState.ADMITTED: frozenset({RunState.AWAITING_ACCEPTANCE, RunState.RUNNING, RunState.SETTLING}),
+    RunState.AWAITING_ACCEPTANCE: frozenset({RunState.RUNNING, RunState.SETTLING}),
+    RunState.RUNNING: frozenset({RunState.SETTLING}),
+    RunState.SETTLING: frozenset({RunState.ENDED}),
+    RunState.ENDED: frozenset(),
+}
+
+
+class IllegalTransition(RuntimeError):
+    """A bug: the run tried to move between two states that have no edge."""
+
+
+def check_transition(current: RunState, target: RunState) -> None:
+    if target not in TRANSITIONS[current]:
+        raise IllegalTransition(f"{current.name} -> {target.name}")
+
+
+@dataclass(frozen=True, slots=True)
+class Completed:
+    result: Any = None
+
+
+@dataclass(frozen=True, slots=True)
+class Interrupted:
+    request: s.InputRequired
+
+
+@dataclass(frozen=True, slots=True)
+class Cancelled:
+    """Cancelled on purpose (cancel extension, cross-replica intent, drain): RUN_FINISHED cancelled."""
+
+
+@dataclass(frozen=True, slots=True)
+class Failed:
+    error: GatewayError
+
+
+@dataclass(frozen=True, slots=True)
+class Disconnected:
+    """The client went away: the backend is cancelled and no terminal event is written."""
+
+
+Outcome = Completed | Interrupted | Cancelled | Failed | Disconnected
+
+
+def outcome_label(outcome: Outcome | None) -> str:
+    """A short name for logs: the outcome kind, or the error code of a failure."""
+    if outcome is None:
+        return "running"
+    if isinstance(outcome, Failed):
+        return outcome.error.code.name
+    return type(outcome).__name__.lower()

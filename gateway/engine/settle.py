@@ -1,0 +1,144 @@
+"""Settling: the one place where a run's outcome becomes a store write and its terminal event.
+
+| outcome      | store write                                  | terminal events                                 |
+|--------------|----------------------------------------------|-------------------------------------------------|
+| Completed    | finish: execution completed                  | session, span closes, RUN_FINISHED success      |
+| Interrupted  | save the pending interrupts (fails: cancel)  | session, span closes, RUN_FINISHED interrupt    |
+| Cancelled    | finish: execution cancelled*                 | session, span closes, RUN_FINISHED cancelled    |
+| Failed       | finish: execution failed*                    | RUN_ERROR                                        |
+| Disconnected | finish: execution cancelled*                 | none (nobody is reading)                         |
+
+* Only when the backend took the run's answers (or it is a new turn): a resume that never reached the
+backend leaves its interrupts pending, so the client can answer again.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING
+
+import msgspec
+
+from gateway.engine.faults import STORE_FAILURES
+from gateway.engine.outcome import Cancelled, Completed, Disconnected, Failed, Interrupted, Outcome, RunState
+from gateway.errors import ErrorCode, GatewayError
+from gateway.i18n import message_for
+from gateway.protocol import events as e
+from store import ExecutionStatus, PendingInterrupt, Progress, Rejected, Rejection
+
+if TYPE_CHECKING:
+    from gateway.engine.run import Run
+
+log = logging.getLogger("agui.engine")
+
+
+async def settle(run: Run, outcome: Outcome) -> Outcome:
+    """Write the outcome to the store, queue the terminal events, end the stream; returns the final outcome
+    (an interrupt that cannot be saved becomes a cancel or a failure)."""
+    run.move_to(RunState.SETTLING)
+    if isinstance(outcome, Interrupted):
+        outcome = await _save_interrupt(run, outcome)
+    else:
+        await _finish(run, _status(run, outcome))
+        await run.stream.put(_terminal_events(run, outcome))
+    run.move_to(RunState.ENDED)
+    if not isinstance(outcome, Disconnected):
+        await run.stream.close()
+    return outcome
+
+
+def _status(run: Run, outcome: Outcome) -> ExecutionStatus | None:
+    if isinstance(outcome, Completed):
+        return "completed"
+    ending: ExecutionStatus = "failed" if isinstance(outcome, Failed) else "cancelled"
+    return ending if run.accepted else None
+
+
+def _closing(run: Run) -> list[e.Event]:
+    return [*run.translator.session_event(), *run.translator.close_all()]
+
+
+def _terminal_events(run: Run, outcome: Outcome) -> list[e.Event]:
+    thread_id, run_id = run.lease.thread_id, run.lease.run_id
+    if isinstance(outcome, Completed):
+        finished = e.RunFinished(
+            thread_id=thread_id, run_id=run_id, outcome=e.SuccessOutcome(), result=outcome.result, usage=run.translator.usage or None
+        )
+        return [*_closing(run), finished]
+    if isinstance(outcome, Cancelled):
+        return [*_closing(run), e.RunFinished(thread_id=thread_id, run_id=run_id, outcome=e.CancelledOutcome())]
+    if isinstance(outcome, Failed):
+        return [_error_event(run, outcome.error)]
+    return []
+
+
+def _error_event(run: Run, error: GatewayError) -> e.RunError:
+    return e.RunError(
+        code=error.code.name,
+        message=message_for(error, run.prepared.language),
+        metadata={"threadId": run.lease.thread_id, "runId": run.lease.run_id},
+    )
+
+
+def _progress(run: Run) -> Progress:
+    return Progress(run.translator.sequence, run.translator.identities())
+
+
+async def _finish(run: Run, status: ExecutionStatus | None) -> None:
+    try:
+        await run.services.store.finish_run(run.lease, status, _progress(run))
+    except STORE_FAILURES as exc:
+        log.warning("could not record the end of run %s: %s", run.lease.run_id, exc)
+
+
+def _expiry(now: float, ttl: float) -> tuple[float | None, str | None]:
+    if ttl <= 0:
+        return None, None
+    expires = now + ttl
+    text = datetime.fromtimestamp(expires, timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
+    return expires, text
+
+
+async def _save_interrupt(run: Run, outcome: Interrupted) -> Outcome:
+    """Nothing is announced as recoverable unless it was persisted first."""
+    request = outcome.request
+    open_steps = list(run.translator.steps)
+    closing = _closing(run)
+    try:
+        expires, expires_text = _expiry(await run.services.store.now(), run.services.interrupt_ttl)
+        wire = [
+            e.Interrupt(
+                id=i.id, reason=i.reason, message=i.message, tool_call_id=i.tool_call_id,
+                response_schema=i.response_schema, expires_at=expires_text, metadata=i.metadata,
+            )
+            for i in request.interrupts
+        ]
+        pending = [
+            PendingInterrupt(
+                id=i.id, reason=i.reason, wire=msgspec.to_builtins(w), response_schema=i.response_schema,
+                tool_call_id=i.tool_call_id, expires_at=expires,
+            )
+            for i, w in zip(request.interrupts, wire)
+        ]
+        await run.services.store.save_interrupt(run.lease, pending, checkpoint=request.checkpoint, open_steps=open_steps, progress=_progress(run))
+    except STORE_FAILURES as exc:
+        return await _interrupt_not_saved(run, exc, request.checkpoint, closing)
+    finished = e.RunFinished(
+        thread_id=run.lease.thread_id, run_id=run.lease.run_id, outcome=e.InterruptOutcome(interrupts=wire), usage=run.translator.usage or None
+    )
+    await run.stream.put([*closing, finished])
+    return outcome
+
+
+async def _interrupt_not_saved(run: Run, exc: Exception, checkpoint: object, closing: list[e.Event]) -> Outcome:
+    """Cancel the backend's kept work; a cancel intent recorded meanwhile wins, anything else is a failure."""
+    await run.services.cancel_backend(run.lease.execution_id, checkpoint)
+    if isinstance(exc, Rejected) and exc.reason is Rejection.CANCELLED:
+        await _finish(run, "cancelled")
+        await run.stream.put([*closing, e.RunFinished(thread_id=run.lease.thread_id, run_id=run.lease.run_id, outcome=e.CancelledOutcome())])
+        return Cancelled()
+    error = GatewayError(ErrorCode.STATE_PERSISTENCE_FAILED)
+    await _finish(run, "failed")
+    await run.stream.put([_error_event(run, error)])
+    return Failed(error)

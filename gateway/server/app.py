@@ -1,0 +1,95 @@
+"""The app factory: builds the store, the agent backend, the engine and the transports' services, and mounts
+the transports on Litestar with those services injected into every handler."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from typing import AsyncIterator
+
+from litestar import Litestar
+from litestar.di import Provide
+
+from gateway.access import Access
+from gateway.agents import AgentBackend, load_agent
+from gateway.auth import build_authenticator
+from gateway.auth.oauth import OAuthValidator
+from gateway.engine import RunEngine
+from gateway.settings import Settings
+from store import Clock, ThreadStore, open_store
+from transports.busy import BusyStatus
+from transports.cancel import cancel_execution
+from transports.health import health, ping, protected_resource
+from transports.services import TransportServices
+from transports.sse import run_invocations, run_root
+from transports.static_ui import ui_router
+from transports.tickets import issue_ticket
+from transports.websocket import ws_endpoint
+
+log = logging.getLogger("agui.app")
+PURGE_INTERVAL_SECONDS = 3600
+ROUTES = [run_root, run_invocations, cancel_execution, issue_ticket, ws_endpoint, health, ping, protected_resource, ui_router]
+
+
+async def _purge_forever(store: ThreadStore) -> None:
+    while True:
+        try:
+            removed = await store.purge_expired()
+            if removed:
+                log.info("retention removed %d thread state(s)", removed)
+        except Exception:  # retention must never stop the service
+            log.warning("retention purge failed", exc_info=True)
+        await asyncio.sleep(PURGE_INTERVAL_SECONDS)
+
+
+def build_services(settings: Settings, store: ThreadStore, agent: AgentBackend) -> TransportServices:
+    status = BusyStatus()
+    engine = RunEngine(
+        store, agent, interrupt_ttl=settings.interrupt_ttl, max_runs=settings.max_concurrent_runs, on_busy_change=status.set_busy
+    )
+    auth = build_authenticator(settings)
+    oauth = next((m for m in getattr(auth, "members", []) if isinstance(m, OAuthValidator)), None)
+    return TransportServices(settings, engine, Access(store), auth, oauth, status, agent.name)
+
+
+def create_app(
+    settings: Settings, *, store: ThreadStore | None = None, agent: AgentBackend | None = None, clock: Clock = time.time
+) -> Litestar:
+    """`store` and `agent` override the ones named in settings (embedding, tests with a failing store);
+    `clock` is the memory and file stores' time (Redis uses its server's)."""
+    store = store or open_store(
+        settings.store,
+        state_dir=settings.state_dir,
+        retention_seconds=settings.retention_seconds,
+        lease_seconds=settings.lease_seconds,
+        clock=clock,
+    )
+    agent = agent or load_agent(settings.agent, settings.agent_token)
+    services = build_services(settings, store, agent)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Litestar) -> AsyncIterator[None]:
+        purger = asyncio.create_task(_purge_forever(store))
+        await store.listen_for_cancels(services.engine.cancel_local)
+        log.info("agui-gateway ready on %s:%d store=%s agent=%s", settings.host, settings.port, settings.store_kind, agent.name)
+        try:
+            yield
+        finally:
+            services.status.set_draining()
+            purger.cancel()
+            await services.engine.shutdown()
+            await agent.aclose()
+            await services.auth.aclose()
+            await store.close()
+
+    app = Litestar(
+        route_handlers=ROUTES,
+        dependencies={"services": Provide(lambda: services, use_cache=True, sync_to_thread=False)},
+        lifespan=[lifespan],
+        debug=False,
+        logging_config=None,
+    )
+    app.state.services = services  # for the server wrapper (drain) only; handlers receive it injected
+    return app

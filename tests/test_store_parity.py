@@ -1,0 +1,108 @@
+"""Python rules (memory store) and Lua scripts (Redis) run one scenario list and must leave the same document.
+
+Timestamps and owner ids differ by nature (fake clock vs the Redis server's clock, process ids) and are left
+out of the comparison; everything else, including which run records and executions were trimmed, must match."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any, Awaitable, Callable
+
+import pytest
+
+from store import Admission, Lease, PendingInterrupt, Progress
+from store.limits import MAX_ANSWERED_IDS, MAX_HISTORY, MAX_RUN_RECORDS
+from store.memory import MemoryStore
+from store.redis import RedisStore
+from tests.clock import FakeClock
+
+pytestmark = pytest.mark.redis
+
+TIME_FIELDS = {"updated_at", "created_at", "at", "started_at", "lease_until", "expires_at", "owner"}
+LIST_FIELDS = {"pending", "answered_ids", "open_steps", "history"}
+OPAQUE_FIELDS = {"wire", "response_schema", "checkpoint"}
+Advance = Callable[[float], Awaitable[None]]
+
+
+def normalise(value: Any, key: str | None = None) -> Any:
+    """One shape for both documents: opaque JSON strings decoded, cjson's {} read as [] where a list belongs."""
+    if key in OPAQUE_FIELDS and isinstance(value, str):
+        value = json.loads(value)
+    if key in LIST_FIELDS and value == {}:
+        return []
+    if isinstance(value, dict):
+        return {k: normalise(v, k) for k, v in sorted(value.items()) if k not in TIME_FIELDS}
+    if isinstance(value, list):
+        return [normalise(v) for v in value]
+    return value
+
+
+def admission(store, run: str, execution: str, resume: bool = False) -> Admission:
+    return Admission("t", run, f"d-{run}", "/w", "alice", "inv", resume, execution, store.owner_id)
+
+
+async def turn(store, run: str, execution: str) -> None:
+    admitted = await store.admit(admission(store, run, execution))
+    await store.finish_run(Lease("t", run, execution, admitted.fence), "completed", Progress(1, {"taskId": f"task-{run}"}))
+
+
+async def interrupt(store, run: str, execution: str, ids: list[str], expires: float | None = None) -> Lease:
+    admitted = await store.admit(admission(store, run, execution))
+    lease = Lease("t", run, execution, admitted.fence)
+    schema = {"type": "object", "required": [], "properties": {}}
+    pending = [PendingInterrupt(i, "tool_call", {"id": i, "items": []}, schema, f"call-{i}", expires) for i in ids]
+    await store.save_interrupt(lease, pending, checkpoint={"steps": [], "k": 1}, open_steps=["plan"], progress=Progress(4, {"sessionId": "s"}))
+    return lease
+
+
+async def many_runs_and_executions(store, advance: Advance) -> None:
+    for index in range(MAX_RUN_RECORDS + 20):
+        await turn(store, f"r{index:04d}", f"e{index % (MAX_HISTORY + 5)}-{index}")
+
+
+async def interrupt_resume_and_cancel(store, advance: Advance) -> None:
+    await interrupt(store, "r1", "e1", ["i1", "i2"])
+    resumed = await store.admit(admission(store, "r2", "e1", resume=True))
+    lease = Lease("t", "r2", "e1", resumed.fence)
+    await store.accept_resume(lease, {"i1": "a", "i2": "b"})
+    await store.finish_run(lease, "completed", Progress(9, {"contextId": "ctx"}))
+    await interrupt(store, "r3", "e3", [f"x{n}" for n in range(MAX_ANSWERED_IDS + 6)])
+    await store.cancel("t", "e3", "inv")
+    running = await store.admit(admission(store, "r4", "e4"))
+    await store.cancel("t", "e4", "inv")
+    await store.finish_run(Lease("t", "r4", "e4", running.fence), "cancelled", Progress(0, {}))
+
+
+async def expiry_and_lost_lease(store, advance: Advance) -> None:
+    await interrupt(store, "r1", "e1", ["i1"], expires=await store.now() + 0.2)
+    await advance(0.4)
+    await store.admit(admission(store, "r2", "e2"))  # expires e1; its lease then runs out (0.3 s)
+    await advance(0.4)
+    await store.admit(admission(store, "r3", "e3"))  # e2 is lost, r3 holds the lease
+
+
+SCENARIOS = [many_runs_and_executions, interrupt_resume_and_cancel, expiry_and_lost_lease]
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS, ids=lambda f: f.__name__)
+async def test_python_and_lua_leave_the_same_document(scenario, redis_server):
+    import redis
+
+    redis.Redis(port=redis_server.port).flushdb()
+    clock = FakeClock()
+    memory = MemoryStore(3600, clock=clock, lease_seconds=0.3)
+    shared = RedisStore(redis_server.url, retention_seconds=3600, lease_seconds=0.3)
+
+    async def advance_clock(seconds: float) -> None:
+        clock.advance(seconds)
+
+    try:
+        await scenario(memory, advance_clock)
+        await scenario(shared, asyncio.sleep)
+        python_doc = normalise(await memory.read_document("t"))
+        lua_doc = normalise(await shared.read_document("t"))
+    finally:
+        await shared.close()
+    assert python_doc == lua_doc
+    assert len(python_doc["runs"]) <= MAX_RUN_RECORDS and len(python_doc["history"]) <= MAX_HISTORY

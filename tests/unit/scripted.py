@@ -1,0 +1,85 @@
+"""A scripted agent backend and an in-process engine harness: no sockets, a fake clock, the memory store."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any, AsyncIterator
+
+from gateway.agents import signals as s
+from gateway.agents.base import AgentBackend, AgentRequest
+from gateway.engine import RunEngine, RunHandle, prepare
+from gateway.protocol.events import encode_json
+from store.memory import MemoryStore
+from tests.clock import FakeClock
+
+
+class ScriptedAgent(AgentBackend):
+    """Yields the next script for each run; a script item that is an asyncio.Event is awaited (the test's cue)."""
+
+    name = "scripted"
+
+    def __init__(self, *scripts: list[Any]) -> None:
+        self.scripts = list(scripts)
+        self.requests: list[AgentRequest] = []
+        self.closed = 0
+        self.cancelled: list[str] = []
+
+    async def run(self, request: AgentRequest) -> AsyncIterator[s.Signal]:  # type: ignore[override]
+        self.requests.append(request)
+        script = self.scripts.pop(0)
+        try:
+            for item in script:
+                if isinstance(item, asyncio.Event):
+                    await item.wait()
+                elif isinstance(item, BaseException):
+                    raise item
+                else:
+                    yield item
+        finally:
+            self.closed += 1
+
+    async def cancel_execution(self, execution_id: str, checkpoint: Any) -> None:
+        self.cancelled.append(execution_id)
+
+
+def body(text: str | None = "hi", *, thread: str = "t1", run: str = "r1", resume: list[dict[str, Any]] | None = None) -> bytes:
+    value: dict[str, Any] = {
+        "threadId": thread,
+        "runId": run,
+        "messages": [{"id": "m1", "role": "user", "content": text}] if text else [],
+        "tools": [],
+        "context": [],
+        "state": {},
+        "forwardedProps": {"iacCode": {"schemaVersion": 1, "rosInvocationId": "inv-1", "cwd": "/tmp"}},
+    }
+    if resume is not None:
+        value["resume"] = resume
+    return json.dumps(value).encode()
+
+
+class Harness:
+    def __init__(self, agent: ScriptedAgent, *, interrupt_ttl: float = 900, lease_seconds: float | None = None, **engine: Any) -> None:
+        self.clock = FakeClock()
+        self.store = MemoryStore(3600, clock=self.clock, lease_seconds=lease_seconds)
+        self.agent = agent
+        self.engine = RunEngine(self.store, agent, interrupt_ttl=interrupt_ttl, **engine)
+
+    async def start(self, raw: bytes) -> RunHandle:
+        return await self.engine.start(prepare(raw, allowed_roots=("/tmp",), default_cwd=None, accept_language=None))
+
+    async def run(self, raw: bytes) -> list[dict[str, Any]]:
+        """Start a run and read it to its end, as plain dicts (wire names)."""
+        return await collect(await self.start(raw))
+
+
+async def collect(handle: RunHandle) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    async for batch in handle.events(30):
+        for event in batch or []:
+            out.append(json.loads(encode_json(event)))
+    return out
+
+
+def types(events: list[dict[str, Any]]) -> list[str]:
+    return [e["type"] for e in events]

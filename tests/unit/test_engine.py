@@ -1,0 +1,191 @@
+"""The engine in process: a scripted backend, the memory store and a fake clock; no sockets, no sleeping."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from gateway.agents import signals as s
+from gateway.errors import ErrorCode, GatewayError
+from store import Admission, Lease, RenewResult
+from tests.unit.scripted import Harness, ScriptedAgent, body, collect, types
+
+ASK = s.InputRequired(
+    interrupts=[s.InterruptRequest(id="i1", reason="question", message="Which?", response_schema={"type": "object", "required": ["answer"]})],
+    checkpoint={"at": "ask"},
+)
+
+
+async def test_a_completed_turn_streams_balanced_events_and_records_the_end():
+    agent = ScriptedAgent([s.SessionInfo(task_id="task-1"), s.TextDelta(text="Hel"), s.TextDelta(text="lo"), s.Usage(input_tokens=1, output_tokens=2), s.Completed(result={"ok": 1})])
+    harness = Harness(agent)
+    events = await harness.run(body())
+    assert types(events) == ["RUN_STARTED", "CUSTOM", "TEXT_MESSAGE_START", "TEXT_MESSAGE_CONTENT", "TEXT_MESSAGE_CONTENT", "TEXT_MESSAGE_END", "RUN_FINISHED"]
+    assert events[1]["value"]["taskId"] == "task-1"
+    assert events[-1]["outcome"] == {"type": "success"} and events[-1]["result"] == {"ok": 1}
+    assert events[-1]["usage"][0]["totalTokens"] == 3
+    document = await harness.store.read_document("t1")
+    assert document["active"] is None and document["history"][-1]["status"] == "completed"
+    assert document["history"][-1]["task_id"] == "task-1"
+    assert agent.requests[0].options.invocation_id == "inv-1" and agent.closed == 1
+    assert harness.engine.in_flight == 0
+
+
+async def test_an_interrupt_is_saved_with_the_store_clock_then_a_resume_is_accepted():
+    agent = ScriptedAgent([s.StepStart(name="plan"), ASK], [s.TextDelta(text="ok"), s.Completed()])
+    harness = Harness(agent, interrupt_ttl=60)
+    first = await harness.run(body())
+    interrupt = first[-1]["outcome"]["interrupts"][0]
+    assert first[-1]["outcome"]["type"] == "interrupt" and interrupt["id"] == "i1"
+    assert interrupt["expiresAt"] == "1970-01-12T13:47:40Z", "now (1,000,000 s on the fake clock) + 60 s"
+    assert types(first)[-3:] == ["CUSTOM", "STEP_FINISHED", "RUN_FINISHED"] or "STEP_FINISHED" in types(first)
+    resumed = await harness.run(body(None, run="r2", resume=[{"interruptId": "i1", "status": "resolved", "payload": {"answer": "x"}}]))
+    assert types(resumed)[:2] == ["RUN_STARTED", "STEP_STARTED"], "the open step re-opens after RUN_STARTED"
+    assert resumed[-1]["outcome"] == {"type": "success"}
+    request = agent.requests[1]
+    assert request.resume[0].payload == {"answer": "x"} and request.checkpoint == {"at": "ask"}
+    document = await harness.store.read_document("t1")
+    done = document["history"][-1]
+    assert done["status"] == "completed" and list(done["applied"]) == ["i1"] and done["pending"] == []
+
+
+async def test_interrupts_expire_on_the_fake_clock_and_the_backend_is_told():
+    agent = ScriptedAgent([ASK])
+    harness = Harness(agent, interrupt_ttl=60)
+    await harness.run(body())
+    harness.clock.advance(61)
+    late = await harness.run(body(None, run="r2", resume=[{"interruptId": "i1", "status": "cancelled"}]))
+    assert types(late) == ["RUN_STARTED", "RUN_ERROR"] and late[-1]["code"] == "EXECUTION_EXPIRED"
+    assert len(agent.cancelled) == 1
+
+
+async def test_a_resume_the_backend_never_accepted_keeps_the_interrupt_pending():
+    agent = ScriptedAgent([ASK], [s.Failed(message="busy", code="A2A_UNAVAILABLE")], [s.Completed()])
+    harness = Harness(agent)
+    await harness.run(body())
+    answer = [{"interruptId": "i1", "status": "resolved", "payload": {"answer": "x"}}]
+    refused = await harness.run(body(None, run="r2", resume=answer))
+    assert refused[-1]["type"] == "RUN_ERROR" and refused[-1]["code"] == "A2A_UNAVAILABLE"
+    document = await harness.store.read_document("t1")
+    assert document["execution"]["status"] == "interrupted" and document["execution"]["pending"][0]["id"] == "i1"
+    again = await harness.run(body(None, run="r3", resume=answer))
+    assert again[-1]["outcome"] == {"type": "success"}
+
+
+async def test_cancel_on_purpose_closes_spans_and_finishes_cancelled():
+    hold = asyncio.Event()
+    agent = ScriptedAgent([s.ToolStart(tool_call_id="c1", name="deploy"), hold, s.Completed()])
+    harness = Harness(agent)
+    handle = await harness.start(body())
+    reader = asyncio.create_task(collect(handle))
+    await asyncio.sleep(0)
+    execution = (await harness.store.read_document("t1"))["execution"]["execution_id"]
+    assert await harness.engine.cancel("t1", execution, "inv-1") == "cancelled"
+    events = await reader
+    assert types(events)[-3:] == ["CUSTOM", "TOOL_CALL_END", "RUN_FINISHED"] or types(events)[-2:] == ["TOOL_CALL_END", "RUN_FINISHED"]
+    assert events[-1]["outcome"] == {"type": "cancelled"}
+    assert (await harness.store.read_document("t1"))["history"][-1]["status"] == "cancelled"
+
+
+async def test_a_client_that_leaves_cancels_the_backend_and_writes_no_terminal_event():
+    hold = asyncio.Event()
+    agent = ScriptedAgent([s.TextDelta(text="a"), hold, s.Completed()])
+    harness = Harness(agent)
+    handle = await harness.start(body())
+    stream = handle.events(30)
+    first = await anext(stream)
+    assert first is not None and type(first[0]).__name__ == "RunStarted"
+    await stream.aclose()  # the transport's consumer is gone
+    for _ in range(20):
+        if harness.engine.in_flight == 0:
+            break
+        await asyncio.sleep(0)
+    assert harness.engine.in_flight == 0 and agent.closed == 1
+    assert (await harness.store.read_document("t1"))["history"][-1]["status"] == "cancelled"
+
+
+async def test_a_backend_that_raises_is_a_failed_run_not_a_crash():
+    harness = Harness(ScriptedAgent([s.TextDelta(text="a"), ConnectionResetError("gone")]))
+    events = await harness.run(body())
+    assert events[-1]["type"] == "RUN_ERROR" and events[-1]["code"] == "A2A_UNAVAILABLE"
+    assert (await harness.store.read_document("t1"))["history"][-1]["status"] == "failed"
+
+
+async def test_admission_refusals_are_contract_errors_before_any_event():
+    harness = Harness(ScriptedAgent([s.Completed()]))
+    await harness.run(body())
+    with pytest.raises(GatewayError) as duplicate:
+        await harness.start(body())
+    assert duplicate.value.code is ErrorCode.DUPLICATE_RUN_ID
+    capped = Harness(ScriptedAgent([asyncio.Event()]), max_runs=1)
+    await capped.start(body())
+    with pytest.raises(GatewayError) as quota:
+        await capped.start(body(thread="t2"))
+    assert quota.value.code is ErrorCode.SERVICE_QUOTA_EXCEEDED
+
+
+class Ticks:
+    """A lease-keeper sleep that returns only when the test lets one renewal through."""
+
+    def __init__(self) -> None:
+        self.queue: asyncio.Queue[None] = asyncio.Queue()
+
+    async def sleep(self, seconds: float) -> None:
+        await self.queue.get()
+
+    def tick(self) -> None:
+        self.queue.put_nowait(None)
+
+
+async def test_a_lost_lease_ends_the_run_with_execution_lost():
+    ticks = Ticks()
+    hold = asyncio.Event()
+    harness = Harness(ScriptedAgent([s.TextDelta(text="a"), hold]), lease_seconds=3, lease_sleep=ticks.sleep)
+    handle = await harness.start(body())
+    reader = asyncio.create_task(collect(handle))
+    harness.clock.advance(4)  # the lease ran out; another replica's admission reaps it and takes the thread
+    other = Admission("t1", "r9", "d", "/tmp", None, "inv-1", False, "exec-other", "replica-b")
+    assert (await harness.store.admit(other)).fence == 2
+    ticks.tick()
+    events = await reader
+    assert events[-1]["type"] == "RUN_ERROR" and events[-1]["code"] == "EXECUTION_LOST"
+
+
+async def test_a_cancel_intent_seen_at_renewal_cancels_the_run():
+    ticks = Ticks()
+    hold = asyncio.Event()
+    harness = Harness(ScriptedAgent([s.TextDelta(text="a"), hold]), lease_seconds=3, lease_sleep=ticks.sleep)
+    handle = await harness.start(body())
+    reader = asyncio.create_task(collect(handle))
+    await asyncio.sleep(0)
+    execution = (await harness.store.read_document("t1"))["execution"]["execution_id"]
+    await harness.store.cancel("t1", execution, "inv-1")  # the intent only, as another replica records it
+    ticks.tick()
+    events = await reader
+    assert events[-1]["outcome"] == {"type": "cancelled"}
+
+
+async def test_a_renewal_in_flight_when_the_run_finishes_does_not_turn_success_into_a_loss():
+    """Issue: a renewal answered "not ok" because the run had just released its lease ended the run as lost."""
+    ticks = Ticks()
+    finish = asyncio.Event()
+    renewing = asyncio.Event()
+
+    harness = Harness(ScriptedAgent([s.TextDelta(text="a"), finish, s.Completed()]), lease_seconds=3, lease_sleep=ticks.sleep)
+    real_renew = harness.store.renew
+
+    async def slow_renew(lease: Lease) -> RenewResult:
+        renewing.set()
+        await asyncio.sleep(0.01)  # the run finishes meanwhile and releases its lease
+        return await real_renew(lease)
+
+    harness.store.renew = slow_renew  # type: ignore[method-assign]
+    handle = await harness.start(body())
+    reader = asyncio.create_task(collect(handle))
+    ticks.tick()
+    await renewing.wait()
+    finish.set()
+    events = await reader
+    assert events[-1]["type"] == "RUN_FINISHED" and events[-1]["outcome"] == {"type": "success"}
+    assert (await harness.store.read_document("t1"))["history"][-1]["status"] == "completed"
