@@ -1,0 +1,75 @@
+"""The translator alone: the mapping table, balanced spans, custom-event numbering, usage sums."""
+
+from __future__ import annotations
+
+from gateway.agents import signals as s
+from gateway.engine.translator import PIPELINE_EVENT, SESSION_EVENT, TOOL_PROGRESS_EVENT, Translator
+
+
+def translator(sequence: int = 0, open_steps: list[str] | None = None) -> Translator:
+    return Translator({"threadId": "t", "executionId": "exec-1", "taskId": None}, sequence, open_steps or [])
+
+
+def kinds(events) -> list[str]:
+    return [type(event).__name__ for event in events]
+
+
+def test_the_session_event_goes_first_and_once_with_learned_identities():
+    t = translator()
+    assert t.translate(s.SessionInfo(task_id="task-9", session_id="sess")) == []
+    first = t.translate(s.TextDelta(text="a"))
+    assert kinds(first) == ["Custom", "TextMessageStart", "TextMessageContent"]
+    assert first[0].name == SESSION_EVENT and first[0].value["taskId"] == "task-9" and "sessionId" in first[0].value
+    assert kinds(t.translate(s.TextDelta(text="b"))) == ["TextMessageContent"]
+    assert t.session_event() == []
+    assert t.identities() == {"taskId": "task-9", "sessionId": "sess"}
+
+
+def test_spans_close_each_other_and_close_all_closes_everything_innermost_first():
+    t = translator()
+    t.translate(s.StepStart(name="outer"))
+    t.translate(s.ReasoningDelta(text="think"))
+    switched = t.translate(s.TextDelta(text="say"))
+    assert kinds(switched)[:2] == ["ReasoningMessageEnd", "ReasoningEnd"], "text closes open reasoning"
+    tool = t.translate(s.ToolStart(tool_call_id="c1", name="deploy"))
+    assert kinds(tool) == ["TextMessageEnd", "ToolCallStart"], "a tool call closes open text"
+    t.translate(s.StepStart(name="inner"))
+    assert kinds(t.close_all()) == ["ToolCallEnd", "StepFinished", "StepFinished"]
+    assert t.close_all() == []
+
+
+def test_tool_calls_have_one_end_and_one_result():
+    t = translator()
+    t.translate(s.ToolStart(tool_call_id="c1", name="x"))
+    assert kinds(t.translate(s.ToolStart(tool_call_id="c1", name="x"))) == [], "a repeated start is ignored"
+    assert kinds(t.translate(s.ToolArgs(tool_call_id="c1", delta="{}"))) == ["ToolCallArgs"]
+    assert kinds(t.translate(s.ToolArgs(tool_call_id="other", delta="{}"))) == [], "args for an unknown call are dropped"
+    assert kinds(t.translate(s.ToolResult(tool_call_id="c1", content="ok"))) == ["ToolCallEnd", "ToolCallResult"]
+    assert kinds(t.translate(s.ToolEnd(tool_call_id="c1"))) == []
+
+
+def test_custom_events_number_on_from_the_execution_sequence():
+    t = translator(sequence=7)
+    t.translate(s.SessionInfo())
+    events = t.translate(s.PipelineEvent(event_type="stack_progress", data={"p": 1}))
+    progress = t.translate(s.ToolProgress(tool_call_id="c1", data={"pct": 5}))
+    assert events[-1].name == PIPELINE_EVENT and events[-1].value["sequence"] == 8 and events[-1].value["eventId"] == "exec-1:8"
+    assert progress[-1].name == TOOL_PROGRESS_EVENT and progress[-1].value["sequence"] == 9
+    kept = t.translate(s.PipelineEvent(event_type="x", data={}, event_id="agent-7"))
+    assert kept[-1].value["eventId"] == "agent-7" and t.sequence == 10
+
+
+def test_usage_is_summed_per_provider_and_model():
+    t = translator()
+    t.translate(s.Usage(input_tokens=3, output_tokens=4, model="m", provider="p"))
+    t.translate(s.Usage(input_tokens=1, output_tokens=1, reasoning_tokens=2, model="m", provider="p"))
+    t.translate(s.Usage(input_tokens=5, model="other"))
+    first, second = t.usage
+    assert (first.input_tokens, first.output_tokens, first.reasoning_tokens, first.total_tokens) == (4, 5, 2, 9)
+    assert second.model == "other" and second.total_tokens is None
+
+
+def test_open_steps_of_an_interrupted_execution_reopen():
+    t = translator(open_steps=["plan", "apply"])
+    assert [e.step_name for e in t.reopen_steps()] == ["plan", "apply"]
+    assert [e.step_name for e in t.close_all()] == ["apply", "plan"]
