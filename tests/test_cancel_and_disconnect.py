@@ -15,6 +15,7 @@ from gateway.settings import Settings
 from store import StoreUnavailable
 from store.file import thread_file_name
 from store.memory import MemoryStore
+from tests.clock import FakeClock
 from tests.support import InProcessGateway, assert_well_formed_run, pending_interrupt, post_sse, run_body, session_of
 
 CANCEL = "/extensions/iac-code/v1/executions/{}/cancel"
@@ -128,8 +129,8 @@ def test_disconnect_after_an_interrupt_keeps_the_durable_state(gateway, client):
     response.close()
     http.close()
     interrupt = events[-1]["outcome"]["interrupts"][0]
-    time.sleep(0.2)
-    result = post_sse(client, gateway.url + "/", run_body(None, thread=body["threadId"], resume=[{"interruptId": interrupt["id"], "status": "resolved", "payload": {"decision": "allow_once"}}]))
+    answer = [{"interruptId": interrupt["id"], "status": "resolved", "payload": {"decision": "allow_once"}}]
+    result = post_sse(client, gateway.url + "/", run_body(None, thread=body["threadId"], resume=answer))
     assert result.terminal["outcome"]["type"] == "success" and result.of("TOOL_CALL_RESULT")
 
 
@@ -228,12 +229,13 @@ def test_pending_state_stays_until_the_backend_accepts_the_answer(tmp_path):
 
 def test_expiry_cancels_the_backend_task(tmp_path):
     agent = RecordingDemo()
-    settings = Settings(state_dir=str(tmp_path), allowed_cwd=("/tmp",), interrupt_ttl=0.5)
-    with InProcessGateway(create_app(settings, store=MemoryStore(3600), agent=agent)) as server, httpx.Client() as http:
+    settings = Settings(state_dir=str(tmp_path), allowed_cwd=("/tmp",), interrupt_ttl=60)
+    clock = FakeClock()
+    with InProcessGateway(create_app(settings, store=MemoryStore(3600, clock=clock), agent=agent)) as server, httpx.Client() as http:
         body = run_body("/tool deploy {}")
         first = post_sse(http, server.url + "/", body)
         execution = first.custom("iac-code.session.v1")[0]["executionId"]
-        time.sleep(0.7)
+        clock.advance(61)
         expired = post_sse(http, server.url + "/", run_body(None, thread=body["threadId"], resume=[{"interruptId": pending_interrupt(first)["id"], "status": "cancelled"}]))
         assert expired.terminal["code"] == "EXECUTION_EXPIRED"
         assert agent.cancelled == [execution]

@@ -8,8 +8,11 @@ import time
 
 import pytest
 
-from store.file import thread_file_name
-from tests.support import assert_well_formed_run, ext, pending_interrupt, post_sse, run_body
+from gateway.server.app import create_app
+from gateway.settings import Settings
+from store.file import FileStore, thread_file_name
+from tests.clock import FakeClock
+from tests.support import InProcessGateway, assert_well_formed_run, ext, pending_interrupt, post_sse, run_body
 
 
 def start_tool(client, url, args='{"stack":"vpc"}', **kw):
@@ -172,18 +175,20 @@ def test_pipeline_reopens_open_steps_and_never_repeats_custom_events(gateway, cl
     assert len(first.custom("iac-code.session.v1")) == 1 and len(second.custom("iac-code.session.v1")) == 1
 
 
-def test_expired_interrupt_is_rejected_then_the_thread_moves_on(start_gateway, client):
-    server = start_gateway("--interrupt-ttl", "1")
-    body, first = start_tool(client, server.url)
-    interrupt = pending_interrupt(first)
-    time.sleep(1.3)
-    expired = resume(client, server.url, body["threadId"], [answer(interrupt["id"], {"decision": "allow_once"})])
-    assert expired.terminal["code"] == "EXECUTION_EXPIRED"
-    assert not expired.of("TOOL_CALL_RESULT")
-    again = resume(client, server.url, body["threadId"], [answer(interrupt["id"], {"decision": "allow_once"})])
-    assert again.terminal["code"] == "EXECUTION_EXPIRED"
-    normal = post_sse(client, server.url + "/", run_body("next", thread=body["threadId"]))
-    assert normal.status == 200 and normal.terminal["outcome"]["type"] == "success"
+def test_expired_interrupt_is_rejected_then_the_thread_moves_on(tmp_path, client):
+    clock = FakeClock()
+    settings = Settings(state_dir=str(tmp_path), allowed_cwd=("/tmp",), interrupt_ttl=60)
+    with InProcessGateway(create_app(settings, store=FileStore(str(tmp_path / "state"), 3600, clock=clock))) as server:
+        body, first = start_tool(client, server.url)
+        interrupt = pending_interrupt(first)
+        clock.advance(61)
+        expired = resume(client, server.url, body["threadId"], [answer(interrupt["id"], {"decision": "allow_once"})])
+        assert expired.terminal["code"] == "EXECUTION_EXPIRED"
+        assert not expired.of("TOOL_CALL_RESULT")
+        again = resume(client, server.url, body["threadId"], [answer(interrupt["id"], {"decision": "allow_once"})])
+        assert again.terminal["code"] == "EXECUTION_EXPIRED"
+        normal = post_sse(client, server.url + "/", run_body("next", thread=body["threadId"]))
+        assert normal.status == 200 and normal.terminal["outcome"]["type"] == "success"
 
 
 def test_interrupt_ttl_zero_never_expires(start_gateway, client):

@@ -14,7 +14,11 @@ import pytest
 import websockets
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
-from tests.support import EVENT_ADAPTER, ROOT, assert_no_nulls, assert_well_formed_run, ext, post_sse, run_body
+from gateway.server.app import create_app
+from gateway.settings import Settings
+from store.memory import MemoryStore
+from tests.clock import FakeClock
+from tests.support import EVENT_ADAPTER, ROOT, InProcessGateway, assert_no_nulls, assert_well_formed_run, ext, post_sse, run_body
 
 TERMINAL = {"RUN_FINISHED", "RUN_ERROR"}
 
@@ -219,7 +223,7 @@ async def test_sse_and_websocket_yield_the_same_events(gateway, client, text, ia
 
 
 async def test_auth_header_subprotocol_and_tickets(start_gateway):
-    server = start_gateway("--ticket-ttl", "1", env={"AGUI_GATEWAY_AUTH_TOKEN": "tok-123"})
+    server = start_gateway(env={"AGUI_GATEWAY_AUTH_TOKEN": "tok-123"})
     url = ws_url(server)
     with pytest.raises(InvalidStatus) as refused:
         async with websockets.connect(url):
@@ -245,11 +249,25 @@ async def test_auth_header_subprotocol_and_tickets(start_gateway):
         second = (await http.post(server.url + "/ws/tickets", headers={"authorization": "Bearer tok-123"})).json()["ticket"]
         async with websockets.connect(url, subprotocols=["agui.v1", f"agui.ticket.{second}"]) as ws:
             assert ws.subprotocol == "agui.v1"
-        expired = (await http.post(server.url + "/ws/tickets", headers={"authorization": "Bearer tok-123"})).json()["ticket"]
-        await asyncio.sleep(1.2)
-        with pytest.raises(InvalidStatus):
-            async with websockets.connect(f"{url}?ticket={expired}"):
+
+
+async def test_an_expired_ticket_is_refused(tmp_path):
+    """Ticket lifetime on the store's clock: moved past the TTL, never slept through."""
+    clock = FakeClock()
+    settings = Settings(state_dir=str(tmp_path), allowed_cwd=("/tmp",), auth_token="tok-123", ticket_ttl=60)
+    with InProcessGateway(create_app(settings, store=MemoryStore(3600, clock=clock))) as server:
+        url = server.url.replace("http", "ws") + "/ws"
+        async with httpx.AsyncClient() as http:
+            fresh = (await http.post(server.url + "/ws/tickets", headers={"authorization": "Bearer tok-123"})).json()["ticket"]
+            stale = (await http.post(server.url + "/ws/tickets", headers={"authorization": "Bearer tok-123"})).json()["ticket"]
+        clock.advance(59)
+        async with websockets.connect(f"{url}?ticket={fresh}") as ws:
+            assert (await run_over(ws, run_body("in time")))[-1]["type"] == "RUN_FINISHED"
+        clock.advance(2)
+        with pytest.raises(InvalidStatus) as refused:
+            async with websockets.connect(f"{url}?ticket={stale}"):
                 pass
+        assert refused.value.response.status_code == 403
 
 
 async def test_stock_uvicorn_websocket_protocol_works_too(tmp_path):
