@@ -45,7 +45,20 @@ def spawn(cmd: list[str], port: int, probe: str = "/") -> tuple[subprocess.Popen
 
 
 def gateway_command(port: int, state_dir: str, *extra: str) -> list[str]:
-    return [sys.executable, "-m", "gateway", "--port", str(port), "--state-dir", state_dir, "--log-level", "warning", "--allowed-cwd", "/tmp", *extra]
+    return [
+        sys.executable,
+        "-m",
+        "gateway",
+        "--port",
+        str(port),
+        "--state-dir",
+        state_dir,
+        "--log-level",
+        "warning",
+        "--allowed-cwd",
+        "/tmp",
+        *extra,
+    ]
 
 
 def start(kind: str, state_dir: str) -> tuple[subprocess.Popen, str]:

@@ -29,7 +29,9 @@ def bare_events(thread_id: str, run_id: str, count: int) -> list[bytes]:
         {"type": "CUSTOM", "name": "iac-code.session.v1", "value": {"schemaVersion": 1, "threadId": thread_id, "aguiRunId": run_id}},
         {"type": "TEXT_MESSAGE_START", "messageId": msg, "role": "assistant"},
     ]
-    content = b"data: " + json.dumps({"type": "TEXT_MESSAGE_CONTENT", "messageId": msg, "delta": "x "}, separators=(",", ":")).encode() + b"\n\n"
+    content = (
+        b"data: " + json.dumps({"type": "TEXT_MESSAGE_CONTENT", "messageId": msg, "delta": "x "}, separators=(",", ":")).encode() + b"\n\n"
+    )
     tail = [
         {"type": "TEXT_MESSAGE_END", "messageId": msg},
         {"type": "RUN_FINISHED", "threadId": thread_id, "runId": run_id, "outcome": {"type": "success"}},
@@ -70,7 +72,9 @@ async def sdk(request: Request) -> Stream:
     async def gen():
         msg = "msg-" + uuid.uuid4().hex[:16]
         yield encoder.encode(RunStartedEvent(type=EventType.RUN_STARTED, thread_id=thread_id, run_id=run_id, protocol_version="1.0"))
-        yield encoder.encode(CustomEvent(type=EventType.CUSTOM, name="iac-code.session.v1", value={"schemaVersion": 1, "threadId": thread_id}))
+        yield encoder.encode(
+            CustomEvent(type=EventType.CUSTOM, name="iac-code.session.v1", value={"schemaVersion": 1, "threadId": thread_id})
+        )
         yield encoder.encode(TextMessageStartEvent(type=EventType.TEXT_MESSAGE_START, message_id=msg, role="assistant"))
         for _ in range(count):
             yield encoder.encode(TextMessageContentEvent(type=EventType.TEXT_MESSAGE_CONTENT, message_id=msg, delta="x "))

@@ -24,8 +24,11 @@ from bench.flood import body, free_port, gateway_command, spawn
 
 def start_redis(directory: str) -> tuple[subprocess.Popen, int]:
     port = free_port()
-    proc = subprocess.Popen([shutil.which("redis-server"), "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", directory],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [shutil.which("redis-server"), "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", directory],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     for _ in range(100):
         try:
             redis.Redis(port=port).ping()
@@ -97,7 +100,10 @@ def main() -> None:
                         stats = db.info("commandstats")
                         # Client round trips: the scripts (EVALSHA/EVAL). The GET/SET/TIME inside a script are
                         # counted by commandstats too, but they run inside Redis in the same round trip.
-                        trips = sum(stats.get(k, {}).get("calls", 0) for k in ("cmdstat_evalsha", "cmdstat_eval", "cmdstat_publish", "cmdstat_getdel"))
+                        trips = sum(
+                            stats.get(k, {}).get("calls", 0)
+                            for k in ("cmdstat_evalsha", "cmdstat_eval", "cmdstat_publish", "cmdstat_getdel")
+                        )
                         results[(kind, replicas)] = (rate, latency, trips / args.runs if kind == "redis" else 0.0)
                     finally:
                         for proc, _ in servers:

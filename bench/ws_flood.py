@@ -16,7 +16,6 @@ import subprocess
 import sys
 import tempfile
 
-
 from bench.flood import ROOT, free_port, spawn, start
 
 AGENTCORE_PYTHON = os.path.join(ROOT, "bench", ".venv-agentcore", "bin", "python")

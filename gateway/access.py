@@ -40,5 +40,5 @@ class Access:
     async def store_reachable(self) -> bool:
         try:
             return await self.store.ping()
-        except Exception:  # health reports, it never fails
+        except Exception:  # noqa: BLE001 - health reports, it never fails
             return False

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import abc
 import enum
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable, Literal
+from typing import Any, Literal
 
 from store.records import Execution, ExecutionStatus, PendingInterrupt
 
@@ -144,11 +145,11 @@ class ThreadStore(abc.ABC):
 
     async def notify_cancel(self, owner: str, thread_id: str, execution_id: str) -> None:
         """Wake the replica that runs an execution so it cancels now (no-op for single-process stores)."""
-        return None
+        return
 
     async def listen_for_cancels(self, on_cancel: Callable[[str, str], None]) -> None:
         """Start delivering cancel wake-ups addressed to this replica to `on_cancel(thread_id, execution_id)`."""
-        return None
+        return
 
     async def purge_expired(self) -> int:
         """Remove state older than the retention period; returns how many threads were removed."""

@@ -7,9 +7,10 @@ import asyncio
 import time
 import uuid
 import weakref
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import msgspec
-from typing import Any, Callable, TypeVar
 
 from store import rules
 from store.base import Admission, AdmitResult, CancelResult, Clock, Lease, Progress, Rejected, RenewResult, ThreadStore

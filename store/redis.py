@@ -11,14 +11,26 @@ import logging
 import os
 import socket
 import uuid
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 from urllib.parse import urlparse
 
 import msgspec
 import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
-from store.base import Admission, AdmitResult, CancelResult, Lease, Progress, Rejected, Rejection, RenewResult, StoreUnavailable, ThreadStore
+from store.base import (
+    Admission,
+    AdmitResult,
+    CancelResult,
+    Lease,
+    Progress,
+    Rejected,
+    Rejection,
+    RenewResult,
+    StoreUnavailable,
+    ThreadStore,
+)
 from store.limits import MAX_ANSWERED_IDS, MAX_HISTORY, MAX_RUN_RECORDS
 from store.records import Execution, ExecutionStatus, PendingInterrupt
 
@@ -50,7 +62,7 @@ def _progress(progress: Progress) -> dict[str, Any]:
     return {"sequence": progress.sequence, "identities": progress.identities}
 
 
-def _as_list(value: Any) -> list:
+def _as_list(value: Any) -> list[Any]:
     return value if isinstance(value, list) else []  # cjson writes an empty array as {}
 
 
@@ -62,7 +74,11 @@ def _execution(raw: Any) -> Execution | None:
     for name in _LIST_FIELDS:
         raw[name] = _as_list(raw.get(name))
     raw["pending"] = [
-        {**p, "wire": json.loads(p["wire"]), "response_schema": json.loads(p["response_schema"]) if isinstance(p.get("response_schema"), str) else None}
+        {
+            **p,
+            "wire": json.loads(p["wire"]),
+            "response_schema": json.loads(p["response_schema"]) if isinstance(p.get("response_schema"), str) else None,
+        }
         for p in raw["pending"]
     ]
     checkpoint = raw.get("checkpoint")
@@ -74,24 +90,22 @@ def _execution(raw: Any) -> Execution | None:
 
 def _pending_wire(pending: list[PendingInterrupt]) -> list[dict[str, Any]]:
     """Pending interrupts with their opaque members as JSON strings (cjson must never rewrite them)."""
-    return (
-        [
-            {
-                "id": p.id,
-                "reason": p.reason,
-                "wire": json.dumps(p.wire),
-                "response_schema": json.dumps(p.response_schema) if p.response_schema is not None else None,
-                "tool_call_id": p.tool_call_id,
-                "expires_at": p.expires_at,
-            }
-            for p in pending
-        ]
-    )
+    return [
+        {
+            "id": p.id,
+            "reason": p.reason,
+            "wire": json.dumps(p.wire),
+            "response_schema": json.dumps(p.response_schema) if p.response_schema is not None else None,
+            "tool_call_id": p.tool_call_id,
+            "expires_at": p.expires_at,
+        }
+        for p in pending
+    ]
 
 
-def connect(url: str, *, blocking: bool = False):
+def connect(url: str, *, blocking: bool = False) -> Any:
     """`redis://`, `rediss://`, `redis+sentinel://h:p[,h:p]/service[/db]`, `redis+cluster://h:p`."""
-    timeouts = {"socket_connect_timeout": 2.0, "socket_timeout": None if blocking else 5.0}
+    timeouts: dict[str, Any] = {"socket_connect_timeout": 2.0, "socket_timeout": None if blocking else 5.0}
     parsed = urlparse(url)
     if parsed.scheme in ("redis+sentinel", "rediss+sentinel"):
         from redis.asyncio.sentinel import Sentinel

@@ -51,10 +51,10 @@ def expire_and_reap(state: ThreadState, now: float, live_owner: str | None) -> t
     expired = None
     changed = False
     current = state.execution
-    if current is not None and current.status == "interrupted":
-        if any(p.expires_at is not None and p.expires_at <= now for p in current.pending):
-            expired = _end(state, current, "expired", now)
-            changed = True
+    overdue = current is not None and any(p.expires_at is not None and p.expires_at <= now for p in current.pending)
+    if current is not None and current.status == "interrupted" and overdue:
+        expired = _end(state, current, "expired", now)
+        changed = True
     active = state.active
     if active is not None and (active.lease_until <= now or (live_owner is not None and active.owner != live_owner)):
         state.active = None
@@ -187,7 +187,9 @@ def save_interrupt(
     return state
 
 
-def finish_run(state: ThreadState | None, lease: Lease, status: ExecutionStatus | None, progress: Progress, now: float) -> ThreadState | None:
+def finish_run(
+    state: ThreadState | None, lease: Lease, status: ExecutionStatus | None, progress: Progress, now: float
+) -> ThreadState | None:
     if state is None or not _holds_lease(state, lease):
         return None  # the lease was already taken away (expired or reaped): nothing of ours to release
     state.active = None

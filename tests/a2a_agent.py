@@ -45,7 +45,9 @@ S = TaskState
 
 
 def text_message(updater: TaskUpdater, text: str, message_id: str = "agent-msg-1") -> Message:
-    return Message(message_id=message_id, role=Role.ROLE_AGENT, parts=[Part(text=text)], context_id=updater.context_id, task_id=updater.task_id)
+    return Message(
+        message_id=message_id, role=Role.ROLE_AGENT, parts=[Part(text=text)], context_id=updater.context_id, task_id=updater.task_id
+    )
 
 
 def iac(**signals: Any) -> dict[str, Any]:
@@ -63,7 +65,9 @@ class ScriptedAgent(AgentExecutor):
         self.calls.append({"method": "SendStreamingMessage", "message": message, "taskId": context.task_id})
         up = TaskUpdater(queue, context.task_id, context.context_id)
         if not context.current_task:
-            await queue.enqueue_event(Task(id=context.task_id, context_id=context.context_id, status=TaskStatus(state=S.TASK_STATE_SUBMITTED)))
+            await queue.enqueue_event(
+                Task(id=context.task_id, context_id=context.context_id, status=TaskStatus(state=S.TASK_STATE_SUBMITTED))
+            )
         data_parts = [p.get("data") for p in message.get("parts", []) if "data" in p]
         if context.current_task is not None and (data_parts or message.get("parts")):
             await self.answer(up, message, data_parts)
@@ -87,16 +91,31 @@ class ScriptedAgent(AgentExecutor):
         await up.update_status(S.TASK_STATE_WORKING, metadata=iac(thinking={"type": "raw_thinking", "text": "Thinking about it."}))
         await up.update_status(S.TASK_STATE_WORKING, message=text_message(up, "Let me check. "))
         await up.update_status(S.TASK_STATE_WORKING, metadata=iac(tool={"status": "started", "toolUseId": "tu-1", "name": "ros_validate"}))
-        await up.update_status(S.TASK_STATE_WORKING, metadata=iac(tool={"status": "input_complete", "toolUseId": "tu-1", "toolInput": {"template": "vpc"}}))
+        await up.update_status(
+            S.TASK_STATE_WORKING, metadata=iac(tool={"status": "input_complete", "toolUseId": "tu-1", "toolInput": {"template": "vpc"}})
+        )
         await up.update_status(S.TASK_STATE_WORKING, metadata=iac(tool={"status": "progress", "toolUseId": "tu-1", "progress": 0.5}))
-        await up.update_status(S.TASK_STATE_WORKING, metadata=iac(tool={"status": "completed", "toolUseId": "tu-1", "result": {"valid": True}}))
-        await up.update_status(S.TASK_STATE_WORKING, metadata=iac(tool={"status": "completed", "toolUseId": "tu-1", "result": {"valid": True}}))
+        await up.update_status(
+            S.TASK_STATE_WORKING, metadata=iac(tool={"status": "completed", "toolUseId": "tu-1", "result": {"valid": True}})
+        )
+        await up.update_status(
+            S.TASK_STATE_WORKING, metadata=iac(tool={"status": "completed", "toolUseId": "tu-1", "result": {"valid": True}})
+        )
         await up.update_status(S.TASK_STATE_WORKING, message=text_message(up, "All good.", "agent-msg-2"))
         await up.update_status(S.TASK_STATE_WORKING, metadata=iac(assistantFinal={"complete": True, "text": "Let me check. All good."}))
-        await queue.enqueue_event(TaskArtifactUpdateEvent(task_id=up.task_id, context_id=up.context_id,
-                                                           artifact=Artifact(artifact_id="art-1", name="template.yaml", parts=[Part(text="ROSTemplateFormatVersion: 2015-09-01")])))
-        await up.update_status(S.TASK_STATE_WORKING, metadata=iac(usage={"inputTokens": 10, "outputTokens": 5, "totalTokens": 15, "model": "qwen"}))
-        await up.update_status(S.TASK_STATE_WORKING, metadata=iac(usage={"inputTokens": 1, "outputTokens": 2, "totalTokens": 3, "model": "qwen"}))
+        await queue.enqueue_event(
+            TaskArtifactUpdateEvent(
+                task_id=up.task_id,
+                context_id=up.context_id,
+                artifact=Artifact(artifact_id="art-1", name="template.yaml", parts=[Part(text="ROSTemplateFormatVersion: 2015-09-01")]),
+            )
+        )
+        await up.update_status(
+            S.TASK_STATE_WORKING, metadata=iac(usage={"inputTokens": 10, "outputTokens": 5, "totalTokens": 15, "model": "qwen"})
+        )
+        await up.update_status(
+            S.TASK_STATE_WORKING, metadata=iac(usage={"inputTokens": 1, "outputTokens": 2, "totalTokens": 3, "model": "qwen"})
+        )
         await up.update_status(S.TASK_STATE_INPUT_REQUIRED)  # the normal end of a turn for this runtime
 
     async def script_pipeline(self, up: TaskUpdater, queue: EventQueue) -> None:
@@ -105,44 +124,103 @@ class ScriptedAgent(AgentExecutor):
 
         await up.update_status(S.TASK_STATE_WORKING, metadata=iac(pipeline=env(1, "step_started", step="plan")))
         await up.update_status(S.TASK_STATE_WORKING, metadata=iac(pipeline=env(2, "pipeline_started", data={"pipelineName": "selling"})))
-        await up.update_status(S.TASK_STATE_WORKING, metadata=iac(pipelineBatch={"events": [
-            env(3, "text_delta", data={"text": "Planning. "}),
-            env(4, "candidate_started", candidate="cand-a"),
-            env(4, "candidate_started", candidate="cand-a"),  # duplicate: dropped
-            env(5, "step_finished", step="plan"),
-            env(6, "internal_only_event"),  # not allow-listed: dropped
-        ]}))
+        await up.update_status(
+            S.TASK_STATE_WORKING,
+            metadata=iac(
+                pipelineBatch={
+                    "events": [
+                        env(3, "text_delta", data={"text": "Planning. "}),
+                        env(4, "candidate_started", candidate="cand-a"),
+                        env(4, "candidate_started", candidate="cand-a"),  # duplicate: dropped
+                        env(5, "step_finished", step="plan"),
+                        env(6, "internal_only_event"),  # not allow-listed: dropped
+                    ]
+                }
+            ),
+        )
         await up.update_status(S.TASK_STATE_WORKING, metadata=iac(pipeline=env(2, "pipeline_started")))  # old sequence: dropped
         await up.update_status(S.TASK_STATE_WORKING, metadata=iac(pipeline=env(7, "pipeline_completed", data={"ok": True})))
         await up.complete()
 
     async def script_permission(self, up: TaskUpdater, queue: EventQueue) -> None:
         await up.update_status(S.TASK_STATE_WORKING, metadata=iac(tool={"status": "started", "toolUseId": "tu-9", "name": "deploy"}))
-        await up.update_status(S.TASK_STATE_WORKING, metadata=iac(tool={"status": "input_complete", "toolUseId": "tu-9", "inputSummary": "stack vpc"}))
-        await up.update_status(S.TASK_STATE_INPUT_REQUIRED, metadata=iac(input={
-            "required": True, "inputId": "in-perm-1", "kind": "permission", "toolUseId": "tu-9", "toolName": "deploy",
-            "title": "Deploy the stack", "purpose": "Creates cloud resources", "safeSummary": "deploy vpc", "prompt": "Allow deploy?",
-            "requestTaskId": up.task_id, "options": [{"id": "allow_once", "label": "Allow once"}, {"id": "deny", "label": "Deny"}]}))
+        await up.update_status(
+            S.TASK_STATE_WORKING, metadata=iac(tool={"status": "input_complete", "toolUseId": "tu-9", "inputSummary": "stack vpc"})
+        )
+        await up.update_status(
+            S.TASK_STATE_INPUT_REQUIRED,
+            metadata=iac(
+                input={
+                    "required": True,
+                    "inputId": "in-perm-1",
+                    "kind": "permission",
+                    "toolUseId": "tu-9",
+                    "toolName": "deploy",
+                    "title": "Deploy the stack",
+                    "purpose": "Creates cloud resources",
+                    "safeSummary": "deploy vpc",
+                    "prompt": "Allow deploy?",
+                    "requestTaskId": up.task_id,
+                    "options": [{"id": "allow_once", "label": "Allow once"}, {"id": "deny", "label": "Deny"}],
+                }
+            ),
+        )
 
     async def script_question(self, up: TaskUpdater, queue: EventQueue) -> None:
-        await up.update_status(S.TASK_STATE_INPUT_REQUIRED, metadata=iac(input={
-            "required": True, "inputId": "in-q-1", "kind": "ask_user_question", "question": "Which region?",
-            "options": [{"id": "cn-hangzhou", "label": "Hangzhou"}, {"id": "cn-beijing", "label": "Beijing"}], "allowFreeText": True}))
+        await up.update_status(
+            S.TASK_STATE_INPUT_REQUIRED,
+            metadata=iac(
+                input={
+                    "required": True,
+                    "inputId": "in-q-1",
+                    "kind": "ask_user_question",
+                    "question": "Which region?",
+                    "options": [{"id": "cn-hangzhou", "label": "Hangzhou"}, {"id": "cn-beijing", "label": "Beijing"}],
+                    "allowFreeText": True,
+                }
+            ),
+        )
 
     async def script_candidates(self, up: TaskUpdater, queue: EventQueue) -> None:
-        await up.update_status(S.TASK_STATE_INPUT_REQUIRED, metadata=iac(input={
-            "required": True, "inputId": "in-c-1", "kind": "candidate_selection", "title": "Pick one",
-            "options": [{"id": "c1", "label": "Small", "summary": "1 AZ", "cost": 10}, {"id": "c2", "label": "Large", "summary": "3 AZ", "cost": 90}]}))
+        await up.update_status(
+            S.TASK_STATE_INPUT_REQUIRED,
+            metadata=iac(
+                input={
+                    "required": True,
+                    "inputId": "in-c-1",
+                    "kind": "candidate_selection",
+                    "title": "Pick one",
+                    "options": [
+                        {"id": "c1", "label": "Small", "summary": "1 AZ", "cost": 10},
+                        {"id": "c2", "label": "Large", "summary": "3 AZ", "cost": 90},
+                    ],
+                }
+            ),
+        )
 
     async def script_pending(self, up: TaskUpdater, queue: EventQueue) -> None:
-        await queue.enqueue_event(Task(id=up.task_id, context_id=up.context_id, status=TaskStatus(state=S.TASK_STATE_INPUT_REQUIRED),
-                                       metadata=iac(pendingPermissions=[{"inputId": "in-p-2", "toolUseId": "tu-2", "toolName": "delete", "prompt": "Delete?"}])))
+        await queue.enqueue_event(
+            Task(
+                id=up.task_id,
+                context_id=up.context_id,
+                status=TaskStatus(state=S.TASK_STATE_INPUT_REQUIRED),
+                metadata=iac(pendingPermissions=[{"inputId": "in-p-2", "toolUseId": "tu-2", "toolName": "delete", "prompt": "Delete?"}]),
+            )
+        )
 
     async def script_pipeline_ask(self, up: TaskUpdater, queue: EventQueue) -> None:
-        await up.update_status(S.TASK_STATE_WORKING, metadata=iac(pipeline={"eventId": "pa-1", "sequence": 1, "eventType": "step_started", "step": "select"}))
-        await up.update_status(S.TASK_STATE_WORKING, metadata=iac(pipeline={"eventId": "pa-2", "sequence": 2, "eventType": "pipeline_started"}))
-        await up.update_status(S.TASK_STATE_INPUT_REQUIRED, metadata=iac(input={
-            "required": True, "inputId": "in-pa-1", "kind": "candidate_selection", "options": [{"id": "c1", "label": "Small"}]}))
+        await up.update_status(
+            S.TASK_STATE_WORKING, metadata=iac(pipeline={"eventId": "pa-1", "sequence": 1, "eventType": "step_started", "step": "select"})
+        )
+        await up.update_status(
+            S.TASK_STATE_WORKING, metadata=iac(pipeline={"eventId": "pa-2", "sequence": 2, "eventType": "pipeline_started"})
+        )
+        await up.update_status(
+            S.TASK_STATE_INPUT_REQUIRED,
+            metadata=iac(
+                input={"required": True, "inputId": "in-pa-1", "kind": "candidate_selection", "options": [{"id": "c1", "label": "Small"}]}
+            ),
+        )
 
     async def script_fail(self, up: TaskUpdater, queue: EventQueue) -> None:
         await up.update_status(S.TASK_STATE_WORKING, message=text_message(up, "Trying... "))
@@ -159,8 +237,9 @@ class ScriptedAgent(AgentExecutor):
 
     async def script_foreign(self, up: TaskUpdater, queue: EventQueue) -> None:
         await up.update_status(S.TASK_STATE_WORKING, message=text_message(up, "ok "))
-        await queue.enqueue_event(TaskStatusUpdateEvent(task_id=up.task_id, context_id="someone-elses-context",
-                                                        status=TaskStatus(state=S.TASK_STATE_WORKING)))
+        await queue.enqueue_event(
+            TaskStatusUpdateEvent(task_id=up.task_id, context_id="someone-elses-context", status=TaskStatus(state=S.TASK_STATE_WORKING))
+        )
         await up.complete()
 
     async def script_stuck(self, up: TaskUpdater, queue: EventQueue) -> None:
@@ -186,7 +265,10 @@ class ScriptedAgent(AgentExecutor):
         if data_parts:
             decision = data_parts[0].get("decision")
             if decision == "allow_once":
-                await up.update_status(S.TASK_STATE_WORKING, metadata=iac(tool={"status": "completed", "toolUseId": data_parts[0].get("toolUseId"), "result": "deployed"}))
+                await up.update_status(
+                    S.TASK_STATE_WORKING,
+                    metadata=iac(tool={"status": "completed", "toolUseId": data_parts[0].get("toolUseId"), "result": "deployed"}),
+                )
                 await up.update_status(S.TASK_STATE_WORKING, message=text_message(up, "Deployed.", "agent-msg-9"))
             else:
                 await up.update_status(S.TASK_STATE_WORKING, message=text_message(up, "Not deployed.", "agent-msg-9"))
@@ -204,9 +286,13 @@ class A2AAgentServer:
         self.url = f"http://127.0.0.1:{self.port}/"
         self.agent = ScriptedAgent()
         card = AgentCard(
-            name="scripted", description="test agent", version="1",
+            name="scripted",
+            description="test agent",
+            version="1",
             supported_interfaces=[AgentInterface(url=self.url, protocol_binding="JSONRPC", protocol_version="1.0")],
-            capabilities=AgentCapabilities(streaming=True), default_input_modes=["text"], default_output_modes=["text"],
+            capabilities=AgentCapabilities(streaming=True),
+            default_input_modes=["text"],
+            default_output_modes=["text"],
             skills=[AgentSkill(id="scripted", name="scripted", description="scripted signals", tags=["test"])],
         )
         self.task_store = InMemoryTaskStore()
@@ -214,8 +300,10 @@ class A2AAgentServer:
         handler = DefaultRequestHandler(agent_executor=self.agent, task_store=self.task_store, agent_card=card)
         self.restore_mode = "absent"  # absent (plain 404), ready, missing (404 JSON), retryable (409)
         self.pipeline_state: dict[str, Any] | None = None  # None: the extension is not offered
-        extensions = [Route("/iac-code/session/ensure-restored", self._ensure_restored, methods=["POST"]),
-                      Route("/iac-code/pipeline/state", self._pipeline_state, methods=["GET"])]
+        extensions = [
+            Route("/iac-code/session/ensure-restored", self._ensure_restored, methods=["POST"]),
+            Route("/iac-code/pipeline/state", self._pipeline_state, methods=["GET"]),
+        ]
         app = Starlette(routes=create_jsonrpc_routes(handler, "/") + create_agent_card_routes(card) + extensions)
         self.server = uvicorn.Server(uvicorn.Config(self._refusing(app), host="127.0.0.1", port=self.port, log_level="warning"))
         self.thread = threading.Thread(target=self.server.run, daemon=True)
@@ -266,7 +354,17 @@ class A2AAgentServer:
                 # A dropped connection: one frame, then the socket goes away mid-stream.
                 self.agent.refuse_next_answer -= 1
                 await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/event-stream")]})
-                frame = {"jsonrpc": "2.0", "id": body.get("id"), "result": {"task": {"id": "dropped-task", "contextId": body["params"]["message"]["contextId"], "status": {"state": "TASK_STATE_WORKING"}}}}
+                frame = {
+                    "jsonrpc": "2.0",
+                    "id": body.get("id"),
+                    "result": {
+                        "task": {
+                            "id": "dropped-task",
+                            "contextId": body["params"]["message"]["contextId"],
+                            "status": {"state": "TASK_STATE_WORKING"},
+                        }
+                    },
+                }
                 await send({"type": "http.response.body", "body": f"data: {json.dumps(frame)}\n\n".encode(), "more_body": True})
                 raise ConnectionResetError("dropped on purpose")
             if body.get("method") == "SendStreamingMessage" and body["params"]["message"].get("taskId"):
@@ -284,7 +382,7 @@ class A2AAgentServer:
     def calls(self) -> list[dict[str, Any]]:
         return self.agent.calls
 
-    def start(self) -> "A2AAgentServer":
+    def start(self) -> A2AAgentServer:
         self.thread.start()
         deadline = time.monotonic() + 10
         while not self.server.started:

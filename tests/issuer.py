@@ -24,7 +24,11 @@ class Issuer:
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
     def add_key(self, kid: str, alg: str = "RS256", publish: bool = True) -> None:
-        key = rsa.generate_private_key(public_exponent=65537, key_size=2048) if alg.startswith("RS") else ec.generate_private_key(ec.SECP256R1())
+        key = (
+            rsa.generate_private_key(public_exponent=65537, key_size=2048)
+            if alg.startswith("RS")
+            else ec.generate_private_key(ec.SECP256R1())
+        )
         self.keys[kid] = (alg, key)
         if publish:
             self.published.append(kid)
@@ -41,7 +45,15 @@ class Issuer:
     def token(self, kid: str = "k1", *, lifetime: float = 300, **claims: Any) -> str:
         alg, key = self.keys[kid]
         now = int(time.time())
-        body = {"iss": self.issuer, "sub": "user-1", "aud": "api://agui", "scope": "agui.run openid", "iat": now, "exp": now + lifetime, "client_id": "web"}
+        body = {
+            "iss": self.issuer,
+            "sub": "user-1",
+            "aud": "api://agui",
+            "scope": "agui.run openid",
+            "iat": now,
+            "exp": now + lifetime,
+            "client_id": "web",
+        }
         body.update(claims)
         body = {k: v for k, v in body.items() if v is not None}
         return jwt.encode(body, key, algorithm=alg, headers={"kid": kid})
@@ -50,7 +62,7 @@ class Issuer:
         issuer = self
 
         class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:  # noqa: N802
+            def do_GET(self) -> None:
                 if self.path == "/realm/.well-known/openid-configuration":
                     body = {"issuer": issuer.issuer, "jwks_uri": issuer.url + "/realm/jwks"}
                 elif self.path == "/realm/jwks":

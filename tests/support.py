@@ -13,9 +13,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
-from pydantic import TypeAdapter
-
 from ag_ui.core import Event as AguiEvent
+from pydantic import TypeAdapter
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EVENT_ADAPTER = TypeAdapter(AguiEvent)
@@ -40,7 +39,7 @@ class Gateway:
         self.proc: subprocess.Popen | None = None
         self.url = f"http://127.0.0.1:{self.port}"
 
-    def start(self) -> "Gateway":
+    def start(self) -> Gateway:
         log = open(self.log_path, "ab")
         self.proc = subprocess.Popen([sys.executable, "-m", "gateway", *self.args], cwd=ROOT, env=self.env, stdout=log, stderr=log)
         deadline = time.monotonic() + 20
@@ -79,8 +78,16 @@ def ext(**overrides: Any) -> dict[str, Any]:
     return {k: v for k, v in base.items() if v is not None}
 
 
-def run_body(text: str | None = "hello", *, thread: str | None = None, run: str | None = None, iac: dict | None = None,
-             resume: list | None = None, messages: list | None = None, **extra: Any) -> dict[str, Any]:
+def run_body(
+    text: str | None = "hello",
+    *,
+    thread: str | None = None,
+    run: str | None = None,
+    iac: dict | None = None,
+    resume: list | None = None,
+    messages: list | None = None,
+    **extra: Any,
+) -> dict[str, Any]:
     if messages is None:
         messages = [] if text is None else [{"id": "m-" + uuid.uuid4().hex[:6], "role": "user", "content": text}]
     body = {
@@ -218,7 +225,7 @@ class InProcessGateway:
         self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=self.port, log_config=None, **options))
         self.thread = threading.Thread(target=self.server.run, daemon=True)
 
-    def __enter__(self) -> "InProcessGateway":
+    def __enter__(self) -> InProcessGateway:
         self.thread.start()
         deadline = time.monotonic() + 10
         while not self.server.started:
@@ -241,14 +248,28 @@ class RedisServer:
         self.proc: subprocess.Popen | None = None
         self.url = f"redis://127.0.0.1:{self.port}/0"
 
-    def start(self) -> "RedisServer":
+    def start(self) -> RedisServer:
         import shutil
 
         binary = shutil.which("redis-server")
         assert binary, "redis-server is required for these tests (.ci/run installs it)"
         self.proc = subprocess.Popen(
-            [binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", self.directory, *self.extra_args],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            [
+                binary,
+                "--port",
+                str(self.port),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--dir",
+                self.directory,
+                *self.extra_args,
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
         )
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:

@@ -25,8 +25,17 @@ def agent():
 def gateway_a2a(agent, tmp_path_factory):
     from tests.support import Gateway
 
-    server = Gateway(tmp_path_factory.mktemp("a2a"), "--agent", "a2a+" + agent.url, "--agent-token", "agent-secret-token",
-                     "--allowed-cwd", "/tmp", "--heartbeat-seconds", "0.5").start()
+    server = Gateway(
+        tmp_path_factory.mktemp("a2a"),
+        "--agent",
+        "a2a+" + agent.url,
+        "--agent-token",
+        "agent-secret-token",
+        "--allowed-cwd",
+        "/tmp",
+        "--heartbeat-seconds",
+        "0.5",
+    ).start()
     yield server
     server.stop()
 
@@ -81,7 +90,10 @@ def test_rich_runtime_signals(gateway_a2a, client):
 
 def test_pipeline_envelopes_single_and_batched(gateway_a2a, client):
     result = run(client, gateway_a2a, "pipeline")
-    assert [(e["type"], e["stepName"]) for e in result.events if e["type"].startswith("STEP_")] == [("STEP_STARTED", "plan"), ("STEP_FINISHED", "plan")]
+    assert [(e["type"], e["stepName"]) for e in result.events if e["type"].startswith("STEP_")] == [
+        ("STEP_STARTED", "plan"),
+        ("STEP_FINISHED", "plan"),
+    ]
     kinds = [v["eventType"] for v in result.custom("iac-code.pipeline.v1")]
     assert kinds == ["pipeline_started", "candidate_started", "pipeline_completed"], "duplicates and unknown types dropped"
     assert [v["eventId"] for v in result.custom("iac-code.pipeline.v1")] == ["ev-2", "ev-4", "ev-7"]
@@ -95,14 +107,24 @@ def test_permission_interrupt_and_allow(gateway_a2a, agent, client):
     interrupt = pending_interrupt(first)
     assert interrupt["id"] == "in-perm-1" and interrupt["reason"] == "tool_call" and interrupt["toolCallId"] == "tu-9"
     assert interrupt["message"] == "Allow deploy?" and interrupt["metadata"]["toolName"] == "deploy"
-    assert interrupt["metadata"]["title"] == "Deploy the stack" and interrupt["responseSchema"]["properties"]["decision"]["enum"] == ["allow_once", "deny"]
+    assert interrupt["metadata"]["title"] == "Deploy the stack" and interrupt["responseSchema"]["properties"]["decision"]["enum"] == [
+        "allow_once",
+        "deny",
+    ]
     task_id = first.custom("iac-code.session.v1")[0]["taskId"]
     entry = [{"interruptId": "in-perm-1", "status": "resolved", "payload": {"decision": "allow_once"}}]
     second = run(client, gateway_a2a, None, thread=body["threadId"], resume=entry)
     sent = last_message(agent)
     assert sent["taskId"] == task_id
     data = sent["parts"][0]["data"]
-    assert data == {"schemaVersion": 1.0, "kind": "permission", "requestTaskId": task_id, "inputId": "in-perm-1", "toolUseId": "tu-9", "decision": "allow_once"}
+    assert data == {
+        "schemaVersion": 1.0,
+        "kind": "permission",
+        "requestTaskId": task_id,
+        "inputId": "in-perm-1",
+        "toolUseId": "tu-9",
+        "decision": "allow_once",
+    }
     assert second.of("TOOL_CALL_RESULT")[0]["content"] == "deployed" and text_of(second) == "Deployed."
     again = post_sse(client, gateway_a2a.url + "/", run_body(None, thread=body["threadId"], resume=entry))
     assert again.terminal["code"] == "RESUME_ALREADY_APPLIED"
@@ -116,16 +138,21 @@ def test_permission_cancelled_means_deny(gateway_a2a, agent, client):
     assert text_of(result) == "Not deployed."
 
 
-@pytest.mark.parametrize("script, interrupt_id, payload, sent_text", [
-    ("question", "in-q-1", {"answer": "cn-beijing"}, "Beijing"),
-    ("question", "in-q-1", {"answer": "somewhere else"}, "somewhere else"),
-    ("candidates", "in-c-1", {"candidateId": "c2"}, "Large"),
-])
+@pytest.mark.parametrize(
+    "script, interrupt_id, payload, sent_text",
+    [
+        ("question", "in-q-1", {"answer": "cn-beijing"}, "Beijing"),
+        ("question", "in-q-1", {"answer": "somewhere else"}, "somewhere else"),
+        ("candidates", "in-c-1", {"candidateId": "c2"}, "Large"),
+    ],
+)
 def test_question_and_candidate_answers_are_text(gateway_a2a, agent, client, script, interrupt_id, payload, sent_text):
     body = run_body(script)
     interrupt = pending_interrupt(post_sse(client, gateway_a2a.url + "/", body))
     assert interrupt["id"] == interrupt_id
-    result = run(client, gateway_a2a, None, thread=body["threadId"], resume=[{"interruptId": interrupt_id, "status": "resolved", "payload": payload}])
+    result = run(
+        client, gateway_a2a, None, thread=body["threadId"], resume=[{"interruptId": interrupt_id, "status": "resolved", "payload": payload}]
+    )
     assert last_message(agent)["parts"] == [{"text": sent_text}]
     assert text_of(result) == f"You chose: {sent_text}"
 
@@ -135,8 +162,17 @@ def test_pending_permissions_on_the_task(gateway_a2a, client):
     assert interrupt["id"] == "in-p-2" and interrupt["toolCallId"] == "tu-2" and interrupt["message"] == "Delete?"
 
 
-@pytest.mark.parametrize("script, code", [("fail", "A2A_EXECUTION_FAILED"), ("reject", "A2A_EXECUTION_FAILED"), ("auth", "A2A_EXECUTION_FAILED"),
-                                          ("stuck", "A2A_EXECUTION_FAILED"), ("canceled", "CANCELLED"), ("foreign", "A2A_PROTOCOL_ERROR")])
+@pytest.mark.parametrize(
+    "script, code",
+    [
+        ("fail", "A2A_EXECUTION_FAILED"),
+        ("reject", "A2A_EXECUTION_FAILED"),
+        ("auth", "A2A_EXECUTION_FAILED"),
+        ("stuck", "A2A_EXECUTION_FAILED"),
+        ("canceled", "CANCELLED"),
+        ("foreign", "A2A_PROTOCOL_ERROR"),
+    ],
+)
 def test_terminal_states_and_identity_violations(gateway_a2a, client, script, code):
     result = run(client, gateway_a2a, script)
     assert result.terminal["type"] == "RUN_ERROR" and result.terminal["code"] == code
@@ -157,7 +193,9 @@ def test_cancel_reaches_the_agent(gateway_a2a, agent, client):
     http, response, records = open_stream(gateway_a2a.url, body)
     head = read_until(records, "TEXT_MESSAGE_CONTENT")
     session = session_of(head)
-    answer = client.post(gateway_a2a.url + CANCEL.format(session["executionId"]), json={"threadId": body["threadId"], "rosInvocationId": "inv-1"})
+    answer = client.post(
+        gateway_a2a.url + CANCEL.format(session["executionId"]), json={"threadId": body["threadId"], "rosInvocationId": "inv-1"}
+    )
     assert answer.json()["status"] == "cancelled"
     events = head + list(records)
     assert events[-1]["outcome"] == {"type": "cancelled"}
@@ -175,7 +213,10 @@ def test_rejected_answer_stays_pending_and_survives_a_restart(agent, start_gatew
     assert refused.terminal["type"] == "RUN_ERROR" and refused.terminal["code"] == "A2A_EXECUTION_FAILED"
     assert agent.calls[-1]["method"] == "refused"
     # The interrupt is still pending: a normal turn is refused.
-    assert json.loads(post_sse(client, server.url + "/", run_body("new turn", thread=body["threadId"])).raw)["error"]["code"] == "RESUME_REQUIRED"
+    assert (
+        json.loads(post_sse(client, server.url + "/", run_body("new turn", thread=body["threadId"])).raw)["error"]["code"]
+        == "RESUME_REQUIRED"
+    )
     server.stop()
     restarted = start_gateway("--agent", "a2a+" + agent.url, "--state-dir", server.state_dir)
     accepted = post_sse(client, restarted.url + "/", run_body(None, thread=body["threadId"], resume=entry))

@@ -30,13 +30,23 @@ def test_every_agentcore_code_is_reachable_on_invocations(start_gateway, client,
     issuer.add_key("k1")
     try:
         server = start_gateway(
-            "--oauth-jwks-url", issuer.issuer + "/jwks", "--oauth-issuer", issuer.issuer, "--oauth-scope", "agui.run",
-            "--rate-limit", "3/m", "--max-concurrent-runs", "1",
+            "--oauth-jwks-url",
+            issuer.issuer + "/jwks",
+            "--oauth-issuer",
+            issuer.issuer,
+            "--oauth-scope",
+            "agui.run",
+            "--rate-limit",
+            "3/m",
+            "--max-concurrent-runs",
+            "1",
         )
         url = server.url + "/invocations"
         auth = {"authorization": f"Bearer {issuer.token()}"}
         sse_error(post_sse(client, url, run_body("x")), "UNAUTHORIZED", 401)
-        sse_error(post_sse(client, url, run_body("x"), headers={"authorization": f"Bearer {issuer.token(scope='openid')}"}), "ACCESS_DENIED", 403)
+        sse_error(
+            post_sse(client, url, run_body("x"), headers={"authorization": f"Bearer {issuer.token(scope='openid')}"}), "ACCESS_DENIED", 403
+        )
         sse_error(post_sse(client, url, run_body("x", iac={"schemaVersion": 1}), headers=auth), "VALIDATION_ERROR", 400)
         failed = post_sse(client, url, run_body("/fail"), headers=auth)
         assert failed.status == 200 and failed.terminal["code"] == "AGENT_ERROR"

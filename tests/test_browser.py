@@ -12,8 +12,16 @@ from playwright.sync_api import expect, sync_playwright
 from tests.support import ROOT
 
 pytestmark = pytest.mark.browser
-CHROMIUM_FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
-                  "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage"]
+CHROMIUM_FLAGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-dev-shm-usage",
+]
 ARTIFACTS = os.path.join(ROOT, "test-artifacts")
 
 

@@ -80,7 +80,15 @@ def test_cancel_an_execution_waiting_on_interrupts(gateway, client):
     cancelled = client.post(gateway.url + CANCEL.format(execution), json={"threadId": body["threadId"], "rosInvocationId": "inv-1"})
     assert cancelled.json() == {"executionId": execution, "status": "cancelled"}
     # Pending interrupts are cleared: a resume names an unknown interrupt, a new turn is accepted.
-    late = post_sse(client, gateway.url + "/", run_body(None, thread=body["threadId"], resume=[{"interruptId": interrupt["id"], "status": "resolved", "payload": {"decision": "allow_once"}}]))
+    late = post_sse(
+        client,
+        gateway.url + "/",
+        run_body(
+            None,
+            thread=body["threadId"],
+            resume=[{"interruptId": interrupt["id"], "status": "resolved", "payload": {"decision": "allow_once"}}],
+        ),
+    )
     assert late.terminal["code"] == "UNKNOWN_INTERRUPT" and not late.of("TOOL_CALL_RESULT")
     assert post_sse(client, gateway.url + "/", run_body("new turn", thread=body["threadId"])).terminal["outcome"]["type"] == "success"
 
@@ -101,7 +109,12 @@ def test_cancel_with_a_wrong_identity_is_not_found(gateway, client):
     wrong_type = client.post(gateway.url + CANCEL.format(execution), content=b"{}", headers={"content-type": "text/plain"})
     assert wrong_type.status_code == 415
     # The execution is still waiting: the failed cancels changed nothing.
-    assert client.post(gateway.url + CANCEL.format(execution), json={"threadId": body["threadId"], "rosInvocationId": "inv-1"}).json()["status"] == "cancelled"
+    assert (
+        client.post(gateway.url + CANCEL.format(execution), json={"threadId": body["threadId"], "rosInvocationId": "inv-1"}).json()[
+            "status"
+        ]
+        == "cancelled"
+    )
 
 
 def test_client_disconnect_cancels_the_backend_task(gateway, client):
@@ -236,6 +249,10 @@ def test_expiry_cancels_the_backend_task(tmp_path):
         first = post_sse(http, server.url + "/", body)
         execution = first.custom("iac-code.session.v1")[0]["executionId"]
         clock.advance(61)
-        expired = post_sse(http, server.url + "/", run_body(None, thread=body["threadId"], resume=[{"interruptId": pending_interrupt(first)["id"], "status": "cancelled"}]))
+        expired = post_sse(
+            http,
+            server.url + "/",
+            run_body(None, thread=body["threadId"], resume=[{"interruptId": pending_interrupt(first)["id"], "status": "cancelled"}]),
+        )
         assert expired.terminal["code"] == "EXECUTION_EXPIRED"
         assert agent.cancelled == [execution]

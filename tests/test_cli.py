@@ -11,8 +11,21 @@ import httpx
 from gateway.server.cli import settings_from_args
 from tests.support import ROOT, post_sse, run_body
 
-FLAGS = ["--host", "--port", "--store", "--state-dir", "--agent", "--auth-token", "--heartbeat-seconds", "--allowed-cwd",
-         "--default-cwd", "--retention", "--interrupt-ttl", "--log-level", "--log-format"]
+FLAGS = [
+    "--host",
+    "--port",
+    "--store",
+    "--state-dir",
+    "--agent",
+    "--auth-token",
+    "--heartbeat-seconds",
+    "--allowed-cwd",
+    "--default-cwd",
+    "--retention",
+    "--interrupt-ttl",
+    "--log-level",
+    "--log-format",
+]
 
 
 def test_help_explains_every_flag():

@@ -97,7 +97,7 @@ def test_dockerfile_lints_clean_and_is_what_agentcore_needs():
     lint = subprocess.run([hadolint, DOCKERFILE], capture_output=True, text=True)
     assert lint.returncode == 0, lint.stdout + lint.stderr
     instructions = dockerfile_instructions()
-    final = instructions[max(i for i, (op, _) in enumerate(instructions) if op == "FROM"):]
+    final = instructions[max(i for i, (op, _) in enumerate(instructions) if op == "FROM") :]
     ops = {op: arg for op, arg in final}
     assert ops["USER"].split(":")[0] not in ("0", "root")
     assert ops["EXPOSE"] == "8080"

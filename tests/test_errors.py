@@ -38,9 +38,8 @@ def expect_error(client, url, body, code, status, *, field=None, headers=None, r
     assert error["message"]
     if field is not None:
         assert error["field"] == field and field in error["message"]
-    if isinstance(body, dict):
-        if isinstance(body.get("runId"), str) and code not in ("DUPLICATE_RUN_ID", "RUN_ID_CONFLICT"):
-            body = {**body, "runId": body["runId"] + "-ac"}
+    if isinstance(body, dict) and isinstance(body.get("runId"), str) and code not in ("DUPLICATE_RUN_ID", "RUN_ID_CONFLICT"):
+        body = {**body, "runId": body["runId"] + "-ac"}
     inv = post_sse(client, url + "/invocations", body, headers=headers, raw=raw)
     agentcore_code, agentcore_status = AGENTCORE[code]
     assert inv.status == agentcore_status, inv.raw
@@ -72,8 +71,18 @@ def expect_error(client, url, body, code, status, *, field=None, headers=None, r
         (lambda b: b["forwardedProps"]["iacCode"].update(thinking={"budget": 0}), "forwardedProps.iacCode.thinking.budget"),
         (lambda b: b["forwardedProps"]["iacCode"].update(alibabaCloud={"region": "x"}), "forwardedProps.iacCode.alibabaCloud.region"),
         (lambda b: b["forwardedProps"]["iacCode"].update(runMode="fast"), "forwardedProps.iacCode.runMode"),
-        (lambda b: b.update(messages=[{"id": "m", "role": "user", "content": [{"type": "audio", "source": {}}]}]), "messages[0].content[0].type"),
-        (lambda b: b.update(messages=[{"id": "m", "role": "user", "content": [{"type": "image", "source": {"type": "url", "value": "https://x/y.png"}}]}]), "messages[0].content[0].source.type"),
+        (
+            lambda b: b.update(messages=[{"id": "m", "role": "user", "content": [{"type": "audio", "source": {}}]}]),
+            "messages[0].content[0].type",
+        ),
+        (
+            lambda b: b.update(
+                messages=[
+                    {"id": "m", "role": "user", "content": [{"type": "image", "source": {"type": "url", "value": "https://x/y.png"}}]}
+                ]
+            ),
+            "messages[0].content[0].source.type",
+        ),
         (lambda b: b.update(messages=[{"id": "m", "role": "martian", "content": "x"}]), "messages[0].role"),
         (lambda b: b.update(messages=[]), "messages"),
     ],

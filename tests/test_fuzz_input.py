@@ -20,7 +20,17 @@ JSON = st.recursive(
     max_leaves=20,
 )
 FIELDS = ["threadId", "runId", "state", "messages", "tools", "context", "forwardedProps", "resume", "parentRunId"]
-EXT_FIELDS = ["schemaVersion", "rosInvocationId", "cwd", "thinking", "userId", "alibabaCloud", "runMode", "candidatePresentation", "llmApiKey"]
+EXT_FIELDS = [
+    "schemaVersion",
+    "rosInvocationId",
+    "cwd",
+    "thinking",
+    "userId",
+    "alibabaCloud",
+    "runMode",
+    "candidatePresentation",
+    "llmApiKey",
+]
 
 
 @st.composite

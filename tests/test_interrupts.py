@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import time
 
 import pytest
 
@@ -97,7 +96,11 @@ def test_repeated_answer_is_already_applied_and_never_runs_twice(gateway, client
 def test_invalid_payload_keeps_the_interrupt_for_another_try(gateway, client):
     body, first = start_tool(client, gateway.url)
     interrupt = pending_interrupt(first)
-    for bad in (answer(interrupt["id"]), answer(interrupt["id"], {"decision": "maybe"}), answer(interrupt["id"], {"decision": "deny", "x": 1})):
+    for bad in (
+        answer(interrupt["id"]),
+        answer(interrupt["id"], {"decision": "maybe"}),
+        answer(interrupt["id"], {"decision": "deny", "x": 1}),
+    ):
         result = resume(client, gateway.url, body["threadId"], [bad])
         assert result.terminal["code"] == "RESUME_PAYLOAD_INVALID", result.terminal
         assert "resume[0].payload" in result.terminal["message"]
@@ -113,7 +116,9 @@ def test_resume_must_answer_every_interrupt_exactly_once(gateway, client):
     ids = [i["id"] for i in interrupts]
     missing = resume(client, gateway.url, body["threadId"], [answer(ids[0], {"decision": "deny"})])
     assert missing.terminal["code"] == "INCOMPLETE_RESUME"
-    duplicate = resume(client, gateway.url, body["threadId"], [answer(ids[0], {"decision": "deny"})] * 2 + [answer(ids[1], {"decision": "deny"})])
+    duplicate = resume(
+        client, gateway.url, body["threadId"], [answer(ids[0], {"decision": "deny"})] * 2 + [answer(ids[1], {"decision": "deny"})]
+    )
     assert duplicate.terminal["code"] == "INCOMPLETE_RESUME"
     unknown = resume(client, gateway.url, body["threadId"], [answer("nope", {"decision": "deny"}), answer(ids[1], {"decision": "deny"})])
     assert unknown.terminal["code"] == "UNKNOWN_INTERRUPT"
@@ -126,7 +131,9 @@ def test_resume_must_answer_every_interrupt_exactly_once(gateway, client):
 def test_resume_needs_the_same_ros_invocation_id(gateway, client):
     body, first = start_tool(client, gateway.url)
     interrupt = pending_interrupt(first)
-    wrong = resume(client, gateway.url, body["threadId"], [answer(interrupt["id"], {"decision": "allow_once"})], iac=ext(rosInvocationId="other"))
+    wrong = resume(
+        client, gateway.url, body["threadId"], [answer(interrupt["id"], {"decision": "allow_once"})], iac=ext(rosInvocationId="other")
+    )
     assert wrong.terminal["code"] == "EXECUTION_LOST"
     right = resume(client, gateway.url, body["threadId"], [answer(interrupt["id"], {"decision": "allow_once"})])
     assert right.terminal["outcome"]["type"] == "success"

@@ -24,8 +24,12 @@ def issuer():
 @pytest.fixture
 def gateway_oauth(start_gateway, issuer):
     return start_gateway(
-        "--oauth-discovery-url", issuer.issuer + "/.well-known/openid-configuration",
-        "--oauth-audience", "api://agui", "--oauth-scope", "agui.run",
+        "--oauth-discovery-url",
+        issuer.issuer + "/.well-known/openid-configuration",
+        "--oauth-audience",
+        "api://agui",
+        "--oauth-scope",
+        "agui.run",
     )
 
 
@@ -67,8 +71,8 @@ def test_alg_none_and_hmac_confusion_are_refused(gateway_oauth, issuer, client):
 
     good = json.loads(base64.urlsafe_b64decode(issuer.token().split(".")[1] + "=="))
     refused(call(client, gateway_oauth, f"{b64({'alg': 'none', 'kid': 'k1'})}.{b64(good)}."))
-    import hmac
     import hashlib
+    import hmac
 
     public_jwk = json.dumps(issuer.jwks()["keys"][0]).encode()
     signing_input = f"{b64({'alg': 'HS256', 'kid': 'k1'})}.{b64(good)}"

@@ -36,16 +36,39 @@ def cluster(tmp_path):
     nodes = []
     for _ in range(3):
         port = cluster_port()
-        nodes.append(RedisServer(tmp_path, "--cluster-enabled", "yes", "--cluster-config-file", f"nodes-{port}.conf", "--cluster-node-timeout", "2000", port=port).start())
+        nodes.append(
+            RedisServer(
+                tmp_path,
+                "--cluster-enabled",
+                "yes",
+                "--cluster-config-file",
+                f"nodes-{port}.conf",
+                "--cluster-node-timeout",
+                "2000",
+                port=port,
+            ).start()
+        )
     try:
         created = subprocess.run(
-            [shutil.which("redis-cli"), "--cluster", "create", *[f"127.0.0.1:{n.port}" for n in nodes], "--cluster-replicas", "0", "--cluster-yes"],
-            capture_output=True, text=True, timeout=60,
+            [
+                shutil.which("redis-cli"),
+                "--cluster",
+                "create",
+                *[f"127.0.0.1:{n.port}" for n in nodes],
+                "--cluster-replicas",
+                "0",
+                "--cluster-yes",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
         )
         assert created.returncode == 0, created.stdout + created.stderr
         deadline = time.monotonic() + 15
         while True:
-            info = subprocess.run([shutil.which("redis-cli"), "-p", str(nodes[0].port), "cluster", "info"], capture_output=True, text=True).stdout
+            info = subprocess.run(
+                [shutil.which("redis-cli"), "-p", str(nodes[0].port), "cluster", "info"], capture_output=True, text=True
+            ).stdout
             if "cluster_state:ok" in info:
                 break
             assert time.monotonic() < deadline, info
@@ -90,12 +113,18 @@ def test_runs_through_redis_sentinel(tmp_path, client):
         f"port {sentinel_port}\nbind 127.0.0.1\ndir {tmp_path}\n"
         f"sentinel monitor mymaster 127.0.0.1 {master.port} 1\nsentinel down-after-milliseconds mymaster 1000\n"
     )
-    sentinel = subprocess.Popen([shutil.which("redis-server"), str(config), "--sentinel"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    sentinel = subprocess.Popen(
+        [shutil.which("redis-server"), str(config), "--sentinel"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     gateway = None
     try:
         deadline = time.monotonic() + 10
         while True:
-            probe = subprocess.run([shutil.which("redis-cli"), "-p", str(sentinel_port), "sentinel", "get-master-addr-by-name", "mymaster"], capture_output=True, text=True)
+            probe = subprocess.run(
+                [shutil.which("redis-cli"), "-p", str(sentinel_port), "sentinel", "get-master-addr-by-name", "mymaster"],
+                capture_output=True,
+                text=True,
+            )
             if str(master.port) in probe.stdout:
                 break
             assert time.monotonic() < deadline, probe.stdout + probe.stderr

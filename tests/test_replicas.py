@@ -127,7 +127,7 @@ def test_racing_clients_on_one_thread_admit_exactly_one(replicas):
         body = run_body("/slow 1")
         statuses: list[tuple[int, str]] = []
 
-        def attempt(index: int) -> None:
+        def attempt(index: int, body: dict = body, statuses: list = statuses) -> None:
             server = replicas[index % len(replicas)]
             with httpx.Client(timeout=30) as http:
                 result = post_sse(http, server.url + "/", {**body, "runId": f"{body['runId']}-{index}"})

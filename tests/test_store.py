@@ -72,8 +72,15 @@ def store(backend):
 
 def admission(store, thread="t1", run="r1", *, digest="d1", cwd="/w", user=None, resume=False, execution="e1", owner=None):
     return Admission(
-        thread_id=thread, run_id=run, digest=digest, cwd=cwd, user_id=user, ros_invocation_id="inv",
-        is_resume=resume, new_execution_id=execution, owner=owner or store.owner_id,
+        thread_id=thread,
+        run_id=run,
+        digest=digest,
+        cwd=cwd,
+        user_id=user,
+        ros_invocation_id="inv",
+        is_resume=resume,
+        new_execution_id=execution,
+        owner=owner or store.owner_id,
     )
 
 
@@ -88,7 +95,9 @@ def pending(interrupt_id="i1", expires=None):
 async def interrupt(store, thread="t1", run="r1", execution="e1", expires=None):
     admitted = await store.admit(admission(store, thread, run, execution=execution))
     progress = Progress(3, {})
-    await store.save_interrupt(lease(admitted, thread, run, execution), pending(expires=expires), checkpoint={"k": 1}, open_steps=["s"], progress=progress)
+    await store.save_interrupt(
+        lease(admitted, thread, run, execution), pending(expires=expires), checkpoint={"k": 1}, open_steps=["s"], progress=progress
+    )
 
 
 async def rejected(coro) -> Rejection:

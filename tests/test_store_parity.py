@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-from typing import Any, Awaitable, Callable
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 import pytest
 
@@ -52,7 +53,9 @@ async def interrupt(store, run: str, execution: str, ids: list[str], expires: fl
     lease = Lease("t", run, execution, admitted.fence)
     schema = {"type": "object", "required": [], "properties": {}}
     pending = [PendingInterrupt(i, "tool_call", {"id": i, "items": []}, schema, f"call-{i}", expires) for i in ids]
-    await store.save_interrupt(lease, pending, checkpoint={"steps": [], "k": 1}, open_steps=["plan"], progress=Progress(4, {"sessionId": "s"}))
+    await store.save_interrupt(
+        lease, pending, checkpoint={"steps": [], "k": 1}, open_steps=["plan"], progress=Progress(4, {"sessionId": "s"})
+    )
     return lease
 
 

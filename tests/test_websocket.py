@@ -46,7 +46,9 @@ async def run_over(ws, body: dict) -> list[dict]:
 def verify_with_node(runs: list[list[dict]]) -> None:
     node = shutil.which("node")
     assert node, "Node.js is required"
-    done = subprocess.run([node, "verify_events.mjs"], cwd=f"{ROOT}/tests/node", input=json.dumps(runs), capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [node, "verify_events.mjs"], cwd=f"{ROOT}/tests/node", input=json.dumps(runs), capture_output=True, text=True, timeout=60
+    )
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
     assert report["ok"], report
@@ -123,7 +125,9 @@ async def test_thread_busy_holds_across_sse_and_websocket(gateway):
         ws_body = run_body("/slow 2")
         await ws.send(json.dumps(ws_body))
         assert (await recv_event(ws))["type"] == "RUN_STARTED"
-        refused = await loop.run_in_executor(None, lambda: post_sse(httpx.Client(), gateway.url + "/", run_body("x", thread=ws_body["threadId"])))
+        refused = await loop.run_in_executor(
+            None, lambda: post_sse(httpx.Client(), gateway.url + "/", run_body("x", thread=ws_body["threadId"]))
+        )
         assert refused.status == 409 and json.loads(refused.raw)["error"]["code"] == "THREAD_BUSY"
         while (await recv_event(ws))["type"] not in TERMINAL:
             pass
@@ -193,7 +197,20 @@ async def test_multiplexed_cancel_and_errors(gateway):
         assert frame["id"] == "c" and frame["event"]["code"] == "INVALID_INPUT"
 
 
-_ID_KEYS = {"messageId", "toolCallId", "executionId", "eventId", "threadId", "runId", "aguiRunId", "id", "taskId", "contextId", "artifactId", "expiresAt"}
+_ID_KEYS = {
+    "messageId",
+    "toolCallId",
+    "executionId",
+    "eventId",
+    "threadId",
+    "runId",
+    "aguiRunId",
+    "id",
+    "taskId",
+    "contextId",
+    "artifactId",
+    "expiresAt",
+}
 
 
 def normalized(events: list[dict]) -> list:
@@ -214,7 +231,17 @@ def normalized(events: list[dict]) -> list:
     return [walk(e) for e in events]
 
 
-@pytest.mark.parametrize("text, iac", [("hello", {}), ("think", {"thinking": {"enabled": True}}), ("/tool deploy {}", {}), ("/pipeline", {}), ("/ask why?", {}), ("/fail", {})])
+@pytest.mark.parametrize(
+    "text, iac",
+    [
+        ("hello", {}),
+        ("think", {"thinking": {"enabled": True}}),
+        ("/tool deploy {}", {}),
+        ("/pipeline", {}),
+        ("/ask why?", {}),
+        ("/fail", {}),
+    ],
+)
 async def test_sse_and_websocket_yield_the_same_events(gateway, client, text, iac):
     sse = post_sse(client, gateway.url + "/", run_body(text, iac=ext(**iac)))
     async with websockets.connect(ws_url(gateway)) as ws:
@@ -282,7 +309,7 @@ async def test_stock_uvicorn_websocket_protocol_works_too(tmp_path):
     app = create_app(Settings(state_dir=str(tmp_path), allowed_cwd=("/tmp",)))
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_config=None, ws="websockets-sansio"))
     task = asyncio.create_task(server.serve())
-    while not server.started:
+    while not server.started:  # noqa: ASYNC110 - uvicorn exposes a flag, not an event
         await asyncio.sleep(0.02)
     try:
         async with websockets.connect(f"ws://127.0.0.1:{port}/ws") as ws:

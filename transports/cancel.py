@@ -14,7 +14,7 @@ from gateway.i18n import negotiate
 from gateway.protocol.validate import error_from_msgspec
 from transports.http_input import authenticate, check_media_type, read_body
 from transports.render import json_error
-from transports.services import Services, TransportServices
+from transports.services import Services
 
 MAX_CANCEL_BODY = 64 * 1024
 

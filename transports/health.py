@@ -6,7 +6,7 @@ from litestar import Request, Response, get
 
 from gateway import EXTENSION_SCHEMA_VERSION, PROTOCOL_VERSION, __version__
 from transports.http_input import public_base
-from transports.services import Services, TransportServices
+from transports.services import Services
 
 
 @get("/ping", sync_to_thread=False)
@@ -38,6 +38,6 @@ async def protected_resource(request: Request, services: Services) -> Response:
         return Response({"error": {"code": "NOT_FOUND", "message": "OAuth is not configured."}}, status_code=404)
     try:
         await oauth.ensure_discovered()
-    except Exception:  # the document is still useful without the issuer
+    except Exception:  # noqa: BLE001 - the document is still useful without the issuer
         pass
     return Response(oauth.metadata(public_base(request, services)), headers={"Cache-Control": "max-age=300"})

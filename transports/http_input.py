@@ -31,7 +31,9 @@ async def authenticate(connection: ASGIConnection, services: TransportServices, 
             principal = await ctx.auth.authenticate(token if token is not None else bearer_token(connection))
         except GatewayError as error:
             metadata = public_base(connection, services) + METADATA_PATH if ctx.oauth else None
-            reason = "insufficient_scope" if error.code is ErrorCode.ACCESS_DENIED else ("invalid_token" if bearer_token(connection) else None)
+            reason = (
+                "insufficient_scope" if error.code is ErrorCode.ACCESS_DENIED else ("invalid_token" if bearer_token(connection) else None)
+            )
             error.headers["WWW-Authenticate"] = ctx.auth.challenge(metadata, reason)
             raise
     else:

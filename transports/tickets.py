@@ -8,7 +8,7 @@ from gateway.errors import GatewayError
 from gateway.i18n import negotiate
 from transports.http_input import authenticate
 from transports.render import json_error
-from transports.services import Services, TransportServices
+from transports.services import Services
 
 
 @post("/ws/tickets", status_code=201)

@@ -11,7 +11,10 @@ is accepted (refused with HTTP 403): `Authorization: Bearer`, a ticket (`?ticket
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
+from typing import Any
+
 import msgspec
 from litestar import WebSocket, websocket
 
@@ -81,7 +84,7 @@ class Connection:
         self.send_lock = asyncio.Lock()
         # Our uvicorn protocol takes a batch of UTF-8 payloads, one text frame each (ASGI extension).
         self.batching = TEXT_BATCH_EXTENSION in (socket.scope.get("extensions") or {})
-        self.raw_send = socket.send
+        self.raw_send: Any = socket.send  # takes our batch extension's message too, which ASGI's types do not know
         self.language = negotiate(None, socket.headers.get("accept-language"))
 
     def _frame(self, event: e.Event, stream_id: str | None) -> bytes:
@@ -139,7 +142,7 @@ class Connection:
 
 async def _receive_text(socket: WebSocket) -> str | None:
     """Next text frame, or None when the peer disconnected; closes with 1003 on a binary frame."""
-    message = await socket.receive()
+    message: Any = await socket.receive()
     if message["type"] == "websocket.disconnect":
         return None
     if message.get("text") is None:
@@ -203,6 +206,10 @@ async def _serve_base(conn: Connection) -> None:
         reader_task.cancel()
 
 
+def _forget_stream(conn: Connection, stream_id: str, _task: asyncio.Task[None]) -> None:
+    conn.forwarders.pop(stream_id, None)
+
+
 async def _serve_mux(conn: Connection) -> None:
     socket = conn.socket
 
@@ -237,7 +244,7 @@ async def _serve_mux(conn: Connection) -> None:
                 else:
                     task = asyncio.create_task(run_stream(frame.id, bytes(frame.input)))
                     conn.forwarders[frame.id] = task
-                    task.add_done_callback(lambda _t, sid=frame.id: conn.forwarders.pop(sid, None))
+                    task.add_done_callback(functools.partial(_forget_stream, conn, frame.id))
             elif frame.op == "cancel":
                 run = conn.runs.get(frame.id)
                 if run is not None:
@@ -266,7 +273,7 @@ async def ws_endpoint(socket: WebSocket, services: Services) -> None:
     ctx.sockets.add(conn)
     try:
         await (_serve_mux(conn) if conn.mux else _serve_base(conn))
-    except Exception:  # noqa: BLE001 - nothing may crash the handler silently
+    except Exception:
         log.exception("websocket handler failed")
         try:
             await socket.close(CLOSE_INTERNAL, "internal error")
@@ -275,4 +282,3 @@ async def ws_endpoint(socket: WebSocket, services: Services) -> None:
     finally:
         ctx.sockets.discard(conn)
         conn.abandon()
-

@@ -73,7 +73,7 @@ class CorkedWebSocketsProtocol(WebSocketsSansIOProtocol):
 
     def handle_connect(self, event: Any) -> None:
         super().handle_connect(event)
-        self.scope["extensions"][TEXT_BATCH_EXTENSION] = {}  # type: ignore[index]
+        self.scope["extensions"][TEXT_BATCH_EXTENSION] = {}
 
     def _direct_ok(self) -> bool:
         conn = self.conn

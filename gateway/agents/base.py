@@ -7,8 +7,9 @@ The request and answer types here are backend-neutral: the engine maps the iac-c
 from __future__ import annotations
 
 import abc
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import Any, AsyncIterator, Literal
+from typing import Any, Literal
 
 from gateway.agents.signals import Signal
 
@@ -91,7 +92,7 @@ class AgentBackend(abc.ABC):
 
     async def cancel_execution(self, execution_id: str, checkpoint: Any) -> None:
         """Cancel work kept for an interrupted execution (expired or cancelled); nothing by default."""
-        return None
+        return
 
     async def aclose(self) -> None:
         return None

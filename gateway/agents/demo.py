@@ -5,10 +5,11 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-from typing import Any, AsyncIterator
+from collections.abc import AsyncIterator
+from typing import Any
 
-from gateway.agents.base import AgentBackend, AgentRequest, ResumeAnswer
 from gateway.agents import signals as s
+from gateway.agents.base import AgentBackend, AgentRequest, ResumeAnswer
 
 MAX_SECONDS = 3600  # /slow and /sleep are capped at one hour
 MAX_FLOOD = 1_000_000
@@ -47,7 +48,7 @@ class DemoAgent(AgentBackend):
     def __init__(self) -> None:
         self.executions = 0  # tool executions performed by this process (shows a tool never runs twice)
 
-    async def run(self, request: AgentRequest) -> AsyncIterator[s.Signal]:  # type: ignore[override]
+    async def run(self, request: AgentRequest) -> AsyncIterator[s.Signal]:
         if request.resume:
             async for signal in self._resume(request):
                 yield signal
@@ -184,7 +185,14 @@ class DemoAgent(AgentBackend):
             yield s.PipelineEvent(event_type="candidate_completed", data={"candidateId": candidate["id"], "title": candidate["title"]})
         yield s.ToolResult(tool_call_id=call_id, content=json.dumps({"candidates": [c["id"] for c in CANDIDATES]}))
         yield s.PipelineEvent(event_type="stack_progress", data={"stage": "preview", "percent": 50})
-        yield s.Artifact(data={"artifactId": f"preview-{request.execution_id[:8]}", "kind": "preview", "title": "Candidate comparison", "candidates": CANDIDATES})
+        yield s.Artifact(
+            data={
+                "artifactId": f"preview-{request.execution_id[:8]}",
+                "kind": "preview",
+                "title": "Candidate comparison",
+                "candidates": CANDIDATES,
+            }
+        )
         yield s.InputRequired(
             interrupts=[
                 s.InterruptRequest(

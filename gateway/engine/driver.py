@@ -4,7 +4,8 @@ into the run's event stream until a terminal signal fixes the outcome."""
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any, AsyncIterator
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING, Any
 
 from gateway import PROTOCOL_VERSION
 from gateway.agents import signals as s
@@ -35,10 +36,11 @@ def _started(run: Run) -> list[e.Event]:
 
 def _answers(run: Run) -> tuple[tuple[ResumeAnswer, ...], dict[str, str]]:
     """The resume's answers and their digests; raises the contract's in-stream error (nothing is accepted)."""
-    if not run.prepared.is_resume:
+    entries = run.prepared.run.resume
+    if not isinstance(entries, list) or not entries:
         return (), {}
     ros_invocation_id = run.prepared.workspace.extension.ros_invocation_id
-    return check_resume(run.prepared.run.resume, run.execution, run.history, ros_invocation_id)
+    return check_resume(entries, run.execution, run.history, ros_invocation_id)
 
 
 async def _accept(run: Run, digests: dict[str, str]) -> Failed | None:

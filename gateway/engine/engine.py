@@ -6,7 +6,8 @@ import asyncio
 import logging
 import time
 import uuid
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from gateway.agents.base import AgentBackend
 from gateway.engine.faults import STORE_FAILURES, store_error
@@ -41,6 +42,8 @@ class RunEngine:
         self._services = RunServices(store, agent, interrupt_ttl, self.cancel_backend, self._forget, lease_sleep)
         self._starting = 0  # admissions in progress, counted against the cap
         self._runs: dict[str, Run] = {}  # run id -> live run on this process
+        self._idle = asyncio.Event()  # set while no run is live (drain waits on it)
+        self._idle.set()
         self._by_execution: dict[str, Run] = {}
 
     @property
@@ -83,12 +86,17 @@ class RunEngine:
         self._register(run)
         log.info(
             "run started thread=%s run=%s execution=%s resume=%s runtime_session=%s",
-            run.lease.thread_id, run.lease.run_id, run.lease.execution_id, prepared.is_resume, prepared.runtime_session_id,
+            run.lease.thread_id,
+            run.lease.run_id,
+            run.lease.execution_id,
+            prepared.is_resume,
+            prepared.runtime_session_id,
         )
         return run
 
     def _register(self, run: Run) -> None:
         was_idle = not self._runs
+        self._idle.clear()
         self._runs[run.lease.run_id] = run
         if run.lease.execution_id:
             self._by_execution[run.lease.execution_id] = run
@@ -101,10 +109,15 @@ class RunEngine:
             del self._by_execution[run.lease.execution_id]
         log.info(
             "run ended thread=%s run=%s outcome=%s seconds=%.3f",
-            run.lease.thread_id, run.lease.run_id, outcome_label(run.outcome), time.monotonic() - run.started,
+            run.lease.thread_id,
+            run.lease.run_id,
+            outcome_label(run.outcome),
+            time.monotonic() - run.started,
         )
-        if not self._runs and self.on_busy_change:
-            self.on_busy_change(False)
+        if not self._runs:
+            self._idle.set()
+            if self.on_busy_change:
+                self.on_busy_change(False)
 
     async def cancel_backend(self, execution_id: str, checkpoint: Any) -> None:
         try:
@@ -141,10 +154,10 @@ class RunEngine:
     async def drain(self, grace_seconds: float) -> None:
         """Stop admitting runs; wait for active ones up to the grace period, then cancel the rest on purpose."""
         self.accepting = False
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + grace_seconds
-        while self._runs and loop.time() < deadline:
-            await asyncio.sleep(0.05)
+        try:
+            await asyncio.wait_for(self._idle.wait(), grace_seconds)
+        except TimeoutError:
+            pass
         for run in list(self._runs.values()):
             run.stop(Cancelled())
         pending = [run.task for run in self._runs.values()]

@@ -12,7 +12,7 @@ Timeline of the races it settles (the store decides each atomically):
 from __future__ import annotations
 
 import asyncio
-from typing import Awaitable, Callable
+from collections.abc import Awaitable, Callable
 
 from gateway.errors import ErrorCode, GatewayError
 from store import Lease, StoreUnavailable, ThreadStore

@@ -6,8 +6,8 @@ from dataclasses import dataclass
 
 import msgspec
 
-from gateway.errors import GatewayError
 from gateway.engine.digest import request_digest
+from gateway.errors import GatewayError
 from gateway.i18n import negotiate
 from gateway.protocol import validate
 from gateway.protocol.input import RunAgentInput, decode_run_input

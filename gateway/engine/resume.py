@@ -14,7 +14,6 @@ from gateway.protocol.input import ResumeEntry
 from store.records import Execution
 
 
-
 def _validator(schema: dict[str, Any]) -> Any:
     cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
     return cls(schema, format_checker=cls.FORMAT_CHECKER)

@@ -6,8 +6,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, AsyncIterator, Awaitable, Callable
+from typing import Any
 
 from gateway.agents.base import AgentBackend
 from gateway.engine.driver import drive
@@ -64,10 +65,8 @@ class Run:
         self.accepted = False  # the backend works on this execution: a new turn, or a resume whose answers it took
         self.outcome: Outcome | None = None
         self._stop: StopReason | None = None
-        resuming = prepared.is_resume and execution is not None and execution.status == "interrupted"
-        self.translator = Translator(
-            _session(prepared, execution), execution.sequence if execution else 0, execution.open_steps if resuming else []
-        )
+        reopen = execution.open_steps if prepared.is_resume and execution is not None and execution.status == "interrupted" else []
+        self.translator = Translator(_session(prepared, execution), execution.sequence if execution else 0, reopen)
         self.stream = EventStream(on_consumer_gone=lambda: self.stop(Disconnected()))
         self.keeper: LeaseKeeper | None = None
         if services.store.needs_renewal:

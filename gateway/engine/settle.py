@@ -15,7 +15,7 @@ backend leaves its interrupts pending, so the client can answer again.
 from __future__ import annotations
 
 import logging
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 import msgspec
@@ -96,7 +96,7 @@ def _expiry(now: float, ttl: float) -> tuple[float | None, str | None]:
     if ttl <= 0:
         return None, None
     expires = now + ttl
-    text = datetime.fromtimestamp(expires, timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
+    text = datetime.fromtimestamp(expires, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
     return expires, text
 
 
@@ -109,23 +109,37 @@ async def _save_interrupt(run: Run, outcome: Interrupted) -> Outcome:
         expires, expires_text = _expiry(await run.services.store.now(), run.services.interrupt_ttl)
         wire = [
             e.Interrupt(
-                id=i.id, reason=i.reason, message=i.message, tool_call_id=i.tool_call_id,
-                response_schema=i.response_schema, expires_at=expires_text, metadata=i.metadata,
+                id=i.id,
+                reason=i.reason,
+                message=i.message,
+                tool_call_id=i.tool_call_id,
+                response_schema=i.response_schema,
+                expires_at=expires_text,
+                metadata=i.metadata,
             )
             for i in request.interrupts
         ]
         pending = [
             PendingInterrupt(
-                id=i.id, reason=i.reason, wire=msgspec.to_builtins(w), response_schema=i.response_schema,
-                tool_call_id=i.tool_call_id, expires_at=expires,
+                id=i.id,
+                reason=i.reason,
+                wire=msgspec.to_builtins(w),
+                response_schema=i.response_schema,
+                tool_call_id=i.tool_call_id,
+                expires_at=expires,
             )
-            for i, w in zip(request.interrupts, wire)
+            for i, w in zip(request.interrupts, wire, strict=True)
         ]
-        await run.services.store.save_interrupt(run.lease, pending, checkpoint=request.checkpoint, open_steps=open_steps, progress=_progress(run))
+        await run.services.store.save_interrupt(
+            run.lease, pending, checkpoint=request.checkpoint, open_steps=open_steps, progress=_progress(run)
+        )
     except STORE_FAILURES as exc:
         return await _interrupt_not_saved(run, exc, request.checkpoint, closing)
     finished = e.RunFinished(
-        thread_id=run.lease.thread_id, run_id=run.lease.run_id, outcome=e.InterruptOutcome(interrupts=wire), usage=run.translator.usage or None
+        thread_id=run.lease.thread_id,
+        run_id=run.lease.run_id,
+        outcome=e.InterruptOutcome(interrupts=wire),
+        usage=run.translator.usage or None,
     )
     await run.stream.put([*closing, finished])
     return outcome
@@ -136,7 +150,9 @@ async def _interrupt_not_saved(run: Run, exc: Exception, checkpoint: object, clo
     await run.services.cancel_backend(run.lease.execution_id, checkpoint)
     if isinstance(exc, Rejected) and exc.reason is Rejection.CANCELLED:
         await _finish(run, "cancelled")
-        await run.stream.put([*closing, e.RunFinished(thread_id=run.lease.thread_id, run_id=run.lease.run_id, outcome=e.CancelledOutcome())])
+        await run.stream.put(
+            [*closing, e.RunFinished(thread_id=run.lease.thread_id, run_id=run.lease.run_id, outcome=e.CancelledOutcome())]
+        )
         return Cancelled()
     error = GatewayError(ErrorCode.STATE_PERSISTENCE_FAILED)
     await _finish(run, "failed")

@@ -6,7 +6,7 @@ so that a run can always settle."""
 from __future__ import annotations
 
 import asyncio
-from typing import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable
 
 from gateway.protocol import events as e
 

@@ -108,15 +108,7 @@ class ReasoningMessage(_Message, tag="reasoning"):
     content: Any = None
 
 
-Message = (
-    UserMessage
-    | AssistantMessage
-    | SystemMessage
-    | DeveloperMessage
-    | ToolMessage
-    | ActivityMessage
-    | ReasoningMessage
-)
+Message = UserMessage | AssistantMessage | SystemMessage | DeveloperMessage | ToolMessage | ActivityMessage | ReasoningMessage
 
 
 class ResumeEntry(Struct, rename="camel"):

@@ -104,9 +104,7 @@ def check_images(run: RunAgentInput) -> int:
             total += len(data)
             count += 1
             if total > MAX_IMAGES_TOTAL_BYTES:
-                raise GatewayError(
-                    ErrorCode.INVALID_INPUT, f"{field}.value", "All images together exceed 10 MiB.", http_status=413
-                )
+                raise GatewayError(ErrorCode.INVALID_INPUT, f"{field}.value", "All images together exceed 10 MiB.", http_status=413)
     return count
 
 

@@ -7,10 +7,11 @@ import asyncio
 import contextlib
 import logging
 import time
-from typing import AsyncIterator
+from collections.abc import AsyncIterator
 
 from litestar import Litestar
 from litestar.di import Provide
+from litestar.types import ControllerRouterHandler
 
 from gateway.access import Access
 from gateway.agents import AgentBackend, load_agent
@@ -30,7 +31,17 @@ from transports.websocket import ws_endpoint
 
 log = logging.getLogger("agui.app")
 PURGE_INTERVAL_SECONDS = 3600
-ROUTES = [run_root, run_invocations, cancel_execution, issue_ticket, ws_endpoint, health, ping, protected_resource, ui_router]
+ROUTES: list[ControllerRouterHandler] = [
+    run_root,
+    run_invocations,
+    cancel_execution,
+    issue_ticket,
+    ws_endpoint,
+    health,
+    ping,
+    protected_resource,
+    ui_router,
+]
 
 
 async def _purge_forever(store: ThreadStore) -> None:

@@ -23,34 +23,137 @@ def build_parser() -> argparse.ArgumentParser:
         "Every flag can also be set with the AGUI_GATEWAY_<FLAG> environment variable (e.g. AGUI_GATEWAY_PORT).",
     )
     p.add_argument("--version", action="version", version=f"agui-gateway {__version__}")
-    p.add_argument("--host", default=_env("HOST", "127.0.0.1"), help="address to bind (default 127.0.0.1; the container image uses 0.0.0.0)")
+    p.add_argument(
+        "--host", default=_env("HOST", "127.0.0.1"), help="address to bind (default 127.0.0.1; the container image uses 0.0.0.0)"
+    )
     p.add_argument("--port", type=int, default=int(_env("PORT", "8080")), help="port to listen on (default 8080)")
-    p.add_argument("--store", default=_env("STORE", "file"), help="thread state store: 'file' (default, one JSON file per thread under --state-dir), 'file:///path', 'memory' (lost on exit), or Redis shared by replicas: redis://host:port/db, rediss://..., redis+sentinel://host:port[,host:port]/service[/db], redis+cluster://host:port")
-    p.add_argument("--state-dir", default=_env("STATE_DIR", default_state_dir()), help="directory of the file store (default $XDG_CONFIG_HOME/agui, else ~/.config/agui)")
-    p.add_argument("--agent", default=_env("AGENT", "demo"), help="agent backend: 'demo' (embedded scripted agent, default) or 'package.module:factory' for a Python plug-in")
-    p.add_argument("--agent-token", default=_env("AGENT_TOKEN"), help="bearer token the A2A agent expects (sent as Authorization to the agent only)")
-    p.add_argument("--auth-token", default=_env("AUTH_TOKEN", os.environ.get("IAC_CODE_AGUI_AUTH_TOKEN")), help="static bearer token required on runs and cancels (also IAC_CODE_AGUI_AUTH_TOKEN; prefer the environment over the command line)")
-    p.add_argument("--oauth-discovery-url", default=_env("OAUTH_DISCOVERY_URL"), help="OAuth: the issuer's OpenID/OAuth discovery document (gives the issuer and jwks_uri)")
-    p.add_argument("--oauth-jwks-url", default=_env("OAUTH_JWKS_URL"), help="OAuth: the issuer's JWKS URL (instead of, or overriding, discovery)")
+    p.add_argument(
+        "--store",
+        default=_env("STORE", "file"),
+        help="thread state store: 'file' (default, one JSON file per thread under --state-dir), 'file:///path', 'memory' (lost on exit), or Redis shared by replicas: redis://host:port/db, rediss://..., redis+sentinel://host:port[,host:port]/service[/db], redis+cluster://host:port",
+    )
+    p.add_argument(
+        "--state-dir",
+        default=_env("STATE_DIR", default_state_dir()),
+        help="directory of the file store (default $XDG_CONFIG_HOME/agui, else ~/.config/agui)",
+    )
+    p.add_argument(
+        "--agent",
+        default=_env("AGENT", "demo"),
+        help="agent backend: 'demo' (embedded scripted agent, default) or 'package.module:factory' for a Python plug-in",
+    )
+    p.add_argument(
+        "--agent-token", default=_env("AGENT_TOKEN"), help="bearer token the A2A agent expects (sent as Authorization to the agent only)"
+    )
+    p.add_argument(
+        "--auth-token",
+        default=_env("AUTH_TOKEN", os.environ.get("IAC_CODE_AGUI_AUTH_TOKEN")),
+        help="static bearer token required on runs and cancels (also IAC_CODE_AGUI_AUTH_TOKEN; prefer the environment over the command line)",
+    )
+    p.add_argument(
+        "--oauth-discovery-url",
+        default=_env("OAUTH_DISCOVERY_URL"),
+        help="OAuth: the issuer's OpenID/OAuth discovery document (gives the issuer and jwks_uri)",
+    )
+    p.add_argument(
+        "--oauth-jwks-url", default=_env("OAUTH_JWKS_URL"), help="OAuth: the issuer's JWKS URL (instead of, or overriding, discovery)"
+    )
     p.add_argument("--oauth-issuer", default=_env("OAUTH_ISSUER"), help="OAuth: the expected 'iss' (required with --oauth-jwks-url alone)")
     p.add_argument("--oauth-audience", action="append", default=None, help="OAuth: an accepted 'aud', repeatable (env: comma-separated)")
-    p.add_argument("--oauth-client-id", action="append", default=None, help="OAuth: an accepted client id ('client_id' or 'azp'), repeatable (env: comma-separated)")
-    p.add_argument("--oauth-scope", action="append", default=None, help="OAuth: a scope every token must carry, repeatable (env: comma-separated); missing -> 403")
-    p.add_argument("--oauth-algorithms", default=_env("OAUTH_ALGORITHMS", "RS256,ES256"), help="OAuth: accepted JWS algorithms, comma-separated (default RS256,ES256; 'none' is never accepted)")
-    p.add_argument("--public-url", default=_env("PUBLIC_URL"), help="the gateway's public base URL, for the OAuth protected-resource metadata (default: from the request)")
-    p.add_argument("--max-concurrent-runs", type=int, default=int(_env("MAX_CONCURRENT_RUNS", "0")), help="cap on runs in flight on this replica; beyond it 429 SERVICE_QUOTA_EXCEEDED (default 0 = no cap)")
-    p.add_argument("--rate-limit", default=_env("RATE_LIMIT"), help="per-caller request rate, e.g. 20/s or 600/m (token bucket; shared across replicas with the Redis store); beyond it 429 RATE_LIMIT_EXCEEDED")
-    p.add_argument("--heartbeat-seconds", type=float, default=float(_env("HEARTBEAT_SECONDS", "15")), help="write ': heartbeat' after this many seconds without an event (default 15)")
-    p.add_argument("--allowed-cwd", action="append", default=None, help="allowed workspace root, repeatable (env: a list separated by '" + os.pathsep + "'); cwd must be one of them or below one. Default: " + ", ".join(default_allowed_roots()) + " (home, /workspace, temp dir)")
-    p.add_argument("--default-cwd", default=_env("DEFAULT_CWD"), help="workspace for plain AG-UI requests without forwardedProps.iacCode (unset: the extension is required)")
-    p.add_argument("--retention", default=_env("RETENTION", "7d"), help="remove thread state untouched for this long (default 7d; e.g. 3600, 12h, 30d)")
-    p.add_argument("--lease-seconds", type=float, default=float(_env("LEASE_SECONDS", "10")), help="Redis store: lifetime of a run lease, renewed every third of it; a replica that dies frees its threads after this (default 10)")
-    p.add_argument("--interrupt-ttl", default=_env("INTERRUPT_TTL", "900"), help="lifetime of an interrupt before it expires (default 900 s; 0 = never)")
-    p.add_argument("--ws-ping-seconds", type=float, default=float(_env("WS_PING_SECONDS", "20")), help="WebSocket ping interval; a peer that does not answer within the same time is closed (default 20; 0 disables)")
-    p.add_argument("--ticket-ttl", default=_env("TICKET_TTL", "60"), help="lifetime of a single-use WebSocket ticket from POST /ws/tickets (default 60 s)")
-    p.add_argument("--shutdown-grace-seconds", type=float, default=float(_env("SHUTDOWN_GRACE_SECONDS", "30")), help="on SIGTERM, how long active runs may go on before they are cancelled (default 30)")
-    p.add_argument("--log-level", default=_env("LOG_LEVEL", "info"), choices=["debug", "info", "warning", "error"], help="log level (default info)")
-    p.add_argument("--log-format", default=_env("LOG_FORMAT", "text"), choices=["text", "json"], help="log format: text (default) or json (one object per line)")
+    p.add_argument(
+        "--oauth-client-id",
+        action="append",
+        default=None,
+        help="OAuth: an accepted client id ('client_id' or 'azp'), repeatable (env: comma-separated)",
+    )
+    p.add_argument(
+        "--oauth-scope",
+        action="append",
+        default=None,
+        help="OAuth: a scope every token must carry, repeatable (env: comma-separated); missing -> 403",
+    )
+    p.add_argument(
+        "--oauth-algorithms",
+        default=_env("OAUTH_ALGORITHMS", "RS256,ES256"),
+        help="OAuth: accepted JWS algorithms, comma-separated (default RS256,ES256; 'none' is never accepted)",
+    )
+    p.add_argument(
+        "--public-url",
+        default=_env("PUBLIC_URL"),
+        help="the gateway's public base URL, for the OAuth protected-resource metadata (default: from the request)",
+    )
+    p.add_argument(
+        "--max-concurrent-runs",
+        type=int,
+        default=int(_env("MAX_CONCURRENT_RUNS", "0")),
+        help="cap on runs in flight on this replica; beyond it 429 SERVICE_QUOTA_EXCEEDED (default 0 = no cap)",
+    )
+    p.add_argument(
+        "--rate-limit",
+        default=_env("RATE_LIMIT"),
+        help="per-caller request rate, e.g. 20/s or 600/m (token bucket; shared across replicas with the Redis store); beyond it 429 RATE_LIMIT_EXCEEDED",
+    )
+    p.add_argument(
+        "--heartbeat-seconds",
+        type=float,
+        default=float(_env("HEARTBEAT_SECONDS", "15")),
+        help="write ': heartbeat' after this many seconds without an event (default 15)",
+    )
+    p.add_argument(
+        "--allowed-cwd",
+        action="append",
+        default=None,
+        help="allowed workspace root, repeatable (env: a list separated by '"
+        + os.pathsep
+        + "'); cwd must be one of them or below one. Default: "
+        + ", ".join(default_allowed_roots())
+        + " (home, /workspace, temp dir)",
+    )
+    p.add_argument(
+        "--default-cwd",
+        default=_env("DEFAULT_CWD"),
+        help="workspace for plain AG-UI requests without forwardedProps.iacCode (unset: the extension is required)",
+    )
+    p.add_argument(
+        "--retention", default=_env("RETENTION", "7d"), help="remove thread state untouched for this long (default 7d; e.g. 3600, 12h, 30d)"
+    )
+    p.add_argument(
+        "--lease-seconds",
+        type=float,
+        default=float(_env("LEASE_SECONDS", "10")),
+        help="Redis store: lifetime of a run lease, renewed every third of it; a replica that dies frees its threads after this (default 10)",
+    )
+    p.add_argument(
+        "--interrupt-ttl",
+        default=_env("INTERRUPT_TTL", "900"),
+        help="lifetime of an interrupt before it expires (default 900 s; 0 = never)",
+    )
+    p.add_argument(
+        "--ws-ping-seconds",
+        type=float,
+        default=float(_env("WS_PING_SECONDS", "20")),
+        help="WebSocket ping interval; a peer that does not answer within the same time is closed (default 20; 0 disables)",
+    )
+    p.add_argument(
+        "--ticket-ttl",
+        default=_env("TICKET_TTL", "60"),
+        help="lifetime of a single-use WebSocket ticket from POST /ws/tickets (default 60 s)",
+    )
+    p.add_argument(
+        "--shutdown-grace-seconds",
+        type=float,
+        default=float(_env("SHUTDOWN_GRACE_SECONDS", "30")),
+        help="on SIGTERM, how long active runs may go on before they are cancelled (default 30)",
+    )
+    p.add_argument(
+        "--log-level", default=_env("LOG_LEVEL", "info"), choices=["debug", "info", "warning", "error"], help="log level (default info)"
+    )
+    p.add_argument(
+        "--log-format",
+        default=_env("LOG_FORMAT", "text"),
+        choices=["text", "json"],
+        help="log format: text (default) or json (one object per line)",
+    )
     return p
 
 

@@ -45,7 +45,7 @@ class GatewayServer(uvicorn.Server):
         for conn in list(ctx.sockets):
             try:
                 await conn.socket.close(GOING_AWAY, "server shutting down")
-            except Exception:  # the peer may be gone already
+            except Exception:  # noqa: BLE001 - the peer may be gone already
                 pass
         self.should_exit = True
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-from typing import Any, AsyncIterator
+from collections.abc import AsyncIterator
+from typing import Any
 
 from gateway.agents import signals as s
 from gateway.agents.base import AgentBackend, AgentRequest

@@ -64,13 +64,25 @@ def test_pipeline_envelopes_are_deduplicated_by_event_id_and_sequence():
 
 
 def test_a_permission_input_becomes_an_interrupt_with_a_schema_of_its_options():
-    envelope = {"kind": "permission", "inputId": "in-1", "required": True, "toolUseId": "c1", "toolName": "ros",
-                "options": [{"id": "allow_once", "label": "Allow"}, {"id": "deny", "label": "Deny"}], "prompt": "Run ros?"}
+    envelope = {
+        "kind": "permission",
+        "inputId": "in-1",
+        "required": True,
+        "toolUseId": "c1",
+        "toolName": "ros",
+        "options": [{"id": "allow_once", "label": "Allow"}, {"id": "deny", "label": "Deny"}],
+        "prompt": "Run ros?",
+    }
     request, meta = interrupt_from_input(envelope, "task-1")
     assert request.reason == "tool_call" and request.tool_call_id == "c1" and request.message == "Run ros?"
     assert request.response_schema["properties"]["decision"]["enum"] == ["allow_once", "deny"]
-    assert meta == {"kind": "permission", "inputId": "in-1", "requestTaskId": "task-1", "toolUseId": "c1",
-                    "options": [{"value": "allow_once", "label": "Allow"}, {"value": "deny", "label": "Deny"}]}
+    assert meta == {
+        "kind": "permission",
+        "inputId": "in-1",
+        "requestTaskId": "task-1",
+        "toolUseId": "c1",
+        "options": [{"value": "allow_once", "label": "Allow"}, {"value": "deny", "label": "Deny"}],
+    }
     question, _ = interrupt_from_input({"kind": "ask_user_question", "inputId": "q", "options": ["a", "b"]}, None)
     assert question.reason == "question" and "anyOf" in question.response_schema["properties"]["answer"]
 

@@ -12,16 +12,34 @@ from store import Admission, Lease, RenewResult
 from tests.unit.scripted import Harness, ScriptedAgent, body, collect, types
 
 ASK = s.InputRequired(
-    interrupts=[s.InterruptRequest(id="i1", reason="question", message="Which?", response_schema={"type": "object", "required": ["answer"]})],
+    interrupts=[
+        s.InterruptRequest(id="i1", reason="question", message="Which?", response_schema={"type": "object", "required": ["answer"]})
+    ],
     checkpoint={"at": "ask"},
 )
 
 
 async def test_a_completed_turn_streams_balanced_events_and_records_the_end():
-    agent = ScriptedAgent([s.SessionInfo(task_id="task-1"), s.TextDelta(text="Hel"), s.TextDelta(text="lo"), s.Usage(input_tokens=1, output_tokens=2), s.Completed(result={"ok": 1})])
+    agent = ScriptedAgent(
+        [
+            s.SessionInfo(task_id="task-1"),
+            s.TextDelta(text="Hel"),
+            s.TextDelta(text="lo"),
+            s.Usage(input_tokens=1, output_tokens=2),
+            s.Completed(result={"ok": 1}),
+        ]
+    )
     harness = Harness(agent)
     events = await harness.run(body())
-    assert types(events) == ["RUN_STARTED", "CUSTOM", "TEXT_MESSAGE_START", "TEXT_MESSAGE_CONTENT", "TEXT_MESSAGE_CONTENT", "TEXT_MESSAGE_END", "RUN_FINISHED"]
+    assert types(events) == [
+        "RUN_STARTED",
+        "CUSTOM",
+        "TEXT_MESSAGE_START",
+        "TEXT_MESSAGE_CONTENT",
+        "TEXT_MESSAGE_CONTENT",
+        "TEXT_MESSAGE_END",
+        "RUN_FINISHED",
+    ]
     assert events[1]["value"]["taskId"] == "task-1"
     assert events[-1]["outcome"] == {"type": "success"} and events[-1]["result"] == {"ok": 1}
     assert events[-1]["usage"][0]["totalTokens"] == 3

@@ -5,15 +5,15 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
-from typing import Any, AsyncIterator
+from collections.abc import AsyncIterator
+from typing import Any
 
 import httpx
-import msgspec
 
+from gateway.agents import signals as s
 from gateway.agents.a2a.client import A2AClient, A2AError
 from gateway.agents.a2a.mapping import FrameMapper, ProtocolViolation, normalise_state
 from gateway.agents.base import AgentBackend, AgentRequest
-from gateway.agents import signals as s
 
 log = logging.getLogger("agui.a2a")
 CANCEL_TIMEOUT = 5.0
@@ -62,10 +62,15 @@ class A2ABackend(AgentBackend):
         parts: list[dict[str, Any]] = [{"text": request.user_text}] if request.user_text else []
         for index, (mime, data) in enumerate(request.images):
             parts.append({"raw": data, "filename": f"image-{index}", "mediaType": mime})
-        return {"messageId": request.message_id or f"msg-{request.run_id}", "role": "ROLE_USER", "contextId": context_id,
-                "parts": parts, "metadata": {"iac_code": iac_metadata(request)}}
+        return {
+            "messageId": request.message_id or f"msg-{request.run_id}",
+            "role": "ROLE_USER",
+            "contextId": context_id,
+            "parts": parts,
+            "metadata": {"iac_code": iac_metadata(request)},
+        }
 
-    def _answer(self, request: AgentRequest, context_id: str, task_id: str) -> dict[str, Any]:
+    def _answer(self, request: AgentRequest, context_id: str, task_id: str | None) -> dict[str, Any]:
         inputs = (request.checkpoint or {}).get("inputs", {})
         parts: list[dict[str, Any]] = []
         for answer in request.resume:
@@ -73,17 +78,33 @@ class A2ABackend(AgentBackend):
             payload = answer.payload if isinstance(answer.payload, dict) else {}
             if meta.get("kind") == "permission":
                 decision = payload.get("decision", "deny") if answer.status == "resolved" else "deny"
-                parts.append({"data": {"schemaVersion": 1, "kind": "permission", "requestTaskId": meta.get("requestTaskId") or task_id,
-                                       "inputId": meta.get("inputId", answer.interrupt_id), "toolUseId": meta.get("toolUseId"),
-                                       "decision": decision}, "mediaType": "application/json"})
+                parts.append(
+                    {
+                        "data": {
+                            "schemaVersion": 1,
+                            "kind": "permission",
+                            "requestTaskId": meta.get("requestTaskId") or task_id,
+                            "inputId": meta.get("inputId", answer.interrupt_id),
+                            "toolUseId": meta.get("toolUseId"),
+                            "decision": decision,
+                        },
+                        "mediaType": "application/json",
+                    }
+                )
             else:
                 value = next(iter(payload.values()), "") if answer.status == "resolved" else ""
                 label = next((o["label"] for o in meta.get("options", []) if o.get("value") == value), None)
                 parts.append({"text": str(label or value) if answer.status == "resolved" else "(dismissed)"})
-        return {"messageId": f"answer-{request.run_id}", "role": "ROLE_USER", "contextId": context_id, "taskId": task_id,
-                "parts": parts, "metadata": {"iac_code": iac_metadata(request)}}
+        return {
+            "messageId": f"answer-{request.run_id}",
+            "role": "ROLE_USER",
+            "contextId": context_id,
+            "taskId": task_id,
+            "parts": parts,
+            "metadata": {"iac_code": iac_metadata(request)},
+        }
 
-    async def run(self, request: AgentRequest) -> AsyncIterator[s.Signal]:  # type: ignore[override]
+    async def run(self, request: AgentRequest) -> AsyncIterator[s.Signal]:
         context_id = context_id_for(request.thread_id)
         checkpoint = request.checkpoint or {}
         task_id = checkpoint.get("taskId") if request.resume else None
@@ -160,7 +181,9 @@ class A2ABackend(AgentBackend):
     async def _recover_pipeline(self, mapper: FrameMapper, task_id: str) -> list[s.Signal]:
         """`GET /iac-code/pipeline/state`: a snapshot, then the events missed since the last sequence seen."""
         try:
-            response = await self.client.extension("GET", "/iac-code/pipeline/state", params={"taskId": task_id, "afterSequence": mapper.last_sequence})
+            response = await self.client.extension(
+                "GET", "/iac-code/pipeline/state", params={"taskId": task_id, "afterSequence": mapper.last_sequence}
+            )
         except httpx.HTTPError:
             return []
         if response is None or response.status_code != 200:
@@ -177,8 +200,13 @@ class A2ABackend(AgentBackend):
 
     def _end(self, mapper: FrameMapper) -> s.Signal:
         if mapper.inputs:
-            checkpoint = {"taskId": mapper.task_id, "contextId": mapper.context_id, "sessionId": mapper.session_id,
-                          "lastSequence": mapper.last_sequence, "inputs": {request.id: meta for request, meta in mapper.inputs}}
+            checkpoint = {
+                "taskId": mapper.task_id,
+                "contextId": mapper.context_id,
+                "sessionId": mapper.session_id,
+                "lastSequence": mapper.last_sequence,
+                "inputs": {request.id: meta for request, meta in mapper.inputs},
+            }
             return s.InputRequired(interrupts=[request for request, _ in mapper.inputs], checkpoint=checkpoint)
         if mapper.state in ("completed", "input-required"):
             return s.Completed()

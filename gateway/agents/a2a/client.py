@@ -7,7 +7,8 @@ dicts (msgspec), which keeps protobuf conversion off the hot path of every strea
 from __future__ import annotations
 
 import itertools
-from typing import Any, AsyncIterator
+from collections.abc import AsyncIterator
+from typing import Any
 
 import httpx
 import msgspec

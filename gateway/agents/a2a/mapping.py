@@ -8,13 +8,42 @@ from typing import Any
 from gateway.agents import signals as s
 
 PIPELINE_CUSTOM_TYPES = frozenset(
-    "pipeline_started pipeline_resumed pipeline_completed pipeline_error pipeline_warning backup_blocked "
-    "candidate_started candidate_completed candidate_failed candidate_interrupted candidate_restart_requested "
-    "candidate_selected candidate_detail_shown candidate_step_failed sub_pipeline_started sub_pipeline_completed "
-    "sub_step_failed step_failed stack_progress stack_instances_progress stack_current_changed cleanup_started "
-    "cleanup_progress cleanup_completed cleanup_failed rollback_triggered rollback_completed "
-    "context_compaction_started context_compacted context_compaction_failed fields_marked_stale diagram_shown "
-    "mcp_status tool_progress".split()
+    [
+        "pipeline_started",
+        "pipeline_resumed",
+        "pipeline_completed",
+        "pipeline_error",
+        "pipeline_warning",
+        "backup_blocked",
+        "candidate_started",
+        "candidate_completed",
+        "candidate_failed",
+        "candidate_interrupted",
+        "candidate_restart_requested",
+        "candidate_selected",
+        "candidate_detail_shown",
+        "candidate_step_failed",
+        "sub_pipeline_started",
+        "sub_pipeline_completed",
+        "sub_step_failed",
+        "step_failed",
+        "stack_progress",
+        "stack_instances_progress",
+        "stack_current_changed",
+        "cleanup_started",
+        "cleanup_progress",
+        "cleanup_completed",
+        "cleanup_failed",
+        "rollback_triggered",
+        "rollback_completed",
+        "context_compaction_started",
+        "context_compacted",
+        "context_compaction_failed",
+        "fields_marked_stale",
+        "diagram_shown",
+        "mcp_status",
+        "tool_progress",
+    ]
 )
 _OLD_KINDS = {"task": "task", "status-update": "statusUpdate", "artifact-update": "artifactUpdate", "message": "message"}
 
@@ -85,8 +114,12 @@ class FrameMapper:
             update = result["artifactUpdate"]
             self._check(update.get("taskId"), update.get("contextId"))
             artifact = update.get("artifact") or {}
-            data = {"artifactId": artifact.get("artifactId"), "title": artifact.get("name"),
-                    "description": artifact.get("description"), "parts": artifact.get("parts") or []}
+            data = {
+                "artifactId": artifact.get("artifactId"),
+                "title": artifact.get("name"),
+                "description": artifact.get("description"),
+                "parts": artifact.get("parts") or [],
+            }
             out.append(s.Artifact(data={k: v for k, v in data.items() if v is not None}))
         elif "message" in result:
             message = result["message"]
@@ -171,8 +204,15 @@ class FrameMapper:
             out.append(s.ToolProgress(tool_call_id=call_id, data=data))
 
     def _usage(self, usage: dict[str, Any], out: list[s.Signal]) -> None:
-        out.append(s.Usage(input_tokens=_int(usage.get("inputTokens")), output_tokens=_int(usage.get("outputTokens")),
-                           reasoning_tokens=_int(usage.get("reasoningTokens")), model=usage.get("model"), provider=usage.get("provider")))
+        out.append(
+            s.Usage(
+                input_tokens=_int(usage.get("inputTokens")),
+                output_tokens=_int(usage.get("outputTokens")),
+                reasoning_tokens=_int(usage.get("reasoningTokens")),
+                model=usage.get("model"),
+                provider=usage.get("provider"),
+            )
+        )
 
     def pipeline(self, envelope: dict[str, Any], out: list[s.Signal]) -> None:
         event_id = envelope.get("eventId")
@@ -184,7 +224,7 @@ class FrameMapper:
         if sequence is not None:
             self.last_sequence = sequence
         kind = envelope.get("eventType")
-        data = envelope.get("data") if isinstance(envelope.get("data"), dict) else {}
+        data: dict[str, Any] = envelope["data"] if isinstance(envelope.get("data"), dict) else {}
         step = envelope.get("step") or data.get("step") or data.get("name")
         if kind in ("step_started", "step_finished") and step:
             out.append(s.StepStart(name=str(step)) if kind == "step_started" else s.StepFinish(name=str(step)))
@@ -217,17 +257,36 @@ def interrupt_from_input(envelope: dict[str, Any], task_id: str | None) -> tuple
     input_id = str(envelope["inputId"])
     options = envelope.get("options") or []
     values = [str(o.get("id") or o.get("value")) if isinstance(o, dict) else str(o) for o in options]
-    labels = [{"value": v, "label": (o.get("label") or o.get("title") or v) if isinstance(o, dict) else v, **(
-        {k: o[k] for k in ("summary", "cost") if isinstance(o, dict) and k in o})} for v, o in zip(values, options)]
-    meta: dict[str, Any] = {"kind": kind, "inputId": input_id, "requestTaskId": envelope.get("requestTaskId") or task_id,
-                            "toolUseId": envelope.get("toolUseId"), "options": labels}
+    labels = [
+        {
+            "value": v,
+            "label": (o.get("label") or o.get("title") or v) if isinstance(o, dict) else v,
+            **({k: o[k] for k in ("summary", "cost") if isinstance(o, dict) and k in o}),
+        }
+        for v, o in zip(values, options, strict=True)
+    ]
+    meta: dict[str, Any] = {
+        "kind": kind,
+        "inputId": input_id,
+        "requestTaskId": envelope.get("requestTaskId") or task_id,
+        "toolUseId": envelope.get("toolUseId"),
+        "options": labels,
+    }
     metadata = {k: envelope[k] for k in ("title", "purpose", "safeSummary") if envelope.get(k)}
     if kind == "permission":
         decisions = values or ["allow_once", "deny"]
-        schema = {"type": "object", "properties": {"decision": {"type": "string", "enum": decisions}}, "required": ["decision"], "additionalProperties": False}
+        schema = {
+            "type": "object",
+            "properties": {"decision": {"type": "string", "enum": decisions}},
+            "required": ["decision"],
+            "additionalProperties": False,
+        }
         request = s.InterruptRequest(
-            id=input_id, reason="tool_call", message=str(envelope.get("prompt") or envelope.get("title") or "Allow this tool call?"),
-            tool_call_id=envelope.get("toolUseId"), response_schema=schema,
+            id=input_id,
+            reason="tool_call",
+            message=str(envelope.get("prompt") or envelope.get("title") or "Allow this tool call?"),
+            tool_call_id=envelope.get("toolUseId"),
+            response_schema=schema,
             metadata={**metadata, "options": labels or [{"value": d, "label": d} for d in decisions], "toolName": envelope.get("toolName")},
         )
     elif kind in ("ask_user_question", "candidate_selection"):
@@ -237,13 +296,18 @@ def interrupt_from_input(envelope: dict[str, Any], task_id: str | None) -> tuple
             choices = {"anyOf": [choices, {"type": "string", "minLength": 1}]}
         schema = {"type": "object", "properties": {field: choices}, "required": [field], "additionalProperties": False}
         request = s.InterruptRequest(
-            id=input_id, reason="question" if kind == "ask_user_question" else "candidate_selection",
+            id=input_id,
+            reason="question" if kind == "ask_user_question" else "candidate_selection",
             message=str(envelope.get("question") or envelope.get("prompt") or envelope.get("title") or "Please choose."),
-            response_schema=schema, metadata={**metadata, "options": labels, "allowFreeText": bool(envelope.get("allowFreeText", kind == "ask_user_question"))},
+            response_schema=schema,
+            metadata={**metadata, "options": labels, "allowFreeText": bool(envelope.get("allowFreeText", kind == "ask_user_question"))},
         )
     else:
         request = s.InterruptRequest(
-            id=input_id, reason=kind, message=str(envelope.get("prompt") or envelope.get("title") or "The agent needs input."),
-            response_schema={"type": "object"}, metadata={**metadata, "options": labels},
+            id=input_id,
+            reason=kind,
+            message=str(envelope.get("prompt") or envelope.get("title") or "The agent needs input."),
+            response_schema={"type": "object"},
+            metadata={**metadata, "options": labels},
         )
     return request, meta
