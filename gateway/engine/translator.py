@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from gateway.agents import signals as s
@@ -86,64 +87,82 @@ class Translator:
             return out
         if not self.session_sent:
             out.extend(self.session_event())
-        if isinstance(signal, s.TextDelta):
-            if signal.text:
-                self._close_reasoning(out)
-                if self.text_id is None:
-                    self.text_id = _new_id("msg")
-                    out.append(e.TextMessageStart(message_id=self.text_id, role="assistant"))
-                out.append(e.TextMessageContent(message_id=self.text_id, delta=signal.text))
-        elif isinstance(signal, s.TextEnd):
-            self._close_text(out)
-        elif isinstance(signal, s.ReasoningDelta):
-            if signal.text:
-                self._close_text(out)
-                if self.reasoning_id is None:
-                    self.reasoning_id = _new_id("reasoning")
-                    out.append(e.ReasoningStart(message_id=self.reasoning_id))
-                    out.append(e.ReasoningMessageStart(message_id=self.reasoning_id, role="reasoning"))
-                out.append(e.ReasoningMessageContent(message_id=self.reasoning_id, delta=signal.text))
-        elif isinstance(signal, s.ReasoningEnd):
-            self._close_reasoning(out)
-        elif isinstance(signal, s.ToolStart):
-            self._close_messages(out)
-            if signal.tool_call_id not in self.tools:
-                self.tools.append(signal.tool_call_id)
-                out.append(e.ToolCallStart(tool_call_id=signal.tool_call_id, tool_call_name=signal.name))
-        elif isinstance(signal, s.ToolArgs):
-            if signal.tool_call_id in self.tools and signal.delta:
-                out.append(e.ToolCallArgs(tool_call_id=signal.tool_call_id, delta=signal.delta))
-        elif isinstance(signal, s.ToolEnd):
-            if signal.tool_call_id in self.tools:
-                self.tools.remove(signal.tool_call_id)
-                out.append(e.ToolCallEnd(tool_call_id=signal.tool_call_id))
-        elif isinstance(signal, s.ToolResult):
-            self._close_messages(out)
-            if signal.tool_call_id in self.tools:
-                self.tools.remove(signal.tool_call_id)
-                out.append(e.ToolCallEnd(tool_call_id=signal.tool_call_id))
-            out.append(e.ToolCallResult(message_id=_new_id("tool"), tool_call_id=signal.tool_call_id, content=signal.content))
-        elif isinstance(signal, s.ToolProgress):
-            out.append(self._custom(TOOL_PROGRESS_EVENT, {"toolCallId": signal.tool_call_id, **signal.data}))
-        elif isinstance(signal, s.StepStart):
-            self._close_messages(out)
-            if signal.name not in self.steps:
-                self.steps.append(signal.name)
-                out.append(e.StepStarted(step_name=signal.name))
-        elif isinstance(signal, s.StepFinish):
-            if signal.name in self.steps:
-                self._close_messages(out)
-                self.steps.remove(signal.name)
-                out.append(e.StepFinished(step_name=signal.name))
-        elif isinstance(signal, s.PipelineEvent):
-            out.append(self._custom(PIPELINE_EVENT, {"eventType": signal.event_type, **signal.data}, signal.event_id))
-        elif isinstance(signal, s.Artifact):
-            out.append(self._custom(ARTIFACT_EVENT, signal.data))
-        elif isinstance(signal, s.ActivitySnapshot):
-            out.append(e.ActivitySnapshot(message_id=_new_id("activity"), activity_type=signal.activity_type, content=signal.content))
-        elif isinstance(signal, s.Usage):
-            self._add_usage(signal)
+        handler = _HANDLERS.get(type(signal))
+        if handler is not None:
+            handler(self, signal, out)
         return out
+
+    def _text(self, signal: s.TextDelta, out: list[e.Event]) -> None:
+        if not signal.text:
+            return
+        self._close_reasoning(out)
+        if self.text_id is None:
+            self.text_id = _new_id("msg")
+            out.append(e.TextMessageStart(message_id=self.text_id, role="assistant"))
+        out.append(e.TextMessageContent(message_id=self.text_id, delta=signal.text))
+
+    def _text_end(self, signal: s.TextEnd, out: list[e.Event]) -> None:
+        self._close_text(out)
+
+    def _reasoning(self, signal: s.ReasoningDelta, out: list[e.Event]) -> None:
+        if not signal.text:
+            return
+        self._close_text(out)
+        if self.reasoning_id is None:
+            self.reasoning_id = _new_id("reasoning")
+            out.append(e.ReasoningStart(message_id=self.reasoning_id))
+            out.append(e.ReasoningMessageStart(message_id=self.reasoning_id, role="reasoning"))
+        out.append(e.ReasoningMessageContent(message_id=self.reasoning_id, delta=signal.text))
+
+    def _reasoning_end(self, signal: s.ReasoningEnd, out: list[e.Event]) -> None:
+        self._close_reasoning(out)
+
+    def _tool_start(self, signal: s.ToolStart, out: list[e.Event]) -> None:
+        self._close_messages(out)
+        if signal.tool_call_id not in self.tools:
+            self.tools.append(signal.tool_call_id)
+            out.append(e.ToolCallStart(tool_call_id=signal.tool_call_id, tool_call_name=signal.name))
+
+    def _tool_args(self, signal: s.ToolArgs, out: list[e.Event]) -> None:
+        if signal.tool_call_id in self.tools and signal.delta:
+            out.append(e.ToolCallArgs(tool_call_id=signal.tool_call_id, delta=signal.delta))
+
+    def _tool_end(self, signal: s.ToolEnd, out: list[e.Event]) -> None:
+        if signal.tool_call_id in self.tools:
+            self.tools.remove(signal.tool_call_id)
+            out.append(e.ToolCallEnd(tool_call_id=signal.tool_call_id))
+
+    def _tool_result(self, signal: s.ToolResult, out: list[e.Event]) -> None:
+        self._close_messages(out)
+        self._tool_end(s.ToolEnd(tool_call_id=signal.tool_call_id), out)
+        out.append(e.ToolCallResult(message_id=_new_id("tool"), tool_call_id=signal.tool_call_id, content=signal.content))
+
+    def _tool_progress(self, signal: s.ToolProgress, out: list[e.Event]) -> None:
+        out.append(self._custom(TOOL_PROGRESS_EVENT, {"toolCallId": signal.tool_call_id, **signal.data}))
+
+    def _step_start(self, signal: s.StepStart, out: list[e.Event]) -> None:
+        self._close_messages(out)
+        if signal.name not in self.steps:
+            self.steps.append(signal.name)
+            out.append(e.StepStarted(step_name=signal.name))
+
+    def _step_finish(self, signal: s.StepFinish, out: list[e.Event]) -> None:
+        if signal.name in self.steps:
+            self._close_messages(out)
+            self.steps.remove(signal.name)
+            out.append(e.StepFinished(step_name=signal.name))
+
+    def _pipeline(self, signal: s.PipelineEvent, out: list[e.Event]) -> None:
+        out.append(self._custom(PIPELINE_EVENT, {"eventType": signal.event_type, **signal.data}, signal.event_id))
+
+    def _artifact(self, signal: s.Artifact, out: list[e.Event]) -> None:
+        out.append(self._custom(ARTIFACT_EVENT, signal.data))
+
+    def _activity(self, signal: s.ActivitySnapshot, out: list[e.Event]) -> None:
+        out.append(e.ActivitySnapshot(message_id=_new_id("activity"), activity_type=signal.activity_type, content=signal.content))
+
+    def _usage(self, signal: s.Usage, out: list[e.Event]) -> None:
+        self._add_usage(signal)
 
     def _add_usage(self, signal: s.Usage) -> None:
         """Usage reports are summed per (provider, model) into RUN_FINISHED.usage."""
@@ -160,3 +179,22 @@ class Translator:
 
     def identities(self) -> dict[str, str]:
         return {k: v for k, v in self.session.items() if k in ("contextId", "taskId", "sessionId") and v is not None}
+
+
+_HANDLERS: dict[type[s.Signal], Callable[[Translator, Any, list[e.Event]], None]] = {
+    s.TextDelta: Translator._text,
+    s.TextEnd: Translator._text_end,
+    s.ReasoningDelta: Translator._reasoning,
+    s.ReasoningEnd: Translator._reasoning_end,
+    s.ToolStart: Translator._tool_start,
+    s.ToolArgs: Translator._tool_args,
+    s.ToolEnd: Translator._tool_end,
+    s.ToolResult: Translator._tool_result,
+    s.ToolProgress: Translator._tool_progress,
+    s.StepStart: Translator._step_start,
+    s.StepFinish: Translator._step_finish,
+    s.PipelineEvent: Translator._pipeline,
+    s.Artifact: Translator._artifact,
+    s.ActivitySnapshot: Translator._activity,
+    s.Usage: Translator._usage,
+}
