@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 
@@ -62,12 +63,29 @@ def send(page, text):
 
 
 def test_plain_chat_streams_text_reasoning_and_usage(page, gateway):
+    missing: list[str] = []
+    page.on("response", lambda response: missing.append(response.url) if response.status == 404 else None)
     open_ui(page, gateway)
+    page.get_by_label("Ask for reasoning (thinking)").check()
     send(page, "hello browser")
     expect(page.get_by_test_id("assistant").last).to_have_text("You said: hello browser")
     expect(page.get_by_test_id("user").last).to_have_text("hello browser")
+    reasoning = page.get_by_test_id("reasoning").last
+    expect(reasoning).to_be_attached()
+    reasoning.locator("summary").click()
+    expect(reasoning).to_contain_text("The user wrote 13 characters")
     expect(page.get_by_test_id("usage")).to_contain_text("Tokens:")
     expect(page.get_by_test_id("status")).to_have_text("Done")
+    assert missing == [], f"the page asked for files that do not exist: {missing}"
+
+
+def test_a_token_count_belongs_to_its_own_run(page, gateway):
+    open_ui(page, gateway)
+    send(page, "one two three")
+    expect(page.get_by_test_id("usage")).to_contain_text("Tokens:")
+    send(page, "/tool deploy {}")  # a run without usage
+    expect(page.get_by_test_id("interrupts")).to_be_visible()
+    expect(page.get_by_test_id("usage")).to_have_text("")
 
 
 def test_permission_allowed_runs_the_tool(page, gateway):
@@ -110,8 +128,12 @@ def test_pipeline_with_steps_progress_and_artifact(page, gateway):
     send(page, "/pipeline selling")
     form = page.get_by_test_id("interrupts")
     expect(form).to_contain_text("Select a candidate")
+    expect(form.locator("legend", has_text="Candidate").last).to_have_text("Candidate")  # not the raw key candidateId
+    expect(form).not_to_contain_text("candidateId")
     expect(page.get_by_test_id("artifact")).to_contain_text("Candidate comparison")
     expect(page.get_by_test_id("pipeline")).to_contain_text("pipeline_started")
+    expect(page.get_by_test_id("pipeline")).to_contain_text("pipelineName: selling")
+    expect(page.get_by_test_id("pipeline")).not_to_contain_text("{")  # no raw JSON spilling out
     form.get_by_label("Multi-AZ VPC with NAT").check()
     page.get_by_test_id("answer").click()
     expect(page.get_by_test_id("assistant").last).to_have_text("Deployed cand-b.")
@@ -141,6 +163,11 @@ def test_sse_mode_and_thread_kept_across_reload(page, gateway):
     expect(page.locator("body[data-ready=true]")).to_have_count(1)
     assert page.get_by_test_id("thread-id").text_content() == thread
     expect(page.get_by_test_id("interrupts")).to_be_visible()  # the pending interrupt survived the reload
+    expect(page.get_by_test_id("user").last).to_have_text("/tool deploy {}")  # the transcript is rebuilt from events
+    expect(page.get_by_test_id("tool-call").last).to_contain_text("Tool: deploy")
+    stored = page.evaluate("JSON.parse(localStorage.getItem('agui.page.v1'))")
+    assert stored["threadId"] == thread and stored["runs"][-1][-1]["type"] == "RUN_FINISHED"
+    assert "<" not in json.dumps(stored), "structured data is kept, never HTML"
     page.get_by_test_id("transport-sse").check()
     page.get_by_test_id("interrupts").get_by_label("Allow once").check()
     page.get_by_test_id("answer").click()
