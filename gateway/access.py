@@ -6,7 +6,10 @@ from __future__ import annotations
 import hashlib
 import logging
 import secrets
+import time
 
+from gateway.auth import Principal
+from gateway.errors import ErrorCode, GatewayError
 from store import StoreUnavailable, ThreadStore
 
 log = logging.getLogger("agui.access")
@@ -20,14 +23,21 @@ class Access:
     def __init__(self, store: ThreadStore) -> None:
         self.store = store
 
-    async def issue_ticket(self, ttl_seconds: float) -> str:
-        """A short-lived, single-use WebSocket ticket (valid on every replica sharing the store)."""
+    async def issue_ticket(self, ttl_seconds: float, principal: Principal) -> tuple[str, float]:
+        """A short-lived, single-use WebSocket ticket that acts as `principal` (valid on every replica sharing the
+        store) and its lifetime: never past the principal's own expiry. Only the digest is stored."""
+        if principal.expires_at is not None:
+            ttl_seconds = min(ttl_seconds, principal.expires_at - time.time())
+        if ttl_seconds <= 0:
+            raise GatewayError(ErrorCode.UNAUTHORIZED, detail="The credential has expired.")
         ticket = secrets.token_urlsafe(32)
-        await self.store.put_ticket(ticket_digest(ticket), ttl_seconds)
-        return ticket
+        await self.store.put_ticket(ticket_digest(ticket), ttl_seconds, principal.to_json())
+        return ticket, ttl_seconds
 
-    async def redeem_ticket(self, ticket: str) -> bool:
-        return await self.store.take_ticket(ticket_digest(ticket))
+    async def redeem_ticket(self, ticket: str) -> Principal | None:
+        """The principal a ticket was issued to, once; None for an unknown, used or expired ticket."""
+        value = await self.store.take_ticket(ticket_digest(ticket))
+        return Principal.from_json(value) if value else None
 
     async def rate_wait(self, caller: str, rate: float, burst: float) -> float:
         """0 when the caller may go on, else the seconds to wait; an unreachable store lets the call through."""

@@ -132,12 +132,12 @@ class ThreadStore(abc.ABC):
         """Extend the run's lease; also reports a recorded cancel intent."""
 
     @abc.abstractmethod
-    async def put_ticket(self, digest: str, ttl_seconds: float) -> None:
-        """Remember a single-use WebSocket ticket (by its digest, never the ticket itself)."""
+    async def put_ticket(self, digest: str, ttl_seconds: float, value: str) -> None:
+        """Remember a single-use WebSocket ticket by its digest (never the ticket itself), with what it stands for."""
 
     @abc.abstractmethod
-    async def take_ticket(self, digest: str) -> bool:
-        """Consume a ticket: True once if it exists and has not expired, False ever after."""
+    async def take_ticket(self, digest: str) -> str | None:
+        """Consume a ticket: its value once if it exists and has not expired, None ever after."""
 
     @abc.abstractmethod
     async def take_token(self, caller: str, rate: float, burst: float) -> float:

@@ -35,7 +35,7 @@ class DocumentStore(ThreadStore):
             self.needs_renewal = True
         self.owner_id = f"proc-{uuid.uuid4().hex}"
         self._locks: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
-        self._tickets: dict[str, float] = {}  # single process: tickets live in memory
+        self._tickets: dict[str, tuple[float, str]] = {}  # single process: digest -> (expiry, value) in memory
         self._buckets: dict[str, tuple[float, float]] = {}  # caller -> (tokens, clock time)
 
     @abc.abstractmethod
@@ -85,16 +85,16 @@ class DocumentStore(ThreadStore):
     async def cancel(self, thread_id: str, execution_id: str, ros_invocation_id: str) -> CancelResult:
         return await self._transact(thread_id, lambda s, now: rules.cancel(s, execution_id, ros_invocation_id, now, self.owner_id))
 
-    async def put_ticket(self, digest: str, ttl_seconds: float) -> None:
+    async def put_ticket(self, digest: str, ttl_seconds: float, value: str) -> None:
         now = self.clock()
         if len(self._tickets) >= MAX_TICKETS:  # bounded: forget expired tickets, then the soonest to expire
-            live = sorted(((v, k) for k, v in self._tickets.items() if v > now), reverse=True)[: MAX_TICKETS - 1]
+            live = sorted(((v, k) for k, v in self._tickets.items() if v[0] > now), reverse=True)[: MAX_TICKETS - 1]
             self._tickets = {k: v for v, k in live}
-        self._tickets[digest] = now + ttl_seconds
+        self._tickets[digest] = (now + ttl_seconds, value)
 
-    async def take_ticket(self, digest: str) -> bool:
-        expires_at = self._tickets.pop(digest, None)
-        return expires_at is not None and expires_at > self.clock()
+    async def take_ticket(self, digest: str) -> str | None:
+        entry = self._tickets.pop(digest, None)
+        return entry[1] if entry is not None and entry[0] > self.clock() else None
 
     async def take_token(self, caller: str, rate: float, burst: float) -> float:
         now = self.clock()

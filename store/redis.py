@@ -209,17 +209,18 @@ class RedisStore(ThreadStore):
         return None if raw is None else json.loads(raw)
 
     # -- tickets ------------------------------------------------------------------------
-    async def put_ticket(self, digest: str, ttl_seconds: float) -> None:
+    async def put_ticket(self, digest: str, ttl_seconds: float, value: str) -> None:
         try:
-            await self.client.set(f"agui:ticket:{digest}", "1", px=max(1, int(ttl_seconds * 1000)))
+            await self.client.set(f"agui:ticket:{digest}", value, px=max(1, int(ttl_seconds * 1000)))
         except RedisError as exc:
             raise StoreUnavailable(f"redis: {type(exc).__name__}") from None
 
-    async def take_ticket(self, digest: str) -> bool:
+    async def take_ticket(self, digest: str) -> str | None:
         try:
-            return await self.client.getdel(f"agui:ticket:{digest}") is not None
+            value = await self.client.getdel(f"agui:ticket:{digest}")
         except RedisError:
-            return False
+            return None
+        return value.decode() if isinstance(value, bytes) else value
 
     # -- cross-replica cancel ----------------------------------------------------------------
     async def notify_cancel(self, owner: str, thread_id: str, execution_id: str) -> None:

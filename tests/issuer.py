@@ -18,7 +18,10 @@ class Issuer:
         self.keys: dict[str, tuple[str, Any]] = {}  # kid -> (alg, private key)
         self.published: list[str] = []
         self.jwks_fetches = 0
+        self.jwks_delay = 0.0  # seconds the JWKS answer is held back (a slow issuer)
+        self.jwks_status = 200  # anything else: the issuer is failing
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self.server.request_queue_size = 256
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
         self.issuer = self.url + "/realm"
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
@@ -67,6 +70,12 @@ class Issuer:
                     body = {"issuer": issuer.issuer, "jwks_uri": issuer.url + "/realm/jwks"}
                 elif self.path == "/realm/jwks":
                     issuer.jwks_fetches += 1
+                    time.sleep(issuer.jwks_delay)
+                    if issuer.jwks_status != 200:
+                        self.send_response(issuer.jwks_status)
+                        self.send_header("content-length", "0")
+                        self.end_headers()
+                        return
                     body = issuer.jwks()
                 else:
                     self.send_response(404)

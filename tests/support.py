@@ -32,12 +32,14 @@ class Gateway:
 
     def __init__(self, tmp_path, *args: str, env: dict[str, str] | None = None) -> None:
         self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
         self.state_dir = str(tmp_path / f"state-{self.port}")
         self.log_path = str(tmp_path / f"gateway-{self.port}.log")
-        self.args = ["--port", str(self.port), "--state-dir", self.state_dir, "--log-level", "debug", *args]
+        # "{url}" in an argument stands for this gateway's own URL (e.g. --public-url {url}).
+        own = [arg.replace("{url}", self.url) for arg in args]
+        self.args = ["--port", str(self.port), "--state-dir", self.state_dir, "--log-level", "debug", *own]
         self.env = {**os.environ, **(env or {})}
         self.proc: subprocess.Popen | None = None
-        self.url = f"http://127.0.0.1:{self.port}"
 
     def start(self) -> Gateway:
         log = open(self.log_path, "ab")

@@ -9,6 +9,7 @@ import time
 
 import httpx
 
+from gateway.engine.caller import Caller, thread_key
 from store.file import thread_file_name
 from tests.issuer import Issuer
 from tests.support import RedisServer, post_sse, run_body
@@ -36,6 +37,10 @@ def test_every_agentcore_code_is_reachable_on_invocations(start_gateway, client,
             issuer.issuer,
             "--oauth-scope",
             "agui.run",
+            "--oauth-audience",
+            "api://agui",
+            "--public-url",
+            "{url}",
             "--rate-limit",
             "3/m",
             "--max-concurrent-runs",
@@ -73,10 +78,10 @@ def test_every_agentcore_code_is_reachable_on_invocations(start_gateway, client,
         assert post_sse(client, url, busy_body, headers=third).status == 200
         event = sse_error(post_sse(client, url, busy_body, headers=third), "SESSION_BUSY", 409)
         assert event["metadata"]["gatewayCode"] == "DUPLICATE_RUN_ID"
-        path = os.path.join(server.state_dir, "threads", thread_file_name("agentcore-thread"))
-        with open(path, "w") as handle:
-            handle.write("corrupt")
         fourth = {"authorization": f"Bearer {issuer.token(sub='user-4')}"}
+        key = thread_key(Caller(owner=f"oauth:{issuer.issuer}:sub:user-4"), "agentcore-thread")  # threads are per principal
+        with open(os.path.join(server.state_dir, "threads", thread_file_name(key)), "w") as handle:
+            handle.write("corrupt")
         event = sse_error(post_sse(client, url, run_body("x", thread="agentcore-thread"), headers=fourth), "INTERNAL_ERROR", 500)
         assert event["metadata"]["gatewayCode"] == "STATE_PERSISTENCE_FAILED"
     finally:

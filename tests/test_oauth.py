@@ -30,6 +30,8 @@ def gateway_oauth(start_gateway, issuer):
         "api://agui",
         "--oauth-scope",
         "agui.run",
+        "--public-url",
+        "{url}",
     )
 
 
@@ -111,7 +113,9 @@ def test_metadata_document_and_invocations_style(gateway_oauth, issuer, client):
 
 
 def test_client_id_restriction(start_gateway, issuer, client):
-    server = start_gateway("--oauth-jwks-url", issuer.issuer + "/jwks", "--oauth-issuer", issuer.issuer, "--oauth-client-id", "web")
+    server = start_gateway(
+        "--oauth-jwks-url", issuer.issuer + "/jwks", "--oauth-issuer", issuer.issuer, "--oauth-client-id", "web", "--public-url", "{url}"
+    )
     assert call(client, server, issuer.token(aud=None)).status == 200
     refused(call(client, server, issuer.token(aud=None, client_id="mobile")))
     assert call(client, server, issuer.token(aud=None, client_id=None, azp="web")).status == 200

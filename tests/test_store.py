@@ -217,12 +217,12 @@ async def test_retention_removes_old_state(backend, store):
 
 
 async def test_tickets_are_single_use_and_expire(backend, store):
-    await store.put_ticket("d1", 30)
-    assert await store.take_ticket("d1")
-    assert not await store.take_ticket("d1")
-    await store.put_ticket("d2", 0.2)
+    await store.put_ticket("d1", 30, '{"owner": "a"}')
+    assert await store.take_ticket("d1") == '{"owner": "a"}'
+    assert await store.take_ticket("d1") is None
+    await store.put_ticket("d2", 0.2, "v")
     await backend.advance(0.3)
-    assert not await store.take_ticket("d2")
+    assert await store.take_ticket("d2") is None
 
 
 @pytest.mark.parametrize("thread_id", ["../../etc/passwd", "CON", "a/b\\c:d", "x" * 5000, "\u00e9\u4e2d\U0001f600", ".", ""])

@@ -255,7 +255,7 @@ async def test_auth_header_subprotocol_and_tickets(start_gateway):
     with pytest.raises(InvalidStatus) as refused:
         async with websockets.connect(url):
             pass
-    assert refused.value.response.status_code == 403
+    assert refused.value.response.status_code == 401 and refused.value.response.headers["www-authenticate"].startswith("Bearer")
     with pytest.raises(InvalidStatus):
         async with websockets.connect(url, additional_headers={"Authorization": "Bearer nope"}):
             pass
@@ -294,7 +294,7 @@ async def test_an_expired_ticket_is_refused(tmp_path):
         with pytest.raises(InvalidStatus) as refused:
             async with websockets.connect(f"{url}?ticket={stale}"):
                 pass
-        assert refused.value.response.status_code == 403
+        assert refused.value.response.status_code == 401
 
 
 async def test_stock_uvicorn_websocket_protocol_works_too(tmp_path):

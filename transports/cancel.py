@@ -12,7 +12,7 @@ from msgspec import Meta
 from gateway.errors import GatewayError
 from gateway.i18n import negotiate
 from gateway.protocol.validate import error_from_msgspec
-from transports.http_input import authenticate, check_media_type, read_body
+from transports.http_input import authenticate, caller_of, check_media_type, read_body
 from transports.render import json_error
 from transports.services import Services
 
@@ -31,14 +31,14 @@ _decoder = msgspec.json.Decoder(CancelRequest)
 async def cancel_execution(request: Request, execution_id: FromPath[str], services: Services) -> Response:
     language = negotiate(None, request.headers.get("accept-language"))
     try:
-        await authenticate(request, services)
+        principal = await authenticate(request, services)
         check_media_type(request)
         body = await read_body(request, MAX_CANCEL_BODY)
         try:
             wanted = _decoder.decode(body)
         except msgspec.MsgspecError as exc:
             raise error_from_msgspec(exc) from None
-        status = await services.engine.cancel(wanted.thread_id, execution_id, wanted.ros_invocation_id)
+        status = await services.engine.cancel(wanted.thread_id, execution_id, wanted.ros_invocation_id, caller_of(principal))
     except GatewayError as error:
         return json_error(error, language)
     return Response({"executionId": execution_id, "status": status}, status_code=200)

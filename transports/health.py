@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from urllib.parse import urlsplit
+
 from litestar import Request, Response, get
 
 from gateway import EXTENSION_SCHEMA_VERSION, PROTOCOL_VERSION, __version__
-from transports.http_input import public_base
+from gateway.auth.oauth import METADATA_PATH, metadata_url
 from transports.services import Services
 
 
@@ -30,14 +32,15 @@ async def health(services: Services) -> dict[str, object]:
     }
 
 
-@get("/.well-known/oauth-protected-resource")
+@get([METADATA_PATH, METADATA_PATH + "/{resource_path:path}"])
 async def protected_resource(request: Request, services: Services) -> Response:
-    """RFC 9728 metadata: where to get tokens for this gateway (404 when OAuth is not configured)."""
+    """RFC 9728 metadata, at the §3.1 place for the configured `--public-url` only (404 elsewhere, and when OAuth is
+    not configured)."""
     oauth = services.oauth
-    if oauth is None:
-        return Response({"error": {"code": "NOT_FOUND", "message": "OAuth is not configured."}}, status_code=404)
+    if oauth is None or request.url.path != urlsplit(metadata_url(oauth.resource)).path:
+        return Response({"error": {"code": "NOT_FOUND", "message": "No protected resource is described here."}}, status_code=404)
     try:
         await oauth.ensure_discovered()
     except Exception:  # noqa: BLE001 - the document is still useful without the issuer
         pass
-    return Response(oauth.metadata(public_base(request, services)), headers={"Cache-Control": "max-age=300"})
+    return Response(oauth.metadata(), headers={"Cache-Control": "max-age=300"})

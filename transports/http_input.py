@@ -3,38 +3,50 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 from litestar import Request
 from litestar.connection import ASGIConnection
 
 from gateway.auth import Principal
+from gateway.auth.oauth import metadata_url
+from gateway.engine import ANONYMOUS, Caller
 from gateway.errors import ErrorCode, GatewayError
 from transports.services import TransportServices
 
-METADATA_PATH = "/.well-known/oauth-protected-resource"
 
-
-def bearer_token(connection: ASGIConnection) -> str | None:
-    scheme, _, token = connection.headers.get("authorization", "").partition(" ")
+def bearer_token(connection: ASGIConnection[Any, Any, Any, Any]) -> str | None:
+    """The bearer token of the one Authorization header; two or more headers are refused (400 invalid_request)."""
+    values = connection.headers.getall("authorization", [])
+    if len(values) > 1:
+        error = GatewayError(ErrorCode.INVALID_INPUT, "Authorization", "Send exactly one Authorization header.", http_status=400)
+        error.headers["WWW-Authenticate"] = 'Bearer error="invalid_request"'
+        raise error
+    scheme, _, token = (values[0] if values else "").partition(" ")
     return token.strip() or None if scheme.lower() == "bearer" else None
 
 
-def public_base(connection: ASGIConnection, services: TransportServices) -> str:
-    return services.settings.public_url or str(connection.base_url).rstrip("/")
+def caller_of(principal: Principal) -> Caller:
+    """What the engine needs of a principal: the identity its threads are bound to, the user it asserts."""
+    return Caller(owner=principal.owner, user_id=principal.user_id) if principal.owner else ANONYMOUS
 
 
-async def authenticate(connection: ASGIConnection, services: TransportServices, token: str | None = None) -> Principal:
+def challenge(services: TransportServices, error: GatewayError, had_token: bool) -> str:
+    """`WWW-Authenticate` for a refused credential, pointing to the RFC 9728 metadata when OAuth is on."""
+    metadata = metadata_url(services.oauth.resource) if services.oauth else None
+    reason = "insufficient_scope" if error.code is ErrorCode.ACCESS_DENIED else ("invalid_token" if had_token else None)
+    return services.auth.challenge(metadata, reason)
+
+
+async def authenticate(connection: ASGIConnection[Any, Any, Any, Any], services: TransportServices, token: str | None = None) -> Principal:
     """Check the bearer token (static or OAuth), then the caller's rate limit. Raises the contract's errors."""
     ctx = services
     if ctx.auth.required:
+        presented = token if token is not None else bearer_token(connection)
         try:
-            principal = await ctx.auth.authenticate(token if token is not None else bearer_token(connection))
+            principal = await ctx.auth.authenticate(presented)
         except GatewayError as error:
-            metadata = public_base(connection, services) + METADATA_PATH if ctx.oauth else None
-            reason = (
-                "insufficient_scope" if error.code is ErrorCode.ACCESS_DENIED else ("invalid_token" if bearer_token(connection) else None)
-            )
-            error.headers["WWW-Authenticate"] = ctx.auth.challenge(metadata, reason)
+            error.headers["WWW-Authenticate"] = challenge(services, error, presented is not None)
             raise
     else:
         client = connection.client

@@ -13,7 +13,7 @@ from gateway.errors import GatewayError
 from gateway.i18n import negotiate
 from gateway.protocol import events as e
 from gateway.protocol.validate import MAX_BODY_BYTES
-from transports.http_input import authenticate, check_accept, check_media_type, read_body
+from transports.http_input import authenticate, caller_of, check_accept, check_media_type, read_body
 from transports.render import SSE_HEADERS, SSE_MEDIA_TYPE, agentcore_run_error, json_error, sse_error
 from transports.services import Services, TransportServices
 
@@ -51,7 +51,7 @@ async def _run(request: Request, services: TransportServices, agentcore: bool) -
     echo = _echo_headers(request)
     language = negotiate(None, request.headers.get("accept-language"))
     try:
-        await authenticate(request, services)
+        principal = await authenticate(request, services)
         check_media_type(request)
         check_accept(request)
         body = await read_body(request, MAX_BODY_BYTES)
@@ -63,7 +63,7 @@ async def _run(request: Request, services: TransportServices, agentcore: bool) -
             runtime_session_id=echo.get("X-Amzn-Bedrock-AgentCore-Runtime-Session-Id"),
         )
         language = prepared.language
-        run = await services.engine.start(prepared)
+        run = await services.engine.start(prepared, caller_of(principal))
     except GatewayError as error:
         language = error.language or language
         if echo:

@@ -15,8 +15,9 @@ from transports.services import Services
 async def issue_ticket(request: Request, services: Services) -> Response:
     ctx = services
     try:
-        await authenticate(request, services)
+        principal = await authenticate(request, services)
+        ticket, lifetime = await ctx.access.issue_ticket(ctx.settings.ticket_ttl, principal)
     except GatewayError as error:
         return json_error(error, negotiate(None, request.headers.get("accept-language")))
-    ticket = await ctx.access.issue_ticket(ctx.settings.ticket_ttl)
-    return Response({"ticket": ticket, "expiresIn": ctx.settings.ticket_ttl}, status_code=201, headers={"Cache-Control": "no-store"})
+    body = {"ticket": ticket, "expiresIn": round(lifetime, 3)}
+    return Response(body, status_code=201, headers={"Cache-Control": "no-store"})

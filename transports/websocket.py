@@ -4,7 +4,8 @@ Multiplexed mode (subprotocol `agui-mux.v1`): client frames `{"op":"run","id":S,
 `{"op":"cancel","id":S}`; server frames `{"id":S,"event":{...}}`. Close codes: 1003 binary frame,
 1007 a frame that is not JSON, 1008 policy (too many queued frames, bad envelope in mux mode),
 1009 frame over 12 MiB (uvicorn), 1011 internal error. Authentication is checked before the upgrade
-is accepted (refused with HTTP 403): `Authorization: Bearer`, a ticket (`?ticket=` or subprotocol
+is accepted (refused with HTTP 401 and `WWW-Authenticate`, or 403 on servers without the ASGI denial
+response): `Authorization: Bearer`, a ticket (`?ticket=` or subprotocol
 `agui.ticket.<ticket>`), or the token as subprotocol `agui.bearer.<token>`.
 """
 
@@ -13,18 +14,18 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import time
 from typing import Any
 
 import msgspec
 from litestar import WebSocket, websocket
 
-from gateway.access import ticket_digest
 from gateway.auth import Principal
 from gateway.engine import RunHandle, prepare
 from gateway.errors import ErrorCode, GatewayError
 from gateway.i18n import message_for, negotiate
 from gateway.protocol import events as e
-from transports.http_input import authenticate, bearer_token, check_rate
+from transports.http_input import authenticate, bearer_token, caller_of, challenge, check_rate
 from transports.services import Services, TransportServices
 from transports.sse import SESSION_HEADER
 from transports.ws_protocol import TEXT_BATCH_EXTENSION
@@ -41,6 +42,7 @@ CLOSE_UNSUPPORTED = 1003
 CLOSE_INVALID = 1007
 CLOSE_POLICY = 1008
 CLOSE_INTERNAL = 1011
+DENIAL_EXTENSION = "websocket.http.response"
 
 
 class MuxFrame(msgspec.Struct):
@@ -53,22 +55,37 @@ _mux_decoder = msgspec.json.Decoder(MuxFrame)
 _encoder = msgspec.json.Encoder()
 
 
-async def _authenticated(socket: WebSocket, services: TransportServices, offered: list[str]) -> Principal | None:
-    """Header token, subprotocol token, or a single-use ticket; None when refused."""
+async def _authenticated(socket: WebSocket[Any, Any, Any], services: TransportServices, offered: list[str]) -> Principal:
+    """Header token, subprotocol token, or a single-use ticket (which acts as the principal it was issued to).
+    Raises the contract's error, with its challenge, when refused."""
     ctx = services
     tickets = [p[len(TICKET_PREFIX) :] for p in offered if p.startswith(TICKET_PREFIX)]
     if socket.query_params.get("ticket"):
         tickets.append(socket.query_params["ticket"])
     if ctx.auth.required and tickets:
         for ticket in tickets[:2]:
-            if await ctx.access.redeem_ticket(ticket):
-                return Principal(key="ticket:" + ticket_digest(ticket)[:16])
-        return None
+            principal = await ctx.access.redeem_ticket(ticket)
+            if principal is not None:
+                return principal
+        error = GatewayError(ErrorCode.UNAUTHORIZED, detail="The ticket is unknown, used or expired.")
+        error.headers["WWW-Authenticate"] = challenge(services, error, had_token=True)
+        raise error
     token = bearer_token(socket) or next((p[len(BEARER_PREFIX) :] for p in offered if p.startswith(BEARER_PREFIX)), None)
-    try:
-        return await authenticate(socket, services, token)
-    except GatewayError:
-        return None
+    return await authenticate(socket, services, token)
+
+
+async def _refuse_upgrade(socket: WebSocket[Any, Any, Any], error: GatewayError, language: str) -> None:
+    """Answer the upgrade with the error's HTTP status and headers (401 + WWW-Authenticate), where the server supports
+    the ASGI denial response; otherwise close before accepting (the server answers 403)."""
+    if DENIAL_EXTENSION not in (socket.scope.get("extensions") or {}):
+        await socket.close(CLOSE_POLICY, "unauthorized")
+        return
+    body = msgspec.json.encode({"error": {"code": error.code.name, "message": message_for(error, language)}})
+    headers = [(k.lower().encode(), v.encode()) for k, v in error.headers.items()]
+    headers += [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    send: Any = socket.send  # the denial messages are ASGI's, not in Litestar's event types
+    await send({"type": "websocket.http.response.start", "status": error.http_status, "headers": headers})
+    await send({"type": "websocket.http.response.body", "body": body})
 
 
 class Connection:
@@ -115,6 +132,7 @@ class Connection:
         """Validate and admit like SSE; an error before the run is a RUN_ERROR frame and the socket stays usable."""
         settings = self.ctx.settings
         try:
+            self.check_not_expired()
             await check_rate(self.ctx, self.principal)
             prepared = prepare(
                 raw,
@@ -123,10 +141,18 @@ class Connection:
                 accept_language=self.socket.headers.get("accept-language"),
                 runtime_session_id=self.socket.headers.get(SESSION_HEADER),
             )
-            return await self.ctx.engine.start(prepared)
+            return await self.ctx.engine.start(prepared, caller_of(self.principal))
         except GatewayError as error:
             await self.send_error(error, stream_id, error.language)
+            if error.code is ErrorCode.UNAUTHORIZED:
+                await self.socket.close(CLOSE_POLICY, "credential expired")
             return None
+
+    def check_not_expired(self) -> None:
+        """A socket outlives its credential only to finish the runs in flight: no new run starts after expiry."""
+        expires_at = self.principal.expires_at
+        if expires_at is not None and time.time() >= expires_at:
+            raise GatewayError(ErrorCode.UNAUTHORIZED, detail="The credential has expired; reconnect with a fresh one.")
 
     async def forward(self, run: RunHandle, stream_id: str | None) -> None:
         """Send one run's events, one per frame; a slow peer slows this run only (bounded queue behind it)."""
@@ -259,9 +285,10 @@ async def _serve_mux(conn: Connection) -> None:
 async def ws_endpoint(socket: WebSocket, services: Services) -> None:
     ctx = services
     offered: list[str] = list(socket.scope.get("subprotocols") or [])
-    principal = await _authenticated(socket, services, offered)
-    if principal is None:
-        await socket.close(CLOSE_POLICY, "unauthorized")  # before accept: the upgrade is refused (HTTP 403)
+    try:
+        principal = await _authenticated(socket, services, offered)
+    except GatewayError as error:
+        await _refuse_upgrade(socket, error, negotiate(None, socket.headers.get("accept-language")))
         return
     chosen: str | None = None
     for protocol in offered:

@@ -3,19 +3,36 @@
 from __future__ import annotations
 
 import hashlib
+import json
 from dataclasses import dataclass, field
+from typing import Any
 
 from gateway.errors import ErrorCode, GatewayError
 
 
 @dataclass(frozen=True, slots=True)
 class Principal:
-    """The caller. `key` identifies it for rate limits (never the token itself)."""
+    """The caller. `key` identifies it for rate limits (never the token itself). `owner` is the identity
+    threads are bound to: None without authentication; one value for every holder of the static token;
+    the issuer and subject (or client id, when the token has no subject) of an OAuth token. `user_id` is
+    the user the token asserts (a client-sent userId must match it); `expires_at` (Unix seconds) is when
+    the credential stops being valid."""
 
     key: str
     subject: str | None = None
     client_id: str | None = None
     scopes: frozenset[str] = field(default_factory=frozenset)
+    owner: str | None = None
+    user_id: str | None = None
+    expires_at: float | None = None
+
+    def to_json(self) -> str:
+        """What a WebSocket ticket remembers of its principal (never a token)."""
+        return json.dumps({f: getattr(self, f) for f in ("key", "subject", "client_id", "owner", "user_id", "expires_at")})
+
+    @classmethod
+    def from_json(cls, text: str) -> Principal:
+        return cls(**json.loads(text))
 
 
 ANONYMOUS = Principal(key="anonymous")
@@ -71,7 +88,7 @@ class AnyOf(Authenticator):
             await member.aclose()
 
 
-def build_authenticator(settings) -> Authenticator:
+def build_authenticator(settings: Any) -> Authenticator:
     from gateway.auth.oauth import OAuthValidator
     from gateway.auth.static import StaticToken
 

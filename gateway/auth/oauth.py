@@ -1,104 +1,127 @@
-"""OAuth 2.0 resource server: validates JWT access tokens locally against the issuer's JWKS.
+"""OAuth 2.0 resource server: validates JWT access tokens locally against the issuer's JWKS (gateway/auth/jwks.py).
 
-Keys come from `--oauth-jwks-url` or the `jwks_uri` of `--oauth-discovery-url`; they are cached for
-JWKS_TTL seconds and fetched again when a token names an unknown key id (at most once per
-UNKNOWN_KID_RETRY seconds for the same id, and never more often than every MIN_REFRESH_INTERVAL seconds). Algorithms are pinned; `none` is never accepted.
+Algorithms are pinned (`none` and HMAC are refused at start); an audience or a client id must be configured
+(`--oauth-audience '*'` is the only, explicit, way to accept any); claims must have their registered types
+(a wrong type is a 401, never a 500); error messages speak the contract's words, never a library's.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
-import time
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 import jwt
 
 from gateway.auth.base import Authenticator, Principal
+from gateway.auth.jwks import KeySet, KeysUnavailable
 from gateway.errors import ErrorCode, GatewayError
 
 log = logging.getLogger("agui.auth")
-JWKS_TTL = 600.0
-UNKNOWN_KID_RETRY = 30.0
-MIN_REFRESH_INTERVAL = 0.5
 LEEWAY_SECONDS = 30
+ANY_AUDIENCE = "*"
+METADATA_PATH = "/.well-known/oauth-protected-resource"
+_NUMERIC_CLAIMS = ("exp", "nbf", "iat")
+
+
+def metadata_url(resource: str) -> str:
+    """RFC 9728 §3.1: the well-known segment goes between the host and the resource's path."""
+    parts = urlsplit(resource)
+    return f"{parts.scheme}://{parts.netloc}{METADATA_PATH}{parts.path.rstrip('/')}"
+
+
+def _refused(detail: str) -> GatewayError:
+    return GatewayError(ErrorCode.UNAUTHORIZED, detail=detail)
+
+
+def _check_types(claims: dict[str, Any]) -> None:
+    for name in _NUMERIC_CLAIMS:
+        value = claims.get(name)
+        if name in claims and (isinstance(value, bool) or not isinstance(value, (int, float))):
+            raise _refused(f"The {name} claim must be a number.")
+    for name in ("sub", "client_id", "azp", "iss"):
+        if name in claims and not isinstance(claims[name], str):
+            raise _refused(f"The {name} claim must be a string.")
+    scope = claims.get("scope", claims.get("scp"))
+    if scope is not None and not isinstance(scope, str) and not (isinstance(scope, list) and all(isinstance(s, str) for s in scope)):
+        raise _refused("The scope claim must be a string or a list of strings.")
+
+
+def check_oauth_settings(settings: Any) -> None:
+    """Refuse to start with OAuth settings that would accept other services' tokens or forge metadata."""
+    if not settings.oauth_audience and not settings.oauth_client_id:
+        raise ValueError(
+            "OAuth needs --oauth-audience or --oauth-client-id (tokens for other services of the same issuer "
+            "would be accepted otherwise); --oauth-audience '*' accepts any audience, deliberately and unsafely"
+        )
+    if not settings.public_url:
+        raise ValueError("OAuth needs --public-url: the resource identifier and the metadata URL are never taken from a request's Host")
 
 
 class OAuthValidator(Authenticator):
     required = True
 
-    def __init__(self, settings) -> None:
+    def __init__(self, settings: Any) -> None:
+        check_oauth_settings(settings)
         self.discovery_url: str | None = settings.oauth_discovery_url
         self.jwks_url: str | None = settings.oauth_jwks_url
         self.issuer: str | None = settings.oauth_issuer
-        self.audiences = list(settings.oauth_audience)
+        self.audiences = [a for a in settings.oauth_audience if a != ANY_AUDIENCE]
+        self.any_audience = ANY_AUDIENCE in settings.oauth_audience
         self.client_ids = set(settings.oauth_client_id)
         self.scopes = set(settings.oauth_scope)
         self.algorithms = list(settings.oauth_algorithms)
-        self._keys: dict[str, jwt.PyJWK] = {}
-        self._fetched_at = 0.0
-        self._missing: dict[str, float] = {}  # unknown kid -> when we last looked for it
-        self._lock = asyncio.Lock()
+        self.resource: str = settings.public_url
         self._http = httpx.AsyncClient(timeout=5.0, follow_redirects=False)
+        self.keys = KeySet(self._http, self._jwks_location)
 
     async def _discover(self) -> None:
         if self.jwks_url and (self.issuer or not self.discovery_url):
             return
-        response = await self._http.get(self.discovery_url)  # type: ignore[arg-type]
+        assert self.discovery_url is not None
+        response = await self._http.get(self.discovery_url)
         response.raise_for_status()
         document = response.json()
-        self.issuer = self.issuer or document["issuer"]
-        self.jwks_url = self.jwks_url or document["jwks_uri"]
+        self.issuer = self.issuer or str(document["issuer"])
+        self.jwks_url = self.jwks_url or str(document["jwks_uri"])
 
-    async def _refresh(self) -> None:
-        async with self._lock:
-            # Tokens with ever new unknown key ids cannot make us fetch more often than this.
-            wait = MIN_REFRESH_INTERVAL - (time.monotonic() - self._fetched_at)
-            if wait > 0:
-                await asyncio.sleep(wait)
-            await self._discover()
-            response = await self._http.get(self.jwks_url)  # type: ignore[arg-type]
-            response.raise_for_status()
-            keys: dict[str, jwt.PyJWK] = {}
-            for entry in response.json().get("keys", []):
-                if entry.get("use", "sig") != "sig" or "kid" not in entry:
-                    continue
-                try:
-                    keys[entry["kid"]] = jwt.PyJWK(entry)
-                except jwt.PyJWTError:
-                    log.warning("skipping an unusable JWKS key %s", entry.get("kid"))
-            self._keys = keys
-            self._fetched_at = time.monotonic()
-
-    async def _key(self, kid: str) -> jwt.PyJWK:
-        stale = time.monotonic() - self._fetched_at > JWKS_TTL
-        if kid not in self._keys or stale:
-            recently_missing = time.monotonic() - self._missing.get(kid, -1e9) < UNKNOWN_KID_RETRY
-            if stale or not recently_missing:
-                try:
-                    await self._refresh()
-                except (httpx.HTTPError, KeyError, ValueError) as exc:
-                    log.warning("JWKS fetch failed: %s", type(exc).__name__)
-                    if kid not in self._keys:
-                        raise GatewayError(ErrorCode.UNAUTHORIZED, detail="The signing keys are unavailable.") from None
-        if kid not in self._keys:
-            self._missing[kid] = time.monotonic()
-            raise GatewayError(ErrorCode.UNAUTHORIZED, detail="Unknown signing key.")
-        return self._keys[kid]
+    async def _jwks_location(self) -> str:
+        await self._discover()
+        assert self.jwks_url is not None
+        return self.jwks_url
 
     async def authenticate(self, token: str | None) -> Principal:
         if not token:
             raise GatewayError(ErrorCode.UNAUTHORIZED)
         try:
+            return await self._validate(token)
+        except GatewayError:
+            raise
+        except Exception:
+            log.debug("token refused", exc_info=True)
+            raise _refused("The token could not be validated.") from None
+
+    async def _validate(self, token: str) -> Principal:
+        try:
             header = jwt.get_unverified_header(token)
         except jwt.PyJWTError:
-            raise GatewayError(ErrorCode.UNAUTHORIZED, detail="Malformed token.") from None
+            raise _refused("The token is malformed.") from None
         if header.get("alg") not in self.algorithms:
-            raise GatewayError(ErrorCode.UNAUTHORIZED, detail="Token algorithm not allowed.")
-        key = await self._key(str(header.get("kid", "")))
-        if self.issuer is None:
-            await self._discover()
+            raise _refused("The token's algorithm is not allowed.")
+        try:
+            key = await self.keys.key(str(header.get("kid", "")))
+            if self.issuer is None:
+                await self._discover()
+        except KeysUnavailable:
+            raise _refused("The token's signing key is unknown or unavailable.") from None
+        except httpx.HTTPError:
+            raise _refused("The token's issuer is unavailable.") from None
+        claims = self._decode(token, key)
+        _check_types(claims)
+        return self._principal(claims)
+
+    def _decode(self, token: str, key: jwt.PyJWK) -> dict[str, Any]:
         try:
             claims: dict[str, Any] = jwt.decode(
                 token,
@@ -109,30 +132,47 @@ class OAuthValidator(Authenticator):
                 leeway=LEEWAY_SECONDS,
                 options={"require": ["exp", "iss"], "verify_aud": bool(self.audiences)},
             )
-        except jwt.PyJWTError as exc:
-            raise GatewayError(ErrorCode.UNAUTHORIZED, detail=f"Token rejected ({type(exc).__name__}).") from None
+        except jwt.ExpiredSignatureError:
+            raise _refused("The token has expired.") from None
+        except jwt.InvalidAudienceError:
+            raise _refused("The token is meant for another audience.") from None
+        except jwt.InvalidIssuerError:
+            raise _refused("The token comes from another issuer.") from None
+        except jwt.PyJWTError:
+            raise _refused("The token's signature or claims are invalid.") from None
+        return claims
+
+    def _principal(self, claims: dict[str, Any]) -> Principal:
         client_id = claims.get("client_id") or claims.get("azp")
         if self.client_ids and client_id not in self.client_ids:
-            raise GatewayError(ErrorCode.UNAUTHORIZED, detail="Token issued to another client.")
+            raise _refused("The token was issued to another client.")
         scope_claim = claims.get("scope", claims.get("scp", ""))
-        granted = set(scope_claim.split() if isinstance(scope_claim, str) else scope_claim or [])
+        granted = set(scope_claim.split() if isinstance(scope_claim, str) else scope_claim)
         if not self.scopes <= granted:
             raise GatewayError(ErrorCode.ACCESS_DENIED, detail=f"Missing scope: {' '.join(sorted(self.scopes - granted))}.")
         subject = claims.get("sub")
-        return Principal(key=f"sub:{self.issuer}:{subject or client_id}", subject=subject, client_id=client_id, scopes=frozenset(granted))
+        who = f"sub:{subject}" if subject else f"client:{client_id}"
+        return Principal(
+            key=f"oauth:{self.issuer}:{who}",
+            subject=subject,
+            client_id=client_id,
+            scopes=frozenset(granted),
+            owner=f"oauth:{self.issuer}:{who}",
+            user_id=subject or client_id,
+            expires_at=float(claims["exp"]) + LEEWAY_SECONDS,  # valid as long as the validator accepts it
+        )
 
     async def ensure_discovered(self) -> None:
         if self.issuer is None and self.discovery_url:
             await self._discover()
 
-    def metadata(self, resource: str) -> dict[str, Any]:
+    def metadata(self) -> dict[str, Any]:
         """RFC 9728 protected resource metadata."""
-        document: dict[str, Any] = {"resource": resource, "bearer_methods_supported": ["header"]}
+        document: dict[str, Any] = {"resource": self.resource, "bearer_methods_supported": ["header"]}
         if self.issuer:
             document["authorization_servers"] = [self.issuer]
         if self.scopes:
             document["scopes_supported"] = sorted(self.scopes)
-        document["resource_signing_alg_values_supported"] = self.algorithms
         return document
 
     async def aclose(self) -> None:

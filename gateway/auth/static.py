@@ -7,6 +7,8 @@ import hmac
 from gateway.auth.base import Authenticator, Principal, token_key
 from gateway.errors import ErrorCode, GatewayError
 
+STATIC_OWNER = "static-token"  # every holder of the static token is one principal
+
 
 class StaticToken(Authenticator):
     required = True
@@ -17,4 +19,4 @@ class StaticToken(Authenticator):
     async def authenticate(self, token: str | None) -> Principal:
         if not token or not hmac.compare_digest(token.encode(), self._token):
             raise GatewayError(ErrorCode.UNAUTHORIZED)
-        return Principal(key=token_key(token))
+        return Principal(key=token_key(token), owner=STATIC_OWNER)

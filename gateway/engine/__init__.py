@@ -1,7 +1,8 @@
 """The transport-agnostic run engine: prepare input, admit it, drive the backend, translate, settle, cancel."""
 
+from gateway.engine.caller import ANONYMOUS, Caller
 from gateway.engine.engine import RunEngine
 from gateway.engine.prepare import PreparedRun, prepare
 from gateway.engine.run import RunHandle
 
-__all__ = ["PreparedRun", "RunEngine", "RunHandle", "prepare"]
+__all__ = ["ANONYMOUS", "Caller", "PreparedRun", "RunEngine", "RunHandle", "prepare"]

@@ -26,7 +26,7 @@ log = logging.getLogger("agui.engine")
 def _started(run: Run) -> list[e.Event]:
     parent = run.prepared.run.parent_run_id
     started = e.RunStarted(
-        thread_id=run.lease.thread_id,
+        thread_id=run.thread_id,
         run_id=run.lease.run_id,
         protocol_version=PROTOCOL_VERSION,
         parent_run_id=parent if isinstance(parent, str) else None,
@@ -74,7 +74,7 @@ async def drive(run: Run) -> Outcome:
         return Failed(error)
     run.move_to(RunState.AWAITING_ACCEPTANCE if answers else RunState.RUNNING)
     checkpoint: Any = run.execution.checkpoint if run.execution is not None else None
-    signals: AsyncIterator[s.Signal] = run.services.agent.run(agent_request(run.prepared, run.lease.execution_id, answers, checkpoint))
+    signals: AsyncIterator[s.Signal] = run.services.agent.run(agent_request(run.prepared, run.lease, answers, checkpoint))
     try:
         async for signal in signals:
             if run.state is RunState.AWAITING_ACCEPTANCE and not isinstance(signal, s.Failed):

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 from gateway.agents.base import AgentBackend
+from gateway.engine.caller import ANONYMOUS, Caller, check_user_id, thread_key
 from gateway.engine.faults import STORE_FAILURES, store_error
 from gateway.engine.lease import Sleep
 from gateway.engine.outcome import Cancelled, Disconnected, outcome_label
@@ -50,23 +51,25 @@ class RunEngine:
     def in_flight(self) -> int:
         return len(self._runs)
 
-    async def start(self, prepared: PreparedRun) -> RunHandle:
+    async def start(self, prepared: PreparedRun, caller: Caller = ANONYMOUS) -> RunHandle:
         """Admit atomically (binding, idempotency, busy, resume-required); raise GatewayError before any event."""
+        ext = prepared.workspace.extension
+        check_user_id(caller, ext.user_id if isinstance(ext.user_id, str) else None)
         if not self.accepting:
             raise GatewayError(ErrorCode.SHUTTING_DOWN)
         if self.max_runs and len(self._runs) + self._starting >= self.max_runs:
             raise GatewayError(ErrorCode.SERVICE_QUOTA_EXCEEDED)
         self._starting += 1
         try:
-            run = await self._admit(prepared)
+            run = await self._admit(prepared, thread_key(caller, prepared.run.thread_id))
         finally:
             self._starting -= 1
         return RunHandle(run)
 
-    async def _admit(self, prepared: PreparedRun) -> Run:
+    async def _admit(self, prepared: PreparedRun, key: str) -> Run:
         ext = prepared.workspace.extension
         admission = Admission(
-            thread_id=prepared.run.thread_id,
+            thread_id=key,
             run_id=prepared.run.run_id,
             digest=prepared.digest,
             cwd=prepared.workspace.cwd,
@@ -82,11 +85,11 @@ class RunEngine:
             raise store_error(exc) from None
         if result.expired is not None:
             await self.cancel_backend(result.expired.execution_id, result.expired.checkpoint)
-        run = Run(self._services, prepared, result)
+        run = Run(self._services, prepared, key, result)
         self._register(run)
         log.info(
             "run started thread=%s run=%s execution=%s resume=%s runtime_session=%s",
-            run.lease.thread_id,
+            prepared.run.thread_id,
             run.lease.run_id,
             run.lease.execution_id,
             prepared.is_resume,
@@ -109,7 +112,7 @@ class RunEngine:
             del self._by_execution[run.lease.execution_id]
         log.info(
             "run ended thread=%s run=%s outcome=%s seconds=%.3f",
-            run.lease.thread_id,
+            run.thread_id,
             run.lease.run_id,
             outcome_label(run.outcome),
             time.monotonic() - run.started,
@@ -125,10 +128,12 @@ class RunEngine:
         except Exception:  # best effort; the state already says cancelled
             log.warning("backend could not cancel execution %s", execution_id, exc_info=True)
 
-    async def cancel(self, thread_id: str, execution_id: str, ros_invocation_id: str) -> str:
-        """Cancel extension: 'cancelled' or 'already_terminal'; raise EXECUTION_NOT_FOUND / EXECUTION_LOST."""
+    async def cancel(self, thread_id: str, execution_id: str, ros_invocation_id: str, caller: Caller = ANONYMOUS) -> str:
+        """Cancel extension: 'cancelled' or 'already_terminal'; raise EXECUTION_NOT_FOUND / EXECUTION_LOST.
+        Another principal's execution is not found (its thread is another key)."""
+        key = thread_key(caller, thread_id)
         try:
-            result = await self.store.cancel(thread_id, execution_id, ros_invocation_id)
+            result = await self.store.cancel(key, execution_id, ros_invocation_id)
         except STORE_FAILURES as exc:
             raise store_error(exc) from None
         if result.status == "not_found":
@@ -140,15 +145,15 @@ class RunEngine:
             if run is not None:
                 run.stop(Cancelled())
             elif result.running_owner is not None:
-                await self.store.notify_cancel(result.running_owner, thread_id, execution_id)
+                await self.store.notify_cancel(result.running_owner, key, execution_id)
             elif result.execution is not None and result.execution.status == "interrupted":
                 await self.cancel_backend(execution_id, result.execution.checkpoint)
         return result.status
 
-    def cancel_local(self, thread_id: str, execution_id: str) -> None:
-        """A cancel wake-up from another replica: the durable intent is already recorded."""
+    def cancel_local(self, key: str, execution_id: str) -> None:
+        """A cancel wake-up from another replica (`key`: the store's thread key); the durable intent is recorded."""
         run = self._by_execution.get(execution_id)
-        if run is not None and run.lease.thread_id == thread_id:
+        if run is not None and run.lease.thread_id == key:
             run.stop(Cancelled())
 
     async def drain(self, grace_seconds: float) -> None:

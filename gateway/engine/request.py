@@ -11,6 +11,7 @@ from gateway.agents.base import AgentOptions, AgentRequest, CloudCredentials, Re
 from gateway.engine.prepare import PreparedRun
 from gateway.protocol import validate
 from gateway.protocol.input import AlibabaCloud, IacCode, Thinking
+from store import Lease
 
 
 def _set(value: Any) -> Any:
@@ -45,13 +46,15 @@ def agent_options(ext: IacCode) -> AgentOptions:
     )
 
 
-def agent_request(prepared: PreparedRun, execution_id: str, answers: tuple[ResumeAnswer, ...], checkpoint: Any) -> AgentRequest:
+def agent_request(prepared: PreparedRun, lease: Lease, answers: tuple[ResumeAnswer, ...], checkpoint: Any) -> AgentRequest:
+    """`thread_id` is the store's key: the client's threadId, scoped to its principal when authenticated, so two
+    principals' threads never share a backend context."""
     run = prepared.run
     message = validate.last_user_message(run)
     return AgentRequest(
-        thread_id=run.thread_id,
+        thread_id=lease.thread_id,
         run_id=run.run_id,
-        execution_id=execution_id,
+        execution_id=lease.execution_id,
         cwd=prepared.workspace.cwd,
         language=prepared.language,
         options=agent_options(prepared.workspace.extension),

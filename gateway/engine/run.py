@@ -54,11 +54,12 @@ def _session(prepared: PreparedRun, execution: Execution | None) -> dict[str, An
 
 
 class Run:
-    def __init__(self, services: RunServices, prepared: PreparedRun, admitted: AdmitResult) -> None:
+    def __init__(self, services: RunServices, prepared: PreparedRun, key: str, admitted: AdmitResult) -> None:
         execution = admitted.execution
         self.services = services
         self.prepared = prepared
-        self.lease = Lease(prepared.run.thread_id, prepared.run.run_id, execution.execution_id if execution else "", admitted.fence)
+        self.thread_id = prepared.run.thread_id  # the client's; the lease holds the store's key
+        self.lease = Lease(key, prepared.run.run_id, execution.execution_id if execution else "", admitted.fence)
         self.execution = execution
         self.history = admitted.history
         self.state = RunState.ADMITTED
@@ -137,7 +138,7 @@ class RunHandle:
 
     @property
     def thread_id(self) -> str:
-        return self._run.lease.thread_id
+        return self._run.thread_id
 
     def events(self, heartbeat_seconds: float) -> AsyncIterator[list[e.Event] | None]:
         """Batches of events, or None after `heartbeat_seconds` of silence; leaving early disconnects the run."""

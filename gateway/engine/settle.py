@@ -60,7 +60,7 @@ def _closing(run: Run) -> list[e.Event]:
 
 
 def _terminal_events(run: Run, outcome: Outcome) -> list[e.Event]:
-    thread_id, run_id = run.lease.thread_id, run.lease.run_id
+    thread_id, run_id = run.thread_id, run.lease.run_id
     if isinstance(outcome, Completed):
         finished = e.RunFinished(
             thread_id=thread_id, run_id=run_id, outcome=e.SuccessOutcome(), result=outcome.result, usage=run.translator.usage or None
@@ -77,7 +77,7 @@ def _error_event(run: Run, error: GatewayError) -> e.RunError:
     return e.RunError(
         code=error.code.name,
         message=message_for(error, run.prepared.language),
-        metadata={"threadId": run.lease.thread_id, "runId": run.lease.run_id},
+        metadata={"threadId": run.thread_id, "runId": run.lease.run_id},
     )
 
 
@@ -136,7 +136,7 @@ async def _save_interrupt(run: Run, outcome: Interrupted) -> Outcome:
     except STORE_FAILURES as exc:
         return await _interrupt_not_saved(run, exc, request.checkpoint, closing)
     finished = e.RunFinished(
-        thread_id=run.lease.thread_id,
+        thread_id=run.thread_id,
         run_id=run.lease.run_id,
         outcome=e.InterruptOutcome(interrupts=wire),
         usage=run.translator.usage or None,
@@ -150,9 +150,7 @@ async def _interrupt_not_saved(run: Run, exc: Exception, checkpoint: object, clo
     await run.services.cancel_backend(run.lease.execution_id, checkpoint)
     if isinstance(exc, Rejected) and exc.reason is Rejection.CANCELLED:
         await _finish(run, "cancelled")
-        await run.stream.put(
-            [*closing, e.RunFinished(thread_id=run.lease.thread_id, run_id=run.lease.run_id, outcome=e.CancelledOutcome())]
-        )
+        await run.stream.put([*closing, e.RunFinished(thread_id=run.thread_id, run_id=run.lease.run_id, outcome=e.CancelledOutcome())])
         return Cancelled()
     error = GatewayError(ErrorCode.STATE_PERSISTENCE_FAILED)
     await _finish(run, "failed")

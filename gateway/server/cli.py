@@ -59,7 +59,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--oauth-jwks-url", default=_env("OAUTH_JWKS_URL"), help="OAuth: the issuer's JWKS URL (instead of, or overriding, discovery)"
     )
     p.add_argument("--oauth-issuer", default=_env("OAUTH_ISSUER"), help="OAuth: the expected 'iss' (required with --oauth-jwks-url alone)")
-    p.add_argument("--oauth-audience", action="append", default=None, help="OAuth: an accepted 'aud', repeatable (env: comma-separated)")
+    p.add_argument(
+        "--oauth-audience",
+        action="append",
+        default=None,
+        help="OAuth: an accepted 'aud', repeatable (env: comma-separated); this or --oauth-client-id is required. '*' accepts any audience: unsafe, tokens for other services of the issuer then pass",
+    )
     p.add_argument(
         "--oauth-client-id",
         action="append",
@@ -80,7 +85,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--public-url",
         default=_env("PUBLIC_URL"),
-        help="the gateway's public base URL, for the OAuth protected-resource metadata (default: from the request)",
+        help="the gateway's public base URL: the OAuth resource identifier and where its RFC 9728 metadata lives (required with OAuth; never taken from a request's Host)",
     )
     p.add_argument(
         "--max-concurrent-runs",
@@ -226,7 +231,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"agui-gateway: {exc}", file=sys.stderr)
         return 2
     setup_logging(settings.log_level, settings.log_format)
-    app = create_app(settings)
+    try:
+        app = create_app(settings)
+    except ValueError as exc:
+        print(f"agui-gateway: {exc}", file=sys.stderr)
+        return 2
     config = uvicorn.Config(app, host=settings.host, port=settings.port, log_config=None, access_log=False, **uvicorn_options(settings))
     GatewayServer(config, app.state.services).run()
     return 0

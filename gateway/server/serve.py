@@ -12,6 +12,7 @@ import uvicorn
 
 from gateway.protocol.validate import MAX_BODY_BYTES
 from gateway.settings import Settings
+from transports.http_protocol import MAX_HEAD_BYTES
 from transports.services import TransportServices
 
 log = logging.getLogger("agui.serve")
@@ -54,6 +55,8 @@ def uvicorn_options(settings: Settings) -> dict:
     """Server options shared by the CLI and embedders: WebSocket limits and liveness, graceful shutdown."""
     ping = settings.ws_ping_seconds or None
     return {
+        "http": "transports.http_protocol:GatewayH11Protocol",
+        "h11_max_incomplete_event_size": MAX_HEAD_BYTES * 2,  # our protocol answers 431 past MAX_HEAD_BYTES first
         "ws": "transports.ws_protocol:CorkedWebSocketsProtocol",
         "ws_max_size": MAX_BODY_BYTES,
         "ws_per_message_deflate": False,  # per-frame deflate costs more CPU than small AG-UI events save

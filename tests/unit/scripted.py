@@ -9,7 +9,7 @@ from typing import Any
 
 from gateway.agents import signals as s
 from gateway.agents.base import AgentBackend, AgentRequest
-from gateway.engine import RunEngine, RunHandle, prepare
+from gateway.engine import PreparedRun, RunEngine, RunHandle, prepare
 from gateway.protocol.events import encode_json
 from store.memory import MemoryStore
 from tests.clock import FakeClock
@@ -44,7 +44,9 @@ class ScriptedAgent(AgentBackend):
         self.cancelled.append(execution_id)
 
 
-def body(text: str | None = "hi", *, thread: str = "t1", run: str = "r1", resume: list[dict[str, Any]] | None = None) -> bytes:
+def body(
+    text: str | None = "hi", *, thread: str = "t1", run: str = "r1", resume: list[dict[str, Any]] | None = None, user: str | None = None
+) -> bytes:
     value: dict[str, Any] = {
         "threadId": thread,
         "runId": run,
@@ -56,7 +58,13 @@ def body(text: str | None = "hi", *, thread: str = "t1", run: str = "r1", resume
     }
     if resume is not None:
         value["resume"] = resume
+    if user is not None:
+        value["forwardedProps"]["iacCode"]["userId"] = user
     return json.dumps(value).encode()
+
+
+def prepare_body(raw: bytes) -> PreparedRun:
+    return prepare(raw, allowed_roots=("/tmp",), default_cwd=None, accept_language=None)
 
 
 class Harness:
@@ -67,7 +75,7 @@ class Harness:
         self.engine = RunEngine(self.store, agent, interrupt_ttl=interrupt_ttl, **engine)
 
     async def start(self, raw: bytes) -> RunHandle:
-        return await self.engine.start(prepare(raw, allowed_roots=("/tmp",), default_cwd=None, accept_language=None))
+        return await self.engine.start(prepare_body(raw))
 
     async def run(self, raw: bytes) -> list[dict[str, Any]]:
         """Start a run and read it to its end, as plain dicts (wire names)."""

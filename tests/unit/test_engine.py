@@ -7,9 +7,10 @@ import asyncio
 import pytest
 
 from gateway.agents import signals as s
+from gateway.engine import Caller
 from gateway.errors import ErrorCode, GatewayError
 from store import Admission, Lease, RenewResult
-from tests.unit.scripted import Harness, ScriptedAgent, body, collect, types
+from tests.unit.scripted import Harness, ScriptedAgent, body, collect, prepare_body, types
 
 ASK = s.InputRequired(
     interrupts=[
@@ -207,3 +208,21 @@ async def test_a_renewal_in_flight_when_the_run_finishes_does_not_turn_success_i
     events = await reader
     assert events[-1]["type"] == "RUN_FINISHED" and events[-1]["outcome"] == {"type": "success"}
     assert (await harness.store.read_document("t1"))["history"][-1]["status"] == "completed"
+
+
+async def test_principals_naming_the_same_thread_reach_different_threads():
+    agent = ScriptedAgent([ASK], [s.Completed()], [s.Completed()])
+    harness = Harness(agent)
+    alice, mallory = Caller(owner="oauth:iss:sub:alice", user_id="alice"), Caller(owner="oauth:iss:sub:mallory", user_id="mallory")
+    await collect(await harness.engine.start(prepare_body(body()), alice))
+    answer = [{"interruptId": "i1", "status": "resolved", "payload": {"answer": "x"}}]
+    stolen = await collect(await harness.engine.start(prepare_body(body(None, run="r2", resume=answer)), mallory))
+    assert stolen[-1]["code"] == "UNKNOWN_INTERRUPT" and len(agent.requests) == 1, "the backend never saw her answer"
+    own = await collect(await harness.engine.start(prepare_body(body(run="r3")), mallory))
+    assert own[-1]["outcome"] == {"type": "success"} and own[0]["threadId"] == "t1"
+    assert agent.requests[1].thread_id != "t1", "the backend sees the scoped key, so contexts never collide"
+    mine = await collect(await harness.engine.start(prepare_body(body(None, run="r4", resume=answer)), alice))
+    assert mine[-1]["outcome"] == {"type": "success"}
+    with pytest.raises(GatewayError) as wrong_user:
+        await harness.engine.start(prepare_body(body(run="r5", user="alice")), mallory)
+    assert wrong_user.value.code is ErrorCode.ACCESS_DENIED
