@@ -56,6 +56,17 @@ def last_message(agent):
     return [c for c in agent.calls if c["method"] == "SendStreamingMessage"][-1]["message"]
 
 
+def test_plain_requests_need_a_default_workspace_and_the_error_names_the_flag(gateway_a2a, client):
+    """A real backend works on real files: without --default-cwd the operator has chosen no workspace for plain
+    AG-UI clients, and the refusal says how to choose one."""
+    body = run_body("plain")
+    body["forwardedProps"] = {}
+    refused = client.post(gateway_a2a.url + "/", json=body)
+    error = refused.json()["error"]
+    assert refused.status_code == 400 and error["code"] == "INVALID_INPUT" and error["field"] == "forwardedProps.iacCode"
+    assert "--default-cwd" in error["message"] and "AGUI_GATEWAY_DEFAULT_CWD" in error["message"]
+
+
 def test_plain_text_agent(gateway_a2a, agent, client):
     body = run_body("plain")
     result = post_sse(client, gateway_a2a.url + "/", body)

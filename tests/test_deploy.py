@@ -3,6 +3,7 @@ and the image's command run with the image's environment."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -131,3 +132,42 @@ def test_the_image_command_with_the_image_environment_serves_on_all_interfaces(t
         proc.terminate()
         output = proc.communicate(timeout=15)[0].decode()
     assert '"level": "info"' in output, "the image logs JSON lines"
+
+
+AGENTCORE_EXAMPLE = (
+    b'{"threadId":"thread-123","runId":"run-456","messages":[{"id":"msg-1","role":"user","content":"Hello, agent!"}],'
+    b'"tools":[],"context":[],"state":{},"forwardedProps":{}}'
+)
+
+
+def test_the_agentcore_example_runs_on_the_image_defaults(tmp_path):
+    """The contract's example, byte for byte, on /invocations of a server started as the image starts it."""
+    env_line = [arg for op, arg in dockerfile_instructions() if op == "ENV"][-1]
+    image_env = dict(pair.split("=", 1) for pair in env_line.split())
+    assert image_env["AGUI_GATEWAY_DEFAULT_CWD"].startswith("/var/lib/agui/"), "the image sets a default workspace"
+    port = free_port()
+    env = {**os.environ, **image_env, "AGUI_GATEWAY_PORT": str(port), "AGUI_GATEWAY_STATE_DIR": str(tmp_path / "agui")}
+    proc = subprocess.Popen([sys.executable, "-m", "gateway"], cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/ping", timeout=0.5).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            assert time.monotonic() < deadline and proc.poll() is None
+            time.sleep(0.1)
+        headers = {"content-type": "application/json", "x-amzn-bedrock-agentcore-runtime-session-id": "session-abc"}
+        response = httpx.post(f"http://127.0.0.1:{port}/invocations", content=AGENTCORE_EXAMPLE, headers=headers, timeout=30)
+        events = [json.loads(line[6:]) for line in response.text.split("\n\n") if line.startswith("data: ")]
+        assert response.status_code == 200 and events[0]["type"] == "RUN_STARTED" and events[-1]["type"] == "RUN_FINISHED", response.text
+        assert events[0]["threadId"] == "thread-123" and events[0]["runId"] == "run-456"
+        text = "".join(e["delta"] for e in events if e["type"] == "TEXT_MESSAGE_CONTENT")
+        assert text == "You said: Hello, agent!"
+        session = next(e["value"] for e in events if e["type"] == "CUSTOM" and e["name"] == "iac-code.session.v1")
+        assert session["rosInvocationId"] == "thread:thread-123" and session["runtimeSessionId"] == "session-abc"
+        assert response.headers["x-amzn-bedrock-agentcore-runtime-session-id"] == "session-abc"
+    finally:
+        proc.terminate()
+        proc.communicate(timeout=15)

@@ -61,7 +61,6 @@ def expect_error(client, url, body, code, status, *, field=None, headers=None, r
         (lambda b: b.pop("state"), "state"),
         (lambda b: b.pop("context"), "context"),
         (lambda b: b.update(tools=[{"name": "x", "description": "", "parameters": {}}]), "tools"),
-        (lambda b: b.update(forwardedProps={}), "forwardedProps.iacCode"),
         (lambda b: b["forwardedProps"]["iacCode"].update(surprise=1), "forwardedProps.iacCode.surprise"),
         (lambda b: b["forwardedProps"]["iacCode"].update(schemaVersion=2), "forwardedProps.iacCode.schemaVersion"),
         (lambda b: b["forwardedProps"]["iacCode"].update(rosInvocationId="x" * 257), "forwardedProps.iacCode.rosInvocationId"),

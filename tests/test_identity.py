@@ -280,3 +280,22 @@ async def test_an_expiring_token_finishes_its_socket_runs_but_starts_none_after(
         with pytest.raises(websockets.ConnectionClosed) as closed:
             await ws.recv()
         assert closed.value.rcvd is not None and closed.value.rcvd.code == 1008
+
+
+def test_two_users_never_share_a_plain_thread_by_guessing_its_id(gateway_oauth, issuer, client):
+    """Plain AG-UI requests (no iacCode) take their invocation id from the thread; the token's subject still
+    scopes the thread, so a guessed thread id gives another user nothing."""
+    body = run_body('/tool deploy {"stack":"prod"}')
+    body["forwardedProps"] = {}
+    first = post_sse(client, gateway_oauth.url + "/", body, headers=bearer(issuer.token(sub="alice")))
+    interrupt = pending_interrupt(first)
+    answer = run_body(
+        None,
+        thread=body["threadId"],
+        resume=[{"interruptId": interrupt["id"], "status": "resolved", "payload": {"decision": "allow_once"}}],
+    )
+    answer["forwardedProps"] = {}
+    stolen = post_sse(client, gateway_oauth.url + "/", answer, headers=bearer(issuer.token(sub="mallory")))
+    assert stolen.terminal["code"] == "UNKNOWN_INTERRUPT" and not stolen.of("TOOL_CALL_RESULT")
+    own = post_sse(client, gateway_oauth.url + "/", answer, headers=bearer(issuer.token(sub="alice")))
+    assert own.terminal["outcome"]["type"] == "success" and own.of("TOOL_CALL_RESULT")

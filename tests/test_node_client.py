@@ -92,3 +92,26 @@ def test_pipeline_interrupt_and_resume(gateway):
     )
     assert check_run(report["runs"][0])["outcome"]["type"] == "interrupt"
     assert check_run(report["runs"][1])["outcome"]["type"] == "success"
+
+
+@pytest.mark.parametrize("path", ["/", "/invocations"])
+def test_a_plain_http_agent_as_shipped_works_on_the_embedded_default(gateway, path):
+    """A CopilotKit-style flow with @ag-ui/client's HttpAgent and no iacCode anywhere: turns, an interrupt, a resume."""
+    report = drive(
+        gateway.url + path,
+        [
+            {"message": "first turn"},
+            {"message": "second turn"},
+            {"message": "/tool deploy {}"},
+            {"answer": {"status": "resolved", "payload": {"decision": "allow_once"}}},
+            {"message": "after the tool"},
+        ],
+    )
+    first, second, interrupted, resumed, after = (check_run(run) for run in report["runs"])
+    assert first["outcome"]["type"] == second["outcome"]["type"] == "success"
+    assert interrupted["outcome"]["type"] == "interrupt" and report["runs"][2]["pendingInterrupts"]
+    assert resumed["outcome"]["type"] == "success" and report["runs"][3]["pendingInterrupts"] == []
+    assert any(e["type"] == "TOOL_CALL_RESULT" for e in report["runs"][3]["events"])
+    assert after["outcome"]["type"] == "success"
+    replies = [m["content"] for m in report["messages"] if m["role"] == "assistant" and m["content"]]
+    assert "You said: first turn" in replies and "You said: after the tool" in replies

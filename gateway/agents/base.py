@@ -85,6 +85,9 @@ class AgentBackend(abc.ABC):
     """Backends never build AG-UI events; they yield signals and end with a terminal one."""
 
     name: str = "agent"
+    # Whether plain AG-UI requests (no iacCode) may run in a workspace the gateway creates under its state
+    # directory when the operator chose none. Real backends work on real files: they need the operator's choice.
+    plain_workspace: bool = False
 
     @abc.abstractmethod
     def run(self, request: AgentRequest) -> AsyncIterator[Signal]:

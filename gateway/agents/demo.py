@@ -44,6 +44,7 @@ def _number(argument: str, default: float, limit: float) -> float:
 
 class DemoAgent(AgentBackend):
     name = "demo"
+    plain_workspace = True  # it touches no files: plain AG-UI clients work out of the box
 
     def __init__(self) -> None:
         self.executions = 0  # tool executions performed by this process (shows a tool never runs twice)

@@ -57,9 +57,15 @@ def resolve_workspace(run: RunAgentInput, allowed_roots: tuple[str, ...], defaul
     ext = run.forwarded_props.iacCode
     if ext is msgspec.UNSET:
         if default_cwd is None:
-            raise invalid("forwardedProps.iacCode", "The iacCode extension is required.")
-        # Plain AG-UI mode: the invocation identity is derived from the thread.
-        ext = IacCode(schema_version=1, ros_invocation_id=f"thread:{run.thread_id}"[:256], cwd=default_cwd)
+            raise invalid(
+                "forwardedProps.iacCode",
+                "The iacCode extension is required: this gateway has no default workspace for plain AG-UI requests "
+                "(its operator can set one with --default-cwd or AGUI_GATEWAY_DEFAULT_CWD).",
+            )
+        # Plain AG-UI mode: the operator's default workspace (trusted as configured, so not checked against the
+        # allowed roots, which bound what clients may ask for); the invocation identity is derived from the thread.
+        plain = IacCode(schema_version=1, ros_invocation_id=f"thread:{run.thread_id}"[:256], cwd=default_cwd)
+        return Workspace(extension=plain, cwd=posixpath.normpath(default_cwd))
     cwd = ext.cwd
     if "\x00" in cwd or not cwd.startswith("/"):
         raise invalid("forwardedProps.iacCode.cwd", "The workspace must be an absolute path.")

@@ -6,9 +6,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import time
 from collections.abc import AsyncIterator
 
+import msgspec
 from litestar import Litestar
 from litestar.di import Provide
 from litestar.types import ControllerRouterHandler
@@ -55,6 +57,17 @@ async def _purge_forever(store: ThreadStore) -> None:
         await asyncio.sleep(PURGE_INTERVAL_SECONDS)
 
 
+def with_plain_workspace(settings: Settings, agent: AgentBackend) -> Settings:
+    """Plain AG-UI requests need a default workspace: the operator's `--default-cwd`, else, for a backend that
+    allows it (the demo agent), `<state dir>/workspace`, created 0700. Otherwise plain requests are refused with
+    an error naming the flag."""
+    if settings.default_cwd is not None or not agent.plain_workspace:
+        return settings
+    workspace = os.path.join(settings.state_dir, "workspace")
+    os.makedirs(workspace, mode=0o700, exist_ok=True)
+    return msgspec.structs.replace(settings, default_cwd=workspace)
+
+
 def build_services(settings: Settings, store: ThreadStore, agent: AgentBackend) -> TransportServices:
     status = BusyStatus()
     engine = RunEngine(
@@ -78,6 +91,7 @@ def create_app(
         clock=clock,
     )
     agent = agent or load_agent(settings.agent, settings.agent_token)
+    settings = with_plain_workspace(settings, agent)
     services = build_services(settings, store, agent)
 
     @contextlib.asynccontextmanager

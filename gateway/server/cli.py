@@ -117,7 +117,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--default-cwd",
         default=_env("DEFAULT_CWD"),
-        help="workspace for plain AG-UI requests without forwardedProps.iacCode (unset: the extension is required)",
+        help="workspace for plain AG-UI requests without forwardedProps.iacCode (unset: <state dir>/workspace for the demo agent; other backends then require the extension)",
     )
     p.add_argument(
         "--retention", default=_env("RETENTION", "7d"), help="remove thread state untouched for this long (default 7d; e.g. 3600, 12h, 30d)"

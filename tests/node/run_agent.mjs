@@ -21,7 +21,8 @@ for (const step of config.steps) {
   if (step.message) {
     agent.addMessage({ id: `m-${report.runs.length}-${Date.now()}`, role: "user", content: step.message });
   }
-  const params = { forwardedProps: step.forwardedProps, tools: [], context: [] };
+  // No "forwardedProps" in a step: the client sends what HttpAgent sends by itself (a plain AG-UI request).
+  const params = "forwardedProps" in step ? { forwardedProps: step.forwardedProps, tools: [], context: [] } : {};
   if (step.answer) {
     const answers = {};
     for (const interrupt of agent.pendingInterrupts) answers[interrupt.id] = step.answer;
