@@ -1,11 +1,45 @@
-"""Logging setup: text or JSON lines. Request bodies and secrets are never logged."""
+"""Logging setup: text or JSON lines. Request bodies and secrets are never logged.
+
+Every record passes one filter before it is formatted: credentials in query strings (`token`, `ticket`,
+`access_token`, `id_token`) are replaced by `[redacted]`, whoever logged them (uvicorn's connection lines
+included). The text format escapes control characters, so a client value with CR/LF can never forge a line;
+JSON escapes them by itself. Client identifiers are bounded (256 characters) before they reach a log.
+"""
 
 from __future__ import annotations
 
 import json
 import logging
+import re
 import sys
 import time
+
+_CREDENTIALS = re.compile(r"((?:^|[?&;\s])(?:token|ticket|access_token|id_token)=)[^&\s\"';]*", re.IGNORECASE)
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def redact(text: str) -> str:
+    return _CREDENTIALS.sub(r"\1[redacted]", text)
+
+
+class RedactCredentials(logging.Filter):
+    """Renders the record's message once, redacted, so no formatter sees the raw arguments."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        cleaned = redact(message)
+        if cleaned != message or record.args:
+            record.msg, record.args = cleaned, None
+        return True
+
+
+class TextFormatter(logging.Formatter):
+    def __init__(self) -> None:
+        super().__init__("%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+    def formatMessage(self, record: logging.LogRecord) -> str:  # noqa: N802 - logging's own name
+        record.message = _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", record.message)
+        return super().formatMessage(record)
 
 
 class JsonFormatter(logging.Formatter):
@@ -23,13 +57,11 @@ class JsonFormatter(logging.Formatter):
 
 def setup_logging(level: str, fmt: str) -> None:
     handler = logging.StreamHandler(sys.stderr)
-    if fmt == "json":
-        handler.setFormatter(JsonFormatter())
-    else:
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    handler.setFormatter(JsonFormatter() if fmt == "json" else TextFormatter())
+    handler.addFilter(RedactCredentials())
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
-    for name in ("uvicorn", "uvicorn.error"):
+    for name in ("uvicorn", "uvicorn.error", "uvicorn.access"):
         logging.getLogger(name).handlers[:] = []
         logging.getLogger(name).propagate = True

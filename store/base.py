@@ -124,8 +124,9 @@ class ThreadStore(abc.ABC):
         """Release the lease; with a status, the execution ends with it (None leaves the execution as it is)."""
 
     @abc.abstractmethod
-    async def cancel(self, thread_id: str, execution_id: str, ros_invocation_id: str) -> CancelResult:
-        """Cancel an execution: interrupted ones end now; running ones get a durable cancel intent."""
+    async def cancel(self, thread_id: str, execution_id: str, ros_invocation_id: str, user_id: str | None = None) -> CancelResult:
+        """Cancel an execution: interrupted ones end now; running ones get a durable cancel intent. A caller whose
+        `user_id` is not the thread's bound one is answered `not_found`, like an unknown execution."""
 
     @abc.abstractmethod
     async def renew(self, lease: Lease) -> RenewResult:

@@ -82,8 +82,8 @@ class DocumentStore(ThreadStore):
     async def renew(self, lease: Lease) -> RenewResult:
         return await self._transact(lease.thread_id, lambda s, now: rules.renew(s, lease, now, self.lease_seconds))
 
-    async def cancel(self, thread_id: str, execution_id: str, ros_invocation_id: str) -> CancelResult:
-        return await self._transact(thread_id, lambda s, now: rules.cancel(s, execution_id, ros_invocation_id, now, self.owner_id))
+    async def cancel(self, thread_id: str, execution_id: str, ros_invocation_id: str, user_id: str | None = None) -> CancelResult:
+        return await self._transact(thread_id, lambda s, now: rules.cancel(s, execution_id, ros_invocation_id, user_id, now, self.owner_id))
 
     async def put_ticket(self, digest: str, ttl_seconds: float, value: str) -> None:
         now = self.clock()

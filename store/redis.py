@@ -187,8 +187,9 @@ class RedisStore(ThreadStore):
     async def finish_run(self, lease: Lease, status: ExecutionStatus | None, progress: Progress) -> None:
         await self._run("finish_run", lease.thread_id, {"lease": _lease(lease), "status": status, "progress": _progress(progress)})
 
-    async def cancel(self, thread_id: str, execution_id: str, ros_invocation_id: str) -> CancelResult:
-        result = await self._run("cancel", thread_id, {"execution_id": execution_id, "ros_invocation_id": ros_invocation_id})
+    async def cancel(self, thread_id: str, execution_id: str, ros_invocation_id: str, user_id: str | None = None) -> CancelResult:
+        argument = {"execution_id": execution_id, "ros_invocation_id": ros_invocation_id, "user_id": user_id}
+        result = await self._run("cancel", thread_id, argument)
         owner = result.get("owner")
         return CancelResult(result["status"], owner if isinstance(owner, str) else None, _execution(result.get("execution")))
 

@@ -218,10 +218,10 @@ def find_execution(state: ThreadState, execution_id: str) -> Execution | None:
 
 
 def cancel(
-    state: ThreadState | None, execution_id: str, ros_invocation_id: str, now: float, live_owner: str | None
+    state: ThreadState | None, execution_id: str, ros_invocation_id: str, user_id: str | None, now: float, live_owner: str | None
 ) -> tuple[ThreadState | None, CancelResult]:
-    if state is None:
-        return state, CancelResult("not_found")
+    if state is None or (state.binding is not None and state.binding.user_id != user_id):
+        return None, CancelResult("not_found")
     _, changed = expire_and_reap(state, now, live_owner)
     execution = find_execution(state, execution_id)
     kept = state if changed else None

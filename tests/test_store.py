@@ -246,3 +246,16 @@ async def test_file_store_permissions_and_corruption(tmp_path):
         await store.admit(admission(store, thread="bad", run="r2"))
     await store.finish_run(Lease("good", "r1", "e1", 1), "completed", NO_PROGRESS)
     assert not [n for n in os.listdir(store.threads_dir) if n.endswith(".tmp")]
+
+
+async def test_cancel_checks_the_user_binding_and_leaks_nothing(store):
+    await interrupt_for(store, user="alice")
+    assert (await store.cancel("t1", "e1", "inv")).status == "not_found"
+    assert (await store.cancel("t1", "e1", "inv", "mallory")).status == "not_found"
+    assert (await store.cancel("t1", "nope", "inv", "mallory")).status == "not_found"
+    assert (await store.cancel("t1", "e1", "inv", "alice")).status == "cancelled"
+
+
+async def interrupt_for(store, user: str) -> None:
+    admitted = await store.admit(admission(store, user=user))
+    await store.save_interrupt(lease(admitted), pending(), checkpoint=None, open_steps=[], progress=NO_PROGRESS)

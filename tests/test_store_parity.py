@@ -71,9 +71,10 @@ async def interrupt_resume_and_cancel(store, advance: Advance) -> None:
     await store.accept_resume(lease, {"i1": "a", "i2": "b"})
     await store.finish_run(lease, "completed", Progress(9, {"contextId": "ctx"}))
     await interrupt(store, "r3", "e3", [f"x{n}" for n in range(MAX_ANSWERED_IDS + 6)])
-    await store.cancel("t", "e3", "inv")
+    assert (await store.cancel("t", "e3", "inv")).status == "not_found", "another userId is refused"
+    await store.cancel("t", "e3", "inv", "alice")
     running = await store.admit(admission(store, "r4", "e4"))
-    await store.cancel("t", "e4", "inv")
+    await store.cancel("t", "e4", "inv", "alice")
     await store.finish_run(Lease("t", "r4", "e4", running.fence), "cancelled", Progress(0, {}))
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import math
 from typing import Any
 
@@ -81,20 +82,31 @@ def check_accept(request: Request) -> None:
         raise GatewayError(ErrorCode.INVALID_INPUT, "Accept", "The response is text/event-stream.", http_status=406)
 
 
-async def read_body(request: Request, limit: int) -> bytes:
-    """Read at most `limit` bytes: refuse from Content-Length, and stop a chunked body once past the limit."""
+async def read_body(request: Request[Any, Any, Any], limit: int, timeout: float) -> bytes:
+    """Read at most `limit` bytes within `timeout` seconds: refuse from Content-Length, stop a chunked body once
+    past the limit, and refuse a body that trickles in (408). Refusals close the connection (the rest of the
+    body is never read)."""
     declared = request.headers.get("content-length")
     if declared is not None:
         try:
             if int(declared) > limit:
-                raise GatewayError(ErrorCode.INVALID_INPUT, "body", f"The request exceeds {limit} bytes.", http_status=413)
+                raise _closing(GatewayError(ErrorCode.INVALID_INPUT, "body", f"The request exceeds {limit} bytes.", http_status=413))
         except ValueError:
             raise GatewayError(ErrorCode.INVALID_INPUT, "Content-Length") from None
     chunks: list[bytes] = []
     size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise GatewayError(ErrorCode.INVALID_INPUT, "body", f"The request exceeds {limit} bytes.", http_status=413)
-        chunks.append(chunk)
+    try:
+        async with asyncio.timeout(timeout):
+            async for chunk in request.stream():
+                size += len(chunk)
+                if size > limit:
+                    raise _closing(GatewayError(ErrorCode.INVALID_INPUT, "body", f"The request exceeds {limit} bytes.", http_status=413))
+                chunks.append(chunk)
+    except TimeoutError:
+        raise _closing(GatewayError(ErrorCode.REQUEST_TIMEOUT, "body", f"The body did not arrive within {timeout:g} seconds.")) from None
     return b"".join(chunks)
+
+
+def _closing(error: GatewayError) -> GatewayError:
+    error.headers["Connection"] = "close"
+    return error

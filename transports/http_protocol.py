@@ -1,65 +1,214 @@
-"""uvicorn's h11 protocol with a documented limit on a request's head: past MAX_HEAD_BYTES of request line and
-headers (e.g. a huge token), the answer is 431 with a JSON error, never a reset. Refusals (431, and uvicorn's 400
-for malformed requests) half-close the connection and drain what the client still sends before closing, because
-closing a socket with unread input makes the kernel send a TCP reset that can destroy the answer in flight."""
+"""uvicorn's protocols with the gateway's connection limits, enforced where the socket is visible.
+
+- Head size: past MAX_HEAD_BYTES of request line and headers (e.g. a huge token), 431 with a JSON error.
+- Head deadline: a request head not complete `header_timeout` seconds after its first byte (slowloris) gets 408.
+- Send deadline: a connection whose send buffer stays full (the client drains nothing below the low-water
+  mark) for `send_timeout` seconds is aborted; its run sees its client gone (a disconnect).
+- Connections per client address: past `max_per_client` open connections from one address, 429.
+- Lingering close: refusals, and any close while the client is still sending a body (e.g. after a 413),
+  half-close the connection and drain what the client still sends (up to DRAIN_BYTES, for DRAIN_SECONDS)
+  before closing, because closing a socket with unread input makes the kernel send a TCP reset that can
+  destroy the answer in flight.
+"""
 
 from __future__ import annotations
 
 import asyncio
+from collections import Counter
+from dataclasses import dataclass
 from typing import Any
 
 import h11
 import msgspec
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
+from transports.ws_protocol import CorkedWebSocketsProtocol
+
 MAX_HEAD_BYTES = 64 * 1024  # request line + headers; documented in the README (Limits)
-DRAIN_SECONDS = 2.0  # how long a refused connection's further input is read and dropped
+DRAIN_SECONDS = 2.0
 DRAIN_BYTES = 4 * 1024 * 1024
 
 
-def _refusal(status: int, reason: bytes, code: str, message: str) -> bytes:
+@dataclass(frozen=True)
+class ConnectionLimits:
+    header_timeout: float = 10.0
+    send_timeout: float = 30.0  # 0 disables
+    max_per_client: int = 256  # 0 disables
+
+
+OPEN_BY_ADDRESS: Counter[str] = Counter()  # open connections per client address, shared by HTTP and WebSocket
+
+
+def _refusal(status: int, reason: bytes, code: str, message: str, extra: bytes = b"") -> bytes:
     body = msgspec.json.encode({"error": {"code": code, "message": message}})
-    head = b"HTTP/1.1 %d %s\r\ncontent-type: application/json\r\ncontent-length: %d\r\nconnection: close\r\n\r\n" % (
-        status,
-        reason,
-        len(body),
-    )
-    return head + body
+    head = b"HTTP/1.1 %d %s\r\ncontent-type: application/json\r\ncontent-length: %d\r\nconnection: close\r\n%s\r\n"
+    return head % (status, reason, len(body), extra) + body
 
 
-class GatewayH11Protocol(H11Protocol):
+def _peer(transport: asyncio.BaseTransport) -> str:
+    peer = transport.get_extra_info("peername")
+    return str(peer[0]) if isinstance(peer, tuple) and peer else "unknown"
+
+
+class SendDeadline:
+    """Mixin for a protocol: abort the connection when its writes stay paused for `limits.send_timeout`."""
+
+    limits = ConnectionLimits()
+    transport: Any
+    _send_timer: asyncio.TimerHandle | None = None
+
+    def pause_writing(self) -> None:
+        super().pause_writing()  # type: ignore[misc]
+        if self.limits.send_timeout and self._send_timer is None:
+            self._send_timer = asyncio.get_running_loop().call_later(self.limits.send_timeout, self._send_expired)
+
+    def resume_writing(self) -> None:
+        if self._send_timer is not None:
+            self._send_timer.cancel()
+            self._send_timer = None
+        super().resume_writing()  # type: ignore[misc]
+
+    def _send_expired(self) -> None:
+        self._send_timer = None
+        self.transport.abort()  # connection_lost follows: the app sees its client gone
+
+
+class _LingeringTransport:
+    """Closes by half-closing and draining while the client is still sending (see the module docstring)."""
+
+    def __init__(self, transport: asyncio.Transport, protocol: GatewayH11Protocol) -> None:
+        self._transport = transport
+        self._protocol = protocol
+
+    def close(self) -> None:
+        if self._protocol.conn.their_state in (h11.IDLE, h11.DONE, h11.CLOSED, h11.MUST_CLOSE) and not self._protocol.head_started:
+            self._transport.close()
+        else:
+            self._protocol.linger()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._transport, name)
+
+
+class GatewayH11Protocol(SendDeadline, H11Protocol):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._head_bytes = 0  # bytes of the current request's head received so far
         self._tail = b""  # the last bytes seen, to find a head's end across chunks
         self._draining = 0  # > 0: refused; counts bytes dropped
+        self._head_timer: asyncio.TimerHandle | None = None
+        self._address = "unknown"
+        self._counted = False
+        self.head_started = False
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self.transport = _LingeringTransport(self.transport, self)
+        self._address = _peer(transport)
+        OPEN_BY_ADDRESS[self._address] += 1
+        self._counted = True
+        cap = self.limits.max_per_client
+        if cap and OPEN_BY_ADDRESS[self._address] > cap:
+            message = f"Too many open connections from this address (at most {cap})."
+            self._refuse(_refusal(429, b"Too Many Requests", "RATE_LIMIT_EXCEEDED", message, b"retry-after: 1\r\n"))
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._stop_head_timer()
+        if self._send_timer is not None:
+            self._send_timer.cancel()
+        if self._counted:
+            release(self._address)
+            self._counted = False
+        super().connection_lost(exc)
+
+    def handle_websocket_upgrade(self, event: h11.Request) -> None:
+        # The WebSocket protocol takes over this connection (the raw transport), and with it the address's count.
+        self._counted = False
+        self._stop_head_timer()
+        self.transport = self.transport._transport
+        super().handle_websocket_upgrade(event)
 
     def data_received(self, data: bytes) -> None:
         if self._draining:
             self._draining += len(data)
             if self._draining > DRAIN_BYTES:
-                self.transport.close()
+                self.transport._transport.close()
             return
-        if self.conn.their_state is h11.IDLE:  # still reading a request's head; body bytes do not count
-            seen = self._tail + data
-            end = seen.find(b"\r\n\r\n")
-            self._head_bytes += len(data) if end < 0 else max(0, end + 4 - len(self._tail))
-            self._tail = seen[-3:]
-            if self._head_bytes > MAX_HEAD_BYTES:
-                message = f"The request line and headers exceed {MAX_HEAD_BYTES} bytes."
-                self._refuse(_refusal(431, b"Request Header Fields Too Large", "INVALID_INPUT", message))
-                return
+        if self.conn.their_state is h11.IDLE and self._head_too_big(data):
+            message = f"The request line and headers exceed {MAX_HEAD_BYTES} bytes."
+            self._refuse(_refusal(431, b"Request Header Fields Too Large", "INVALID_INPUT", message))
+            return
         super().data_received(data)
         if self.conn.their_state is not h11.IDLE:
-            self._head_bytes, self._tail = 0, b""
+            self._head_bytes, self._tail, self.head_started = 0, b"", False
+            self._stop_head_timer()
+
+    def _head_too_big(self, data: bytes) -> bool:
+        """Count the bytes of the head being read (body bytes in the same chunk do not count); start its deadline."""
+        if not self.head_started:
+            self.head_started = True
+            self._head_timer = asyncio.get_running_loop().call_later(self.limits.header_timeout, self._head_expired)
+        seen = self._tail + data
+        end = seen.find(b"\r\n\r\n")
+        self._head_bytes += len(data) if end < 0 else max(0, end + 4 - len(self._tail))
+        self._tail = seen[-3:]
+        return self._head_bytes > MAX_HEAD_BYTES
+
+    def _head_expired(self) -> None:
+        self._head_timer = None
+        if self.conn.their_state is h11.IDLE and not self._draining:
+            message = f"The request head did not arrive within {self.limits.header_timeout:g} seconds."
+            self._refuse(_refusal(408, b"Request Timeout", "REQUEST_TIMEOUT", message))
+
+    def _stop_head_timer(self) -> None:
+        if self._head_timer is not None:
+            self._head_timer.cancel()
+            self._head_timer = None
 
     def send_400_response(self, msg: str) -> None:
         self._refuse(_refusal(400, b"Bad Request", "INVALID_INPUT", "The HTTP request is malformed."))
 
     def _refuse(self, response: bytes) -> None:
-        """Answer, half-close, drain for a while, then close: the client reads the answer, not a reset."""
-        self._draining = 1
         self.transport.write(response)
-        if self.transport.can_write_eof():
-            self.transport.write_eof()
-        asyncio.get_running_loop().call_later(DRAIN_SECONDS, self.transport.close)
+        self.linger()
+
+    def linger(self) -> None:
+        """Half-close, then read and drop input for a while before closing: the client reads the answer, not a reset."""
+        if self._draining:
+            return
+        self._draining = 1
+        raw = self.transport._transport
+        if raw.can_write_eof():
+            raw.write_eof()
+        asyncio.get_running_loop().call_later(DRAIN_SECONDS, raw.close)
+
+
+def release(address: str) -> None:
+    OPEN_BY_ADDRESS[address] -= 1
+    if OPEN_BY_ADDRESS[address] <= 0:
+        del OPEN_BY_ADDRESS[address]
+
+
+class GatewayWebSocketProtocol(SendDeadline, CorkedWebSocketsProtocol):
+    """The corked WebSocket protocol with the send deadline; it releases the connection's count for its address."""
+
+    _address: str | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        super().connection_made(transport)
+        self._address = _peer(transport)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self._send_timer is not None:
+            self._send_timer.cancel()
+        if self._address is not None:
+            release(self._address)
+            self._address = None
+        super().connection_lost(exc)
+
+
+def protocols(limits: ConnectionLimits) -> tuple[type[GatewayH11Protocol], type[GatewayWebSocketProtocol]]:
+    """Protocol classes carrying these limits (uvicorn takes classes for `http` and `ws`)."""
+    http = type("LimitedH11Protocol", (GatewayH11Protocol,), {"limits": limits})
+    ws = type("LimitedWebSocketProtocol", (GatewayWebSocketProtocol,), {"limits": limits})
+    return http, ws

@@ -54,7 +54,7 @@ async def _run(request: Request, services: TransportServices, agentcore: bool) -
         principal = await authenticate(request, services)
         check_media_type(request)
         check_accept(request)
-        body = await read_body(request, MAX_BODY_BYTES)
+        body = await read_body(request, MAX_BODY_BYTES, settings.body_timeout_seconds)
         prepared = prepare(
             body,
             allowed_roots=settings.allowed_cwd,

@@ -15,7 +15,7 @@ import asyncio
 import functools
 import logging
 import time
-from typing import Any
+from typing import Annotated, Any
 
 import msgspec
 from litestar import WebSocket, websocket
@@ -24,7 +24,10 @@ from gateway.auth import Principal
 from gateway.engine import RunHandle, prepare
 from gateway.errors import ErrorCode, GatewayError
 from gateway.i18n import message_for, negotiate
+from gateway.jsondepth import MAX_JSON_DEPTH, too_deep
 from gateway.protocol import events as e
+from gateway.protocol.input import MAX_ID_LENGTH
+from gateway.protocol.validate import error_from_msgspec
 from transports.http_input import authenticate, bearer_token, caller_of, challenge, check_rate
 from transports.services import Services, TransportServices
 from transports.sse import SESSION_HEADER
@@ -46,8 +49,8 @@ DENIAL_EXTENSION = "websocket.http.response"
 
 
 class MuxFrame(msgspec.Struct):
-    op: str
-    id: str
+    op: Annotated[str, msgspec.Meta(max_length=16)]
+    id: Annotated[str, msgspec.Meta(min_length=1, max_length=MAX_ID_LENGTH)]
     input: msgspec.Raw = msgspec.Raw(b"")  # kept raw: the engine decodes it exactly like an HTTP body
 
 
@@ -178,6 +181,9 @@ async def _receive_text(socket: WebSocket) -> str | None:
 
 
 def _is_json(text: str) -> bool:
+    """Whether a frame is JSON at all (over-deep JSON counts: the run input's own checks refuse it, in words)."""
+    if too_deep(text):
+        return True
     try:
         msgspec.json.decode(text)
     except msgspec.DecodeError:
@@ -255,18 +261,23 @@ async def _serve_mux(conn: Connection) -> None:
             if text is None:
                 return
             try:
+                if too_deep(text):
+                    raise GatewayError(ErrorCode.INVALID_INPUT, "frame", f"The JSON nests deeper than {MAX_JSON_DEPTH} levels.")
                 frame = _mux_decoder.decode(text)
-            except msgspec.DecodeError:
-                if not _is_json(text):
-                    await socket.close(CLOSE_INVALID, "frames must be JSON")
-                    return
-                await conn.send_error(GatewayError(ErrorCode.INVALID_INPUT, "op", "Expected {op, id, input?}."), None)
+            except GatewayError as error:
+                await conn.send_error(error, None)
                 continue
+            except msgspec.ValidationError as exc:
+                await conn.send_error(error_from_msgspec(exc), None)
+                continue
+            except msgspec.DecodeError:
+                await socket.close(CLOSE_INVALID, "frames must be JSON")
+                return
             if frame.op == "run" and len(frame.input):
                 if frame.id in conn.forwarders:
                     await conn.send_error(GatewayError(ErrorCode.INVALID_INPUT, "id", "This stream id is in use."), frame.id)
                 elif len(conn.forwarders) >= MAX_MUX_RUNS:
-                    await conn.send_error(GatewayError(ErrorCode.THREAD_BUSY, detail="Too many runs on this socket."), frame.id)
+                    await conn.send_error(GatewayError(ErrorCode.TOO_MANY_RUNS_ON_SOCKET, detail=f"At most {MAX_MUX_RUNS}."), frame.id)
                 else:
                     task = asyncio.create_task(run_stream(frame.id, bytes(frame.input)))
                     conn.forwarders[frame.id] = task

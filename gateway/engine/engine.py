@@ -128,12 +128,15 @@ class RunEngine:
         except Exception:  # best effort; the state already says cancelled
             log.warning("backend could not cancel execution %s", execution_id, exc_info=True)
 
-    async def cancel(self, thread_id: str, execution_id: str, ros_invocation_id: str, caller: Caller = ANONYMOUS) -> str:
+    async def cancel(
+        self, thread_id: str, execution_id: str, ros_invocation_id: str, caller: Caller = ANONYMOUS, user_id: str | None = None
+    ) -> str:
         """Cancel extension: 'cancelled' or 'already_terminal'; raise EXECUTION_NOT_FOUND / EXECUTION_LOST.
-        Another principal's execution is not found (its thread is another key)."""
+        Another principal's execution, or one on a thread bound to another userId, is not found."""
+        check_user_id(caller, user_id)
         key = thread_key(caller, thread_id)
         try:
-            result = await self.store.cancel(key, execution_id, ros_invocation_id)
+            result = await self.store.cancel(key, execution_id, ros_invocation_id, user_id)
         except STORE_FAILURES as exc:
             raise store_error(exc) from None
         if result.status == "not_found":

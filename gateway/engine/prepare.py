@@ -9,6 +9,7 @@ import msgspec
 from gateway.engine.digest import request_digest
 from gateway.errors import GatewayError
 from gateway.i18n import negotiate
+from gateway.jsondepth import MAX_JSON_DEPTH, too_deep
 from gateway.protocol import validate
 from gateway.protocol.input import RunAgentInput, decode_run_input
 
@@ -37,6 +38,8 @@ def prepare(
     runtime_session_id: str | None = None,
 ) -> PreparedRun:
     """Raise GatewayError(INVALID_INPUT) naming the field; the error's `language` is set when known."""
+    if too_deep(body):
+        raise validate.invalid("body", f"The JSON nests deeper than {MAX_JSON_DEPTH} levels.")
     try:
         run = decode_run_input(body)
     except msgspec.MsgspecError as exc:

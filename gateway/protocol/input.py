@@ -8,6 +8,9 @@ import msgspec
 from msgspec import UNSET, Meta, Struct, UnsetType
 
 NonEmpty = Annotated[str, Meta(min_length=1)]
+MAX_ID_LENGTH = 256  # every identifier a client sends (thread, run, message, tool call, stream ids)
+Identifier = Annotated[str, Meta(min_length=1, max_length=MAX_ID_LENGTH)]
+OptionalId = Annotated[str, Meta(max_length=MAX_ID_LENGTH)]
 
 
 class Thinking(Struct, forbid_unknown_fields=True):
@@ -74,7 +77,7 @@ UserContent = str | list[TextPart | ImagePart]
 
 
 class _Message(Struct, tag_field="role", kw_only=True):
-    id: str | UnsetType = UNSET
+    id: OptionalId | UnsetType = UNSET
     name: str | UnsetType = UNSET
 
 
@@ -97,7 +100,7 @@ class DeveloperMessage(_Message, tag="developer"):
 
 class ToolMessage(_Message, tag="tool"):
     content: Any = None
-    toolCallId: Any = None
+    toolCallId: OptionalId | None = None
 
 
 class ActivityMessage(_Message, tag="activity"):
@@ -112,7 +115,7 @@ Message = UserMessage | AssistantMessage | SystemMessage | DeveloperMessage | To
 
 
 class ResumeEntry(Struct, rename="camel"):
-    interrupt_id: NonEmpty
+    interrupt_id: Identifier
     status: Literal["resolved", "cancelled"]
     payload: Any = UNSET
     metadata: Any = UNSET
@@ -121,14 +124,14 @@ class ResumeEntry(Struct, rename="camel"):
 class RunAgentInput(Struct, rename="camel"):
     """AG-UI RunAgentInput as the contract requires it (§2); unknown top-level fields are ignored."""
 
-    thread_id: NonEmpty
-    run_id: NonEmpty
+    thread_id: Identifier
+    run_id: Identifier
     state: Any
     messages: list[Message]
     tools: list[Any]
     context: list[Any]
     forwarded_props: ForwardedProps
-    parent_run_id: str | UnsetType = UNSET
+    parent_run_id: OptionalId | UnsetType = UNSET
     resume: list[ResumeEntry] | UnsetType = UNSET
 
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
+import os
 import posixpath
 import re
 from dataclasses import dataclass
@@ -72,9 +74,21 @@ def resolve_workspace(run: RunAgentInput, allowed_roots: tuple[str, ...], defaul
     cwd = posixpath.normpath(cwd)
     if cwd.startswith("//"):
         cwd = "/" + cwd.lstrip("/")
-    if not any(cwd == root or cwd.startswith(root.rstrip("/") + "/") for root in allowed_roots):
+    if not _within(cwd, allowed_roots):
         raise invalid("forwardedProps.iacCode.cwd", "The workspace is outside the allowed roots.")
-    return Workspace(extension=ext, cwd=cwd)
+    real = os.path.realpath(cwd)  # symlinks resolved: a link inside a root that points out of it is refused
+    if not _within(real, _real_roots(allowed_roots)):
+        raise invalid("forwardedProps.iacCode.cwd", "The workspace is outside the allowed roots.")
+    return Workspace(extension=ext, cwd=real)
+
+
+def _within(path: str, roots: tuple[str, ...]) -> bool:
+    return any(path == root or path.startswith(root.rstrip("/") + "/") for root in roots)
+
+
+@functools.lru_cache(maxsize=8)
+def _real_roots(roots: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(os.path.realpath(root) for root in roots)
 
 
 def check_tools(run: RunAgentInput) -> None:

@@ -24,6 +24,7 @@ from gateway.settings import Settings
 from store import Clock, ThreadStore, open_store
 from transports.busy import BusyStatus
 from transports.cancel import cancel_execution
+from transports.fallback import EXCEPTION_HANDLERS, RequestHygiene
 from transports.health import health, ping, protected_resource
 from transports.services import TransportServices
 from transports.sse import run_invocations, run_root
@@ -112,6 +113,8 @@ def create_app(
     app = Litestar(
         route_handlers=ROUTES,
         dependencies={"services": Provide(lambda: services, use_cache=True, sync_to_thread=False)},
+        exception_handlers=EXCEPTION_HANDLERS,  # type: ignore[arg-type]
+        middleware=[RequestHygiene],
         lifespan=[lifespan],
         debug=False,
         logging_config=None,

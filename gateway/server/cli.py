@@ -151,6 +151,30 @@ def build_parser() -> argparse.ArgumentParser:
         help="on SIGTERM, how long active runs may go on before they are cancelled (default 30)",
     )
     p.add_argument(
+        "--send-timeout-seconds",
+        type=float,
+        default=float(_env("SEND_TIMEOUT_SECONDS", "30")),
+        help="a client whose connection drains nothing for this long is disconnected and its run treated as a disconnect (default 30; 0 = never)",
+    )
+    p.add_argument(
+        "--header-timeout-seconds",
+        type=float,
+        default=float(_env("HEADER_TIMEOUT_SECONDS", "10")),
+        help="a request's line and headers must arrive within this long after their first byte, else 408 (default 10)",
+    )
+    p.add_argument(
+        "--body-timeout-seconds",
+        type=float,
+        default=float(_env("BODY_TIMEOUT_SECONDS", "30")),
+        help="a request body must arrive within this long, else 408 and the connection closes (default 30)",
+    )
+    p.add_argument(
+        "--max-connections-per-client",
+        type=int,
+        default=int(_env("MAX_CONNECTIONS_PER_CLIENT", "256")),
+        help="open connections allowed from one client address; beyond it 429 (default 256; 0 = no cap)",
+    )
+    p.add_argument(
         "--log-level", default=_env("LOG_LEVEL", "info"), choices=["debug", "info", "warning", "error"], help="log level (default info)"
     )
     p.add_argument(
@@ -202,6 +226,10 @@ def settings_from_args(argv: list[str] | None = None) -> Settings:
         lease_seconds=max(1.0, args.lease_seconds),
         ws_ping_seconds=max(0.0, args.ws_ping_seconds),
         shutdown_grace_seconds=max(0.0, args.shutdown_grace_seconds),
+        send_timeout_seconds=max(0.0, args.send_timeout_seconds),
+        header_timeout_seconds=max(0.1, args.header_timeout_seconds),
+        body_timeout_seconds=max(0.1, args.body_timeout_seconds),
+        max_connections_per_client=max(0, args.max_connections_per_client),
         ticket_ttl=parse_duration(args.ticket_ttl),
         oauth_discovery_url=args.oauth_discovery_url,
         oauth_jwks_url=args.oauth_jwks_url,

@@ -12,7 +12,7 @@ import uvicorn
 
 from gateway.protocol.validate import MAX_BODY_BYTES
 from gateway.settings import Settings
-from transports.http_protocol import MAX_HEAD_BYTES
+from transports.http_protocol import MAX_HEAD_BYTES, ConnectionLimits, protocols
 from transports.services import TransportServices
 
 log = logging.getLogger("agui.serve")
@@ -54,10 +54,16 @@ class GatewayServer(uvicorn.Server):
 def uvicorn_options(settings: Settings) -> dict:
     """Server options shared by the CLI and embedders: WebSocket limits and liveness, graceful shutdown."""
     ping = settings.ws_ping_seconds or None
+    limits = ConnectionLimits(
+        header_timeout=settings.header_timeout_seconds,
+        send_timeout=settings.send_timeout_seconds,
+        max_per_client=settings.max_connections_per_client,
+    )
+    http, ws = protocols(limits)
     return {
-        "http": "transports.http_protocol:GatewayH11Protocol",
+        "http": http,
         "h11_max_incomplete_event_size": MAX_HEAD_BYTES * 2,  # our protocol answers 431 past MAX_HEAD_BYTES first
-        "ws": "transports.ws_protocol:CorkedWebSocketsProtocol",
+        "ws": ws,
         "ws_max_size": MAX_BODY_BYTES,
         "ws_per_message_deflate": False,  # per-frame deflate costs more CPU than small AG-UI events save
         "ws_ping_interval": ping,

@@ -13,7 +13,10 @@ from typing import Any
 import httpx
 import msgspec
 
+from gateway.jsondepth import too_deep
+
 MAX_FRAME_BYTES = 4 * 1024 * 1024  # one SSE data line from the agent
+FRAME_DEPTH = 128  # JSON nesting accepted in an agent's frame
 _ids = itertools.count(1)
 
 
@@ -44,7 +47,7 @@ class A2AClient:
     async def call(self, method: str, params: dict[str, Any]) -> Any:
         response = await self.http.post(self.url, content=self._request(method, params), headers={"Accept": "application/json"})
         response.raise_for_status()
-        body = msgspec.json.decode(response.content)
+        body = _decode(response.content)
         if "error" in body:
             raise A2AError(body["error"])
         return body.get("result")
@@ -61,7 +64,7 @@ class A2AClient:
                     line, buffer = buffer.split(b"\n", 1)
                     line = line.rstrip(b"\r")
                     if line.startswith(b"data:"):
-                        body = msgspec.json.decode(line[5:].strip())
+                        body = _decode(line[5:].strip())
                         if "error" in body:
                             raise A2AError(body["error"])
                         yield body.get("result") or {}
@@ -78,6 +81,16 @@ class A2AClient:
 
     async def aclose(self) -> None:
         await self.http.aclose()
+
+
+def _decode(raw: bytes) -> Any:
+    """A JSON-RPC message from the agent; nesting past FRAME_DEPTH is a protocol error, never a recursion failure."""
+    if too_deep(raw, FRAME_DEPTH):
+        raise A2AError({"message": f"the agent sent JSON nested deeper than {FRAME_DEPTH} levels"})
+    try:
+        return msgspec.json.decode(raw)
+    except msgspec.DecodeError:
+        raise A2AError({"message": "the agent sent a frame that is not JSON"}) from None
 
 
 def _is_json(response: httpx.Response) -> bool:
