@@ -347,9 +347,24 @@ class A2AAgentServer:
                     return {"type": "http.request", "body": replayed.pop(), "more_body": False}
                 return await receive()
 
+            text = "".join(p.get("text", "") for p in (body.get("params", {}).get("message") or {}).get("parts", []))
+            if text == "deep-frame":
+                # A hostile agent: one frame whose metadata nests 300 levels deep.
+                nested = "[" * 300 + "1" + "]" * 300
+                frame = (
+                    '{"jsonrpc":"2.0","id":'
+                    + json.dumps(body.get("id"))
+                    + ',"result":{"task":{"id":"deep-task","contextId":'
+                    + json.dumps(body["params"]["message"]["contextId"])
+                    + ',"status":{"state":"TASK_STATE_WORKING"},"metadata":{"x":'
+                    + nested
+                    + "}}}}"
+                )
+                await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/event-stream")]})
+                await send({"type": "http.response.body", "body": f"data: {frame}\n\n".encode()})
+                return None
             if not self.agent.refuse_next_answer:
                 return await app(scope, replay, send)
-            text = "".join(p.get("text", "") for p in (body.get("params", {}).get("message") or {}).get("parts", []))
             if text.startswith("drop"):
                 # A dropped connection: one frame, then the socket goes away mid-stream.
                 self.agent.refuse_next_answer -= 1

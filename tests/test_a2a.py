@@ -328,3 +328,9 @@ def test_resume_preflight_checks_the_task_still_exists(gateway_a2a, agent, clien
     lost = run(client, gateway_a2a, None, thread=body["threadId"], resume=entry)
     assert lost.terminal["code"] == "EXECUTION_LOST"
     assert agent.rpc_methods == ["GetTask"], "no answer is sent for a task the agent no longer has"
+
+
+def test_an_agent_frame_nested_too_deeply_is_a_protocol_error(gateway_a2a, client):
+    result = post_sse(client, gateway_a2a.url + "/", run_body("deep-frame"))
+    assert result.status == 200 and result.terminal["type"] == "RUN_ERROR"
+    assert result.terminal["code"] == "A2A_PROTOCOL_ERROR" and "128" in result.terminal["message"]

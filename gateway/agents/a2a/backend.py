@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 
 from gateway.agents import signals as s
-from gateway.agents.a2a.client import A2AClient, A2AError
+from gateway.agents.a2a.client import A2AClient, A2AError, MalformedFrame
 from gateway.agents.a2a.mapping import FrameMapper, ProtocolViolation, normalise_state
 from gateway.agents.base import AgentBackend, AgentRequest
 
@@ -132,6 +132,11 @@ class A2ABackend(AgentBackend):
             finished = True
             await self._cancel_task(mapper.task_id)
             yield s.Failed(message=f"The agent broke the identity mapping: {exc}.", code="A2A_PROTOCOL_ERROR")
+            return
+        except MalformedFrame as exc:
+            finished = True
+            await self._cancel_task(mapper.task_id)
+            yield s.Failed(message=f"The agent sent {exc}.", code="A2A_PROTOCOL_ERROR")
             return
         except A2AError as exc:
             finished = True

@@ -86,11 +86,15 @@ class A2AClient:
 def _decode(raw: bytes) -> Any:
     """A JSON-RPC message from the agent; nesting past FRAME_DEPTH is a protocol error, never a recursion failure."""
     if too_deep(raw, FRAME_DEPTH):
-        raise A2AError({"message": f"the agent sent JSON nested deeper than {FRAME_DEPTH} levels"})
+        raise MalformedFrame(f"JSON nested deeper than {FRAME_DEPTH} levels")
     try:
         return msgspec.json.decode(raw)
     except msgspec.DecodeError:
-        raise A2AError({"message": "the agent sent a frame that is not JSON"}) from None
+        raise MalformedFrame("a frame that is not JSON") from None
+
+
+class MalformedFrame(Exception):
+    """The agent sent something that is not a JSON-RPC message we can read (not JSON, or nested too deeply)."""
 
 
 def _is_json(response: httpx.Response) -> bool:
