@@ -21,7 +21,13 @@ REDIS_SCHEMES = ("redis", "rediss", "redis+sentinel", "rediss+sentinel", "redis+
 
 
 def open_store(
-    spec: str, *, state_dir: str, retention_seconds: float, lease_seconds: float = 10.0, clock: Clock = time.time
+    spec: str,
+    *,
+    state_dir: str,
+    retention_seconds: float,
+    lease_seconds: float = 10.0,
+    clock: Clock = time.time,
+    redis_max_connections: int = 64,
 ) -> ThreadStore:
     """`memory`, `file` (or `file:///path`), or Redis: `redis://`, `rediss://`, `redis+sentinel://`, `redis+cluster://`.
 
@@ -38,7 +44,7 @@ def open_store(
     if spec.split("://", 1)[0] in REDIS_SCHEMES:
         from store.redis import RedisStore
 
-        return RedisStore(spec, retention_seconds=retention_seconds, lease_seconds=lease_seconds)
+        return RedisStore(spec, retention_seconds=retention_seconds, lease_seconds=lease_seconds, max_connections=redis_max_connections)
     raise ValueError(f"unknown store {spec!r}: use 'file', 'file:///path', 'memory' or a redis:// URL")
 
 

@@ -11,8 +11,8 @@ import logging
 import os
 import socket
 import uuid
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 from urllib.parse import urlparse
 
 import msgspec
@@ -39,6 +39,9 @@ LUA_DIR = os.path.join(os.path.dirname(__file__), "lua")
 SCRIPTS = ("admit", "accept_resume", "save_interrupt", "finish_run", "cancel", "renew", "rate_limit")
 _LIST_FIELDS = ("pending", "answered_ids", "open_steps")
 _encoder = msgspec.json.Encoder()
+SLOT_WAIT_SECONDS = 5.0  # how long a command may wait for a free connection before the store counts as unavailable
+POOL_HEADROOM = 8  # pooled connections beyond the gate (the pool itself never refuses)
+T = TypeVar("T")
 
 
 def thread_key(thread_id: str) -> str:
@@ -103,9 +106,11 @@ def _pending_wire(pending: list[PendingInterrupt]) -> list[dict[str, Any]]:
     ]
 
 
-def connect(url: str, *, blocking: bool = False) -> Any:
+def connect(url: str, *, blocking: bool = False, max_connections: int | None = None) -> Any:
     """`redis://`, `rediss://`, `redis+sentinel://h:p[,h:p]/service[/db]`, `redis+cluster://h:p`."""
     timeouts: dict[str, Any] = {"socket_connect_timeout": 2.0, "socket_timeout": None if blocking else 5.0}
+    if max_connections is not None:
+        timeouts["max_connections"] = max_connections
     parsed = urlparse(url)
     if parsed.scheme in ("redis+sentinel", "rediss+sentinel"):
         from redis.asyncio.sentinel import Sentinel
@@ -127,11 +132,14 @@ class RedisStore(ThreadStore):
 
     needs_renewal = True
 
-    def __init__(self, url: str, *, retention_seconds: float, lease_seconds: float = 10.0) -> None:
+    def __init__(self, url: str, *, retention_seconds: float, lease_seconds: float = 10.0, max_connections: int = 64) -> None:
         self.url = url
         self.lease_seconds = lease_seconds
         self.owner_id = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
-        self.client = connect(url)
+        # Commands wait for one of `max_connections` slots (at most SLOT_WAIT_SECONDS) instead of failing when
+        # every pooled connection is busy: load alone never turns into STATE_PERSISTENCE_FAILED.
+        self._slots = asyncio.Semaphore(max_connections)
+        self.client = connect(url, max_connections=max_connections + POOL_HEADROOM)
         bounds = {
             "MAX_RUNS": MAX_RUN_RECORDS,
             "MAX_HISTORY": MAX_HISTORY,
@@ -143,11 +151,23 @@ class RedisStore(ThreadStore):
         self._listener: asyncio.Task[None] | None = None
         self._sub_client: Any = None
 
-    async def _call(self, name: str, key: str, argument: dict[str, Any]) -> Any:
+    async def _command(self, operation: Callable[[], Awaitable[T]]) -> T:
+        """One command through the gate: wait for a free slot (bounded), run it; Redis errors become StoreUnavailable."""
         try:
-            return await self.scripts[name](keys=[key], args=[_encoder.encode(argument)])
+            async with asyncio.timeout(SLOT_WAIT_SECONDS):
+                await self._slots.acquire()
+        except TimeoutError:
+            raise StoreUnavailable("redis: every connection stayed busy") from None
+        try:
+            return await operation()
         except RedisError as exc:
             raise StoreUnavailable(f"redis: {type(exc).__name__}") from None
+        finally:
+            self._slots.release()
+
+    async def _call(self, name: str, key: str, argument: dict[str, Any]) -> Any:
+        script, args = self.scripts[name], [_encoder.encode(argument)]
+        return await self._command(lambda: script(keys=[key], args=args))
 
     async def _run(self, name: str, thread_id: str, argument: dict[str, Any]) -> dict[str, Any]:
         """One script, one round trip; a refusal in the reply becomes Rejected."""
@@ -158,10 +178,7 @@ class RedisStore(ThreadStore):
         return result
 
     async def now(self) -> float:
-        try:
-            seconds, micros = await self.client.time()
-        except RedisError as exc:
-            raise StoreUnavailable(f"redis: {type(exc).__name__}") from None
+        seconds, micros = await self._command(self.client.time)
         return float(seconds) + float(micros) / 1_000_000
 
     async def admit(self, a: Admission) -> AdmitResult:
@@ -203,23 +220,17 @@ class RedisStore(ThreadStore):
 
     async def read_document(self, thread_id: str) -> dict[str, Any] | None:
         """The raw thread document (diagnostics and the Python/Lua parity test)."""
-        try:
-            raw = await self.client.get(thread_key(thread_id))
-        except RedisError as exc:
-            raise StoreUnavailable(f"redis: {type(exc).__name__}") from None
+        raw = await self._command(lambda: self.client.get(thread_key(thread_id)))
         return None if raw is None else json.loads(raw)
 
     # -- tickets ------------------------------------------------------------------------
     async def put_ticket(self, digest: str, ttl_seconds: float, value: str) -> None:
-        try:
-            await self.client.set(f"agui:ticket:{digest}", value, px=max(1, int(ttl_seconds * 1000)))
-        except RedisError as exc:
-            raise StoreUnavailable(f"redis: {type(exc).__name__}") from None
+        await self._command(lambda: self.client.set(f"agui:ticket:{digest}", value, px=max(1, int(ttl_seconds * 1000))))
 
     async def take_ticket(self, digest: str) -> str | None:
         try:
-            value = await self.client.getdel(f"agui:ticket:{digest}")
-        except RedisError:
+            value = await self._command(lambda: self.client.getdel(f"agui:ticket:{digest}"))
+        except StoreUnavailable:
             return None
         return value.decode() if isinstance(value, bytes) else value
 
@@ -227,8 +238,8 @@ class RedisStore(ThreadStore):
     async def notify_cancel(self, owner: str, thread_id: str, execution_id: str) -> None:
         """Wake the owner at once; if this message is lost its renewal timer still sees the durable intent."""
         try:
-            await self.client.publish(f"agui:cancel:{owner}", json.dumps([thread_id, execution_id]))
-        except RedisError:
+            await self._command(lambda: self.client.publish(f"agui:cancel:{owner}", json.dumps([thread_id, execution_id])))
+        except StoreUnavailable:
             log.warning("cancel wake-up not published; the owner will see the intent on its next renewal")
 
     async def listen_for_cancels(self, on_cancel: Callable[[str, str], None]) -> None:
@@ -260,8 +271,8 @@ class RedisStore(ThreadStore):
 
     async def ping(self) -> bool:
         try:
-            return bool(await self.client.ping())
-        except RedisError:
+            return bool(await self._command(self.client.ping))
+        except StoreUnavailable:
             return False
 
     async def close(self) -> None:

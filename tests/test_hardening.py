@@ -34,14 +34,19 @@ def assert_still_fast(url: str, baseline: float) -> None:
     assert during < max(1.0, baseline * 10), f"a normal run took {during:.2f} s during the attack (baseline {baseline:.3f} s)"
 
 
+def read_all(raw: socket.socket) -> bytes:
+    """Everything the server sends until it closes (or stops for the socket's timeout)."""
+    answer = b""
+    with contextlib.suppress(ConnectionResetError, TimeoutError):
+        while chunk := raw.recv(65536):
+            answer += chunk
+    return answer
+
+
 def raw_request(port: int, data: bytes, *, source: str = "127.0.0.1", timeout: float = 10) -> bytes:
     with socket.create_connection(("127.0.0.1", port), timeout=timeout, source_address=(source, 0)) as raw:
         raw.sendall(data)
-        answer = b""
-        with contextlib.suppress(ConnectionResetError, TimeoutError):
-            while chunk := raw.recv(65536):
-                answer += chunk
-    return answer
+        return read_all(raw)
 
 
 @pytest.mark.parametrize(
@@ -181,7 +186,7 @@ def test_a_trickled_body_gets_408_and_an_oversized_chunked_body_a_413_then_a_clo
     baseline = normal_run_seconds(server.url)
     with socket.create_connection(("127.0.0.1", server.port), timeout=10) as raw:
         raw.sendall(b"POST / HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: 1000\r\n\r\n{")
-        answer = raw.recv(4096)
+        answer = read_all(raw)
     assert answer.startswith(b"HTTP/1.1 408") and b"REQUEST_TIMEOUT" in answer
     with socket.create_connection(("127.0.0.1", server.port), timeout=10) as raw:
         raw.sendall(b"POST / HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\n\r\n")

@@ -218,3 +218,35 @@ def test_no_secret_reaches_redis(replicas, own_redis, client):
         assert db.pttl(key) > 0, f"{key!r} has no TTL"
         for name, secret in SECRETS.items():
             assert secret.encode() not in key and secret.encode() not in value, f"{name} leaked into {key!r}"
+
+
+def test_400_concurrent_short_runs_on_one_redis_never_fail(tmp_path, own_redis):
+    """Load alone never fails a run: commands wait for a free connection instead of failing when the pool is busy
+    (16 here, so that waiting really happens), and the end of every run is recorded."""
+    import asyncio
+
+    server = Gateway(
+        tmp_path, "--store", own_redis.url, "--allowed-cwd", "/tmp", "--redis-max-connections", "16", "--max-connections-per-client", "0"
+    ).start()
+    try:
+
+        async def flood() -> list[tuple[int, str]]:
+            limits = httpx.Limits(max_connections=400, max_keepalive_connections=0)
+            async with httpx.AsyncClient(timeout=60, limits=limits) as http:
+
+                async def one(index: int) -> tuple[int, str]:
+                    response = await http.post(server.url + "/", json=run_body(f"short {index}"))
+                    data = [line for line in response.text.split("\n") if line.startswith("data: ")]
+                    return response.status_code, json.loads(data[-1][6:])["type"] if data else response.text[:200]
+
+                return await asyncio.gather(*(one(i) for i in range(400)))
+
+        results = asyncio.run(flood())
+        failures = [r for r in results if r != (200, "RUN_FINISHED")]
+        assert failures == [], f"{len(failures)} of 400 runs failed: {failures[:5]}"
+        assert "could not record the end" not in server.logs()
+        keys = redis.Redis(port=own_redis.port).keys("agui:{t:*}:state")
+        docs = [json.loads(raw) for raw in redis.Redis(port=own_redis.port).mget(keys)]
+        assert len(docs) == 400 and all(doc["active"] is None for doc in docs), "every run's end was recorded"
+    finally:
+        server.stop()

@@ -33,7 +33,7 @@ DRAIN_BYTES = 4 * 1024 * 1024
 class ConnectionLimits:
     header_timeout: float = 10.0
     send_timeout: float = 30.0  # 0 disables
-    max_per_client: int = 256  # 0 disables
+    max_per_client: int = 1000  # 0 disables
 
 
 OPEN_BY_ADDRESS: Counter[str] = Counter()  # open connections per client address, shared by HTTP and WebSocket

@@ -14,6 +14,7 @@ backend leaves its interrupts pending, so the client can answer again.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
@@ -25,12 +26,13 @@ from gateway.engine.outcome import Cancelled, Completed, Disconnected, Failed, I
 from gateway.errors import ErrorCode, GatewayError
 from gateway.i18n import message_for
 from gateway.protocol import events as e
-from store import ExecutionStatus, PendingInterrupt, Progress, Rejected, Rejection
+from store import ExecutionStatus, PendingInterrupt, Progress, Rejected, Rejection, StoreUnavailable
 
 if TYPE_CHECKING:
     from gateway.engine.run import Run
 
 log = logging.getLogger("agui.engine")
+FINISH_RETRY_SECONDS = 10.0
 
 
 async def settle(run: Run, outcome: Outcome) -> Outcome:
@@ -86,10 +88,25 @@ def _progress(run: Run) -> Progress:
 
 
 async def _finish(run: Run, status: ExecutionStatus | None) -> None:
-    try:
-        await run.services.store.finish_run(run.lease, status, _progress(run))
-    except STORE_FAILURES as exc:
-        log.warning("could not record the end of run %s: %s", run.lease.run_id, exc)
+    """Record the end, retrying an unreachable or busy store with backoff for as long as the lease would last
+    (at most FINISH_RETRY_SECONDS): the write is fenced, so a retry of a write that did land changes nothing."""
+    store = run.services.store
+    loop = asyncio.get_running_loop()
+    give_up = loop.time() + min(store.lease_seconds, FINISH_RETRY_SECONDS)
+    delay = 0.05
+    while True:
+        try:
+            await store.finish_run(run.lease, status, _progress(run))
+            return
+        except Rejected as exc:
+            log.warning("the end of run %s was refused (%s): another owner holds the thread", run.lease.run_id, exc.reason.name)
+            return
+        except StoreUnavailable as exc:
+            if loop.time() + delay > give_up:
+                log.warning("could not record the end of run %s: %s; its lease will expire", run.lease.run_id, exc)
+                return
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 1.0)
 
 
 def _expiry(now: float, ttl: float) -> tuple[float | None, str | None]:

@@ -90,6 +90,7 @@ def create_app(
         retention_seconds=settings.retention_seconds,
         lease_seconds=settings.lease_seconds,
         clock=clock,
+        redis_max_connections=settings.redis_max_connections,
     )
     agent = agent or load_agent(settings.agent, settings.agent_token)
     settings = with_plain_workspace(settings, agent)

@@ -151,6 +151,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="on SIGTERM, how long active runs may go on before they are cancelled (default 30)",
     )
     p.add_argument(
+        "--redis-max-connections",
+        type=int,
+        default=int(_env("REDIS_MAX_CONNECTIONS", "64")),
+        help="Redis store: commands in flight per replica; more wait up to 5 s for a free connection instead of failing (default 64)",
+    )
+    p.add_argument(
         "--send-timeout-seconds",
         type=float,
         default=float(_env("SEND_TIMEOUT_SECONDS", "30")),
@@ -171,8 +177,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--max-connections-per-client",
         type=int,
-        default=int(_env("MAX_CONNECTIONS_PER_CLIENT", "256")),
-        help="open connections allowed from one client address; beyond it 429 (default 256; 0 = no cap)",
+        default=int(_env("MAX_CONNECTIONS_PER_CLIENT", "1000")),
+        help="open connections allowed from one client address; beyond it 429 (default 1000; 0 = no cap; behind a proxy every client has the proxy's address)",
     )
     p.add_argument(
         "--log-level", default=_env("LOG_LEVEL", "info"), choices=["debug", "info", "warning", "error"], help="log level (default info)"
@@ -226,6 +232,7 @@ def settings_from_args(argv: list[str] | None = None) -> Settings:
         lease_seconds=max(1.0, args.lease_seconds),
         ws_ping_seconds=max(0.0, args.ws_ping_seconds),
         shutdown_grace_seconds=max(0.0, args.shutdown_grace_seconds),
+        redis_max_connections=max(1, args.redis_max_connections),
         send_timeout_seconds=max(0.0, args.send_timeout_seconds),
         header_timeout_seconds=max(0.1, args.header_timeout_seconds),
         body_timeout_seconds=max(0.1, args.body_timeout_seconds),

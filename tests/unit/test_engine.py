@@ -9,7 +9,7 @@ import pytest
 from gateway.agents import signals as s
 from gateway.engine import Caller
 from gateway.errors import ErrorCode, GatewayError
-from store import Admission, Lease, RenewResult
+from store import Admission, Lease, RenewResult, StoreUnavailable
 from tests.unit.scripted import Harness, ScriptedAgent, body, collect, prepare_body, types
 
 ASK = s.InputRequired(
@@ -226,3 +226,20 @@ async def test_principals_naming_the_same_thread_reach_different_threads():
     with pytest.raises(GatewayError) as wrong_user:
         await harness.engine.start(prepare_body(body(run="r5", user="alice")), mallory)
     assert wrong_user.value.code is ErrorCode.ACCESS_DENIED
+
+
+async def test_the_end_of_a_run_is_recorded_even_when_the_store_is_busy_at_first():
+    harness = Harness(ScriptedAgent([s.TextDelta(text="a"), s.Completed()]))
+    real_finish, failures = harness.store.finish_run, [2]
+
+    async def busy_then_fine(lease, status, progress):
+        if failures[0]:
+            failures[0] -= 1
+            raise StoreUnavailable("redis: every connection stayed busy")
+        await real_finish(lease, status, progress)
+
+    harness.store.finish_run = busy_then_fine  # type: ignore[method-assign]
+    events = await harness.run(body())
+    assert events[-1]["outcome"] == {"type": "success"} and failures[0] == 0
+    document = await harness.store.read_document("t1")
+    assert document["active"] is None and document["history"][-1]["status"] == "completed"
