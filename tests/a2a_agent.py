@@ -102,7 +102,12 @@ class ScriptedAgent(AgentExecutor):
             S.TASK_STATE_WORKING, metadata=iac(tool={"status": "completed", "toolUseId": "tu-1", "result": {"valid": True}})
         )
         await up.update_status(S.TASK_STATE_WORKING, message=text_message(up, "All good.", "agent-msg-2"))
-        await up.update_status(S.TASK_STATE_WORKING, metadata=iac(assistantFinal={"complete": True, "text": "Let me check. All good."}))
+        # As the runtime ends a turn: the whole answer again, under another message id, marked assistantFinal.
+        await up.update_status(
+            S.TASK_STATE_WORKING,
+            message=text_message(up, "Let me check. All good.", f"{up.task_id}-working"),
+            metadata=iac(assistantFinal={"complete": True}),
+        )
         await queue.enqueue_event(
             TaskArtifactUpdateEvent(
                 task_id=up.task_id,

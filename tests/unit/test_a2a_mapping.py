@@ -94,3 +94,19 @@ def test_inputs_are_collected_once_and_states_normalised():
     mapper.map(status(iac={"input": envelope}))
     assert [request.id for request, _ in mapper.inputs] == ["in-1"]
     assert normalise_state("TASK_STATE_INPUT_REQUIRED") == "input-required" == normalise_state("input-required")
+
+
+def test_the_final_status_repeating_the_answer_is_not_shown_twice():
+    """Issue 22, row "final text": chunks under `<task>-message`, then WORKING with the full text under
+    `<task>-working` and assistantFinal: ignored, since the text was already emitted."""
+    mapper = FrameMapper("ctx")
+    mapper.map(status("Hel", message_id="task-1-message"))
+    mapper.map(status("lo", message_id="task-1-message"))
+    final = mapper.map(status("Hello", message_id="task-1-working", iac={"assistantFinal": {"complete": True}}))
+    assert [x for x in final if isinstance(x, s.TextDelta)] == []
+
+
+def test_a_final_status_alone_is_the_answer_once():
+    mapper = FrameMapper("ctx")
+    final = mapper.map(status("Whole answer", message_id="task-1-working", iac={"assistantFinal": {"complete": True}}))
+    assert [x.text for x in final if isinstance(x, s.TextDelta)] == ["Whole answer"]

@@ -101,14 +101,14 @@ class FrameMapper:
         if "task" in result:
             task = result["task"]
             self._check(task.get("id"), task.get("contextId"))
-            self._status(task.get("status") or {}, out)
+            self._status(task.get("status") or {}, out, _is_final(task.get("metadata")))
             self._iac(task.get("metadata"), out)
             for pending in ((task.get("metadata") or {}).get("iac_code") or {}).get("pendingPermissions") or []:
                 self._input({**pending, "kind": pending.get("kind", "permission"), "required": True}, out)
         elif "statusUpdate" in result:
             update = result["statusUpdate"]
             self._check(update.get("taskId"), update.get("contextId"))
-            self._status(update.get("status") or {}, out)
+            self._status(update.get("status") or {}, out, _is_final(update.get("metadata")))
             self._iac(update.get("metadata"), out)
         elif "artifactUpdate" in result:
             update = result["artifactUpdate"]
@@ -133,12 +133,14 @@ class FrameMapper:
         return out
 
     # -- pieces ----------------------------------------------------------------------------------
-    def _status(self, status: dict[str, Any], out: list[s.Signal]) -> None:
+    def _status(self, status: dict[str, Any], out: list[s.Signal], final: bool = False) -> None:
         if status.get("state"):
             self.state = normalise_state(status["state"])
         message = status.get("message")
         if message:
             self._check(message.get("taskId"), message.get("contextId"))
+            if final and self.text_streamed:
+                return  # the final status repeats the whole answer under another message id: already shown
             self._text_parts(message, out)
 
     def _text_parts(self, message: dict[str, Any], out: list[s.Signal]) -> None:
@@ -249,6 +251,13 @@ class FrameMapper:
         if any(meta["inputId"] == envelope["inputId"] for _, meta in self.inputs):
             return
         self.inputs.append(interrupt_from_input(envelope, self.task_id))
+
+
+def _is_final(metadata: Any) -> bool:
+    """Whether a status carries `iac_code.assistantFinal.complete`: the turn's whole text, repeated."""
+    iac = metadata.get("iac_code") if isinstance(metadata, dict) else None
+    final = iac.get("assistantFinal") if isinstance(iac, dict) else None
+    return isinstance(final, dict) and final.get("complete") is True
 
 
 def interrupt_from_input(envelope: dict[str, Any], task_id: str | None) -> tuple[s.InterruptRequest, dict[str, Any]]:
