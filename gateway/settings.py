@@ -66,6 +66,7 @@ class Settings(Struct, kw_only=True):
     send_timeout_seconds: float = 30.0  # a client that drains nothing for this long is disconnected (0: never)
     header_timeout_seconds: float = 10.0  # a request head must arrive within this long after its first byte
     body_timeout_seconds: float = 30.0  # a request body must arrive within this long
+    trusted_proxies: tuple[str, ...] = ()  # addresses/CIDRs whose X-Forwarded-For names the client (none by default)
     max_connections_per_client: int = 1000  # open connections per client address (0: no cap)
     ticket_ttl: float = 60.0
     oauth_discovery_url: str | None = None

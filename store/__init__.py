@@ -45,7 +45,10 @@ def open_store(
         from store.redis import RedisStore
 
         return RedisStore(spec, retention_seconds=retention_seconds, lease_seconds=lease_seconds, max_connections=redis_max_connections)
-    raise ValueError(f"unknown store {spec!r}: use 'file', 'file:///path', 'memory' or a redis:// URL")
+    raise ValueError(
+        f"--store {spec!r} (AGUI_GATEWAY_STORE) is not a store: use 'file', 'file:///path', 'memory', or redis://, rediss://, "
+        "redis+sentinel:// or redis+cluster:// URLs"
+    )
 
 
 __all__ = [

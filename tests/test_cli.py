@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
 import httpx
+import pytest
 
 from gateway.server.cli import settings_from_args
 from tests.support import ROOT, post_sse, run_body
@@ -65,3 +67,54 @@ def test_json_logs_are_one_object_per_line(start_gateway):
     lines = [json.loads(line) for line in server.logs().splitlines() if line.strip()]
     assert any(entry["message"].startswith("run ended") for entry in lines)
     assert all({"time", "level", "logger", "message"} <= set(entry) for entry in lines)
+
+
+CONFIG_ERRORS = [
+    (["--port", "99999"], {}, ["--port", "AGUI_GATEWAY_PORT", "99999", "1 to 65535"]),
+    ([], {"AGUI_GATEWAY_PORT": "abc"}, ["--port", "AGUI_GATEWAY_PORT", "abc"]),
+    (["--heartbeat-seconds", "-5"], {}, ["--heartbeat-seconds", "AGUI_GATEWAY_HEARTBEAT_SECONDS", "-5"]),
+    (["--lease-seconds", "0"], {}, ["--lease-seconds", "0"]),
+    (["--header-timeout-seconds", "0"], {}, ["--header-timeout-seconds", "> 0"]),
+    (["--max-concurrent-runs", "-1"], {}, ["--max-concurrent-runs", "-1"]),
+    (["--retention", "soon"], {}, ["--retention", "AGUI_GATEWAY_RETENTION", "soon", "duration"]),
+    ([], {"AGUI_GATEWAY_INTERRUPT_TTL": "forever"}, ["--interrupt-ttl", "AGUI_GATEWAY_INTERRUPT_TTL", "forever"]),
+    (["--rate-limit", "fast"], {}, ["--rate-limit", "fast"]),
+    (["--oauth-algorithms", "HS256"], {}, ["--oauth-algorithms", "HS256"]),
+    (["--log-level", "loud"], {}, ["--log-level", "loud"]),
+    (["--agent", "nonsense"], {}, ["--agent", "AGUI_GATEWAY_AGENT", "nonsense", "a2a+http"]),
+    (["--agent", "no_such_module_here:make"], {}, ["--agent", "no_such_module_here", "cannot be imported"]),
+    (["--agent", "json:no_factory"], {}, ["--agent", "no_factory"]),
+    (["--store", "bogus"], {}, ["--store", "AGUI_GATEWAY_STORE", "bogus"]),
+    (["--allowed-cwd", "relative"], {}, ["absolute", "relative"]),
+]
+
+
+@pytest.mark.parametrize(("args", "env", "words"), CONFIG_ERRORS, ids=[" ".join(a) or next(iter(e)) for a, e, _ in CONFIG_ERRORS])
+def test_every_configuration_error_is_one_line_with_exit_2(args, env, words, tmp_path):
+    done = subprocess.run(
+        [sys.executable, "-m", "gateway", "--state-dir", str(tmp_path), *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env={**os.environ, **env},
+        timeout=30,
+    )
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("agui-gateway: "), done.stderr
+    for word in words:
+        assert word in lines[0], (word, lines[0])
+    assert "Traceback" not in done.stderr
+
+
+def test_help_names_every_flag_variable_and_default():
+    done = subprocess.run([sys.executable, "-m", "gateway", "--help"], cwd=ROOT, capture_output=True, text=True, check=True)
+    from gateway.server.cli import build_parser
+    from gateway.server.options import env_name
+
+    text = " ".join(done.stdout.split())
+    for action in build_parser()._actions:
+        flag = next((o for o in action.option_strings if o.startswith("--")), None)
+        if flag in (None, "--help", "--version"):
+            continue
+        assert f"[env {env_name(flag)}; default" in text, flag

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from typing import Any
 from urllib.parse import urlsplit
 
 from litestar import Request, Response, get
@@ -9,6 +10,17 @@ from litestar import Request, Response, get
 from gateway import EXTENSION_SCHEMA_VERSION, PROTOCOL_VERSION, __version__
 from gateway.auth.oauth import METADATA_PATH, metadata_url
 from transports.services import Services
+
+
+@get("/ready")
+async def ready(services: Services) -> Response[Any]:
+    """Readiness for a load balancer: 503 while draining or while the store does not answer, else 200.
+    (`/ping` and `/health` are liveness and information; they never fail.)"""
+    if services.status.draining:
+        return Response({"status": "draining"}, status_code=503, headers={"Retry-After": "1"})
+    if not await services.access.store_reachable():
+        return Response({"status": "store unreachable"}, status_code=503, headers={"Retry-After": "1"})
+    return Response({"status": "ready"}, status_code=200)
 
 
 @get("/ping", sync_to_thread=False)

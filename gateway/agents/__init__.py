@@ -18,13 +18,24 @@ def load_agent(spec: str, token: str | None = None) -> AgentBackend:
 
         return DemoAgent()
     if ":" in spec and "://" not in spec:
-        module_name, _, attr = spec.partition(":")
+        return _plug_in(spec)
+    raise ValueError(
+        f"--agent {spec!r} (AGUI_GATEWAY_AGENT) is not an agent: use 'demo', 'a2a+http(s)://host:port/path' or 'package.module:factory'"
+    )
+
+
+def _plug_in(spec: str) -> AgentBackend:
+    module_name, _, attr = spec.partition(":")
+    try:
         factory = getattr(importlib.import_module(module_name), attr)
-        backend = factory()
-        if not isinstance(backend, AgentBackend):
-            raise ValueError(f"{spec} did not return an AgentBackend")
-        return backend
-    raise ValueError(f"unknown agent {spec!r}: use 'demo', 'a2a+http://host:port/' or 'package.module:factory'")
+    except ImportError as exc:
+        raise ValueError(f"--agent {spec!r}: the module {module_name!r} cannot be imported ({exc})") from None
+    except AttributeError:
+        raise ValueError(f"--agent {spec!r}: the module {module_name!r} has no {attr!r}") from None
+    backend = factory()
+    if not isinstance(backend, AgentBackend):
+        raise ValueError(f"--agent {spec!r}: the factory returned {type(backend).__name__}, not an AgentBackend")
+    return backend
 
 
 __all__ = ["AgentBackend", "AgentRequest", "ResumeAnswer", "load_agent"]

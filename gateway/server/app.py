@@ -25,7 +25,7 @@ from store import Clock, ThreadStore, open_store
 from transports.busy import BusyStatus
 from transports.cancel import cancel_execution
 from transports.fallback import EXCEPTION_HANDLERS, RequestHygiene
-from transports.health import health, ping, protected_resource
+from transports.health import health, ping, protected_resource, ready
 from transports.services import TransportServices
 from transports.sse import run_invocations, run_root
 from transports.static_ui import ui_router
@@ -35,6 +35,7 @@ from transports.websocket import ws_endpoint
 log = logging.getLogger("agui.app")
 PURGE_INTERVAL_SECONDS = 3600
 ROUTES: list[ControllerRouterHandler] = [
+    ready,
     run_root,
     run_invocations,
     cancel_execution,
@@ -100,6 +101,8 @@ def create_app(
     async def lifespan(app: Litestar) -> AsyncIterator[None]:
         purger = asyncio.create_task(_purge_forever(store))
         await store.listen_for_cancels(services.engine.cancel_local)
+        if not await services.access.store_reachable():
+            log.warning("the store (%s) does not answer: serving, but not ready (GET /ready is 503) until it does", settings.store_kind)
         log.info("agui-gateway ready on %s:%d store=%s agent=%s", settings.host, settings.port, settings.store_kind, agent.name)
         try:
             yield
@@ -116,6 +119,7 @@ def create_app(
         dependencies={"services": Provide(lambda: services, use_cache=True, sync_to_thread=False)},
         exception_handlers=EXCEPTION_HANDLERS,  # type: ignore[arg-type]
         middleware=[RequestHygiene],
+        openapi_config=None,  # no generated schema: it could not describe the SSE and WebSocket contract truthfully
         lifespan=[lifespan],
         debug=False,
         logging_config=None,

@@ -5,217 +5,230 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from typing import Any
 
 from gateway import __version__
-from gateway.settings import Settings, default_allowed_roots, default_state_dir, parse_duration, parse_rate
+from gateway.server.options import ENV_PREFIX, ConfigError, Parser, algorithms, duration, env_name, integer, network, rate, seconds
+from gateway.settings import Settings, default_allowed_roots, default_state_dir
 
-ENV_PREFIX = "AGUI_GATEWAY_"
+ROOTS_HELP = ", ".join(default_allowed_roots())
 
 
-def _env(name: str, default=None):
+def _env(name: str, default: str | None = None) -> str | None:
     return os.environ.get(ENV_PREFIX + name, default)
 
 
+def _opt(p: argparse.ArgumentParser, flag: str, default: str | None, help_text: str, **kwargs: Any) -> None:
+    """A flag whose default comes from its environment variable; the help names both and the default."""
+    shown = "unset" if default is None else (default or "empty")
+    env_default = os.environ.get(env_name(flag), default) if kwargs.get("action") != "append" else None
+    p.add_argument(flag, default=env_default, help=f"{help_text} [env {env_name(flag)}; default {shown}]", **kwargs)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = Parser(
         prog="agui-gateway",
-        description="AG-UI gateway: AG-UI 1.0 runs over SSE in front of a pluggable agent backend. "
-        "Every flag can also be set with the AGUI_GATEWAY_<FLAG> environment variable (e.g. AGUI_GATEWAY_PORT).",
+        description="AG-UI gateway: AG-UI 1.0 runs over SSE and WebSocket in front of a pluggable agent backend. "
+        "Every flag can also be set with its environment variable, shown in brackets.",
     )
     p.add_argument("--version", action="version", version=f"agui-gateway {__version__}")
-    p.add_argument(
-        "--host", default=_env("HOST", "127.0.0.1"), help="address to bind (default 127.0.0.1; the container image uses 0.0.0.0)"
-    )
-    p.add_argument("--port", type=int, default=int(_env("PORT", "8080")), help="port to listen on (default 8080)")
-    p.add_argument(
+    _opt(p, "--host", "127.0.0.1", "address to bind (the container image uses 0.0.0.0)")
+    _opt(p, "--port", "8080", "port to listen on", type=integer("--port", 1, 65535))
+    _opt(
+        p,
         "--store",
-        default=_env("STORE", "file"),
-        help="thread state store: 'file' (default, one JSON file per thread under --state-dir), 'file:///path', 'memory' (lost on exit), or Redis shared by replicas: redis://host:port/db, rediss://..., redis+sentinel://host:port[,host:port]/service[/db], redis+cluster://host:port",
+        "file",
+        "thread state store: 'file' (one JSON file per thread under --state-dir), 'file:///path', "
+        "'memory' (lost on exit), or Redis shared by replicas: redis://host:port/db, rediss://..., "
+        "redis+sentinel://host:port[,host:port]/service[/db], redis+cluster://host:port",
     )
-    p.add_argument(
-        "--state-dir",
-        default=_env("STATE_DIR", default_state_dir()),
-        help="directory of the file store (default $XDG_CONFIG_HOME/agui, else ~/.config/agui)",
-    )
-    p.add_argument(
+    _opt(p, "--state-dir", default_state_dir(), "directory of the file store ($XDG_CONFIG_HOME/agui, else ~/.config/agui)")
+    _opt(
+        p,
         "--agent",
-        default=_env("AGENT", "demo"),
-        help="agent backend: 'demo' (embedded scripted agent, default) or 'package.module:factory' for a Python plug-in",
+        "demo",
+        "agent backend: 'demo' (embedded scripted agent), 'a2a+http(s)://host:port/path' for an A2A "
+        "1.0 agent, or 'package.module:factory' for a Python plug-in",
     )
-    p.add_argument(
-        "--agent-token", default=_env("AGENT_TOKEN"), help="bearer token the A2A agent expects (sent as Authorization to the agent only)"
-    )
-    p.add_argument(
+    _opt(p, "--agent-token", None, "bearer token the A2A agent expects (sent as Authorization to the agent only)")
+    _opt(
+        p,
         "--auth-token",
-        default=_env("AUTH_TOKEN", os.environ.get("IAC_CODE_AGUI_AUTH_TOKEN")),
-        help="static bearer token required on runs and cancels (also IAC_CODE_AGUI_AUTH_TOKEN; prefer the environment over the command line)",
+        os.environ.get("IAC_CODE_AGUI_AUTH_TOKEN"),
+        "static bearer token required on runs and cancels (also IAC_CODE_AGUI_AUTH_TOKEN; prefer the environment over the command line)",
     )
-    p.add_argument(
-        "--oauth-discovery-url",
-        default=_env("OAUTH_DISCOVERY_URL"),
-        help="OAuth: the issuer's OpenID/OAuth discovery document (gives the issuer and jwks_uri)",
-    )
-    p.add_argument(
-        "--oauth-jwks-url", default=_env("OAUTH_JWKS_URL"), help="OAuth: the issuer's JWKS URL (instead of, or overriding, discovery)"
-    )
-    p.add_argument("--oauth-issuer", default=_env("OAUTH_ISSUER"), help="OAuth: the expected 'iss' (required with --oauth-jwks-url alone)")
-    p.add_argument(
+    _opt(p, "--oauth-discovery-url", None, "OAuth: the issuer's OpenID/OAuth discovery document (gives the issuer and jwks_uri)")
+    _opt(p, "--oauth-jwks-url", None, "OAuth: the issuer's JWKS URL (instead of, or overriding, discovery)")
+    _opt(p, "--oauth-issuer", None, "OAuth: the expected 'iss' (required with --oauth-jwks-url alone)")
+    _opt(
+        p,
         "--oauth-audience",
+        None,
+        "OAuth: an accepted 'aud', repeatable (variable: comma-separated); this or "
+        "--oauth-client-id is required. '*' accepts any audience: unsafe, tokens for other services of the issuer pass",
         action="append",
-        default=None,
-        help="OAuth: an accepted 'aud', repeatable (env: comma-separated); this or --oauth-client-id is required. '*' accepts any audience: unsafe, tokens for other services of the issuer then pass",
     )
-    p.add_argument(
+    _opt(
+        p,
         "--oauth-client-id",
+        None,
+        "OAuth: an accepted client id ('client_id' or 'azp'), repeatable (variable: comma-separated)",
         action="append",
-        default=None,
-        help="OAuth: an accepted client id ('client_id' or 'azp'), repeatable (env: comma-separated)",
     )
-    p.add_argument(
+    _opt(
+        p,
         "--oauth-scope",
+        None,
+        "OAuth: a scope every token must carry, repeatable (variable: comma-separated); missing -> 403",
         action="append",
-        default=None,
-        help="OAuth: a scope every token must carry, repeatable (env: comma-separated); missing -> 403",
     )
-    p.add_argument(
+    _opt(
+        p,
         "--oauth-algorithms",
-        default=_env("OAUTH_ALGORITHMS", "RS256,ES256"),
-        help="OAuth: accepted JWS algorithms, comma-separated (default RS256,ES256; 'none' is never accepted)",
+        "RS256,ES256",
+        "OAuth: accepted JWS algorithms, comma-separated ('none' and HS* are refused)",
+        type=algorithms("--oauth-algorithms"),
     )
-    p.add_argument(
+    _opt(
+        p,
         "--public-url",
-        default=_env("PUBLIC_URL"),
-        help="the gateway's public base URL: the OAuth resource identifier and where its RFC 9728 metadata lives (required with OAuth; never taken from a request's Host)",
+        None,
+        "the gateway's public URL: the OAuth resource identifier and where its RFC 9728 metadata "
+        "lives (required with OAuth; never taken from a request's Host)",
     )
-    p.add_argument(
+    _opt(
+        p,
         "--max-concurrent-runs",
-        type=int,
-        default=int(_env("MAX_CONCURRENT_RUNS", "0")),
-        help="cap on runs in flight on this replica; beyond it 429 SERVICE_QUOTA_EXCEEDED (default 0 = no cap)",
+        "0",
+        "cap on runs in flight on this replica; beyond it 429 SERVICE_QUOTA_EXCEEDED (0 = no cap)",
+        type=integer("--max-concurrent-runs", 0),
     )
-    p.add_argument(
+    _opt(
+        p,
         "--rate-limit",
-        default=_env("RATE_LIMIT"),
-        help="per-caller request rate, e.g. 20/s or 600/m (token bucket; shared across replicas with the Redis store); beyond it 429 RATE_LIMIT_EXCEEDED",
+        None,
+        "per-caller request rate, e.g. 20/s or 600/m (token bucket; shared across replicas with the "
+        "Redis store); beyond it 429 RATE_LIMIT_EXCEEDED",
+        type=rate("--rate-limit"),
     )
-    p.add_argument(
+    _opt(
+        p,
         "--heartbeat-seconds",
-        type=float,
-        default=float(_env("HEARTBEAT_SECONDS", "15")),
-        help="write ': heartbeat' after this many seconds without an event (default 15)",
+        "15",
+        "write ': heartbeat' after this many seconds without an event",
+        type=seconds("--heartbeat-seconds", low=0.05),
     )
-    p.add_argument(
+    _opt(
+        p,
         "--allowed-cwd",
+        ROOTS_HELP,
+        "allowed workspace root, repeatable (variable: a list separated by '" + os.pathsep + "'); cwd must be one of them or below one",
         action="append",
-        default=None,
-        help="allowed workspace root, repeatable (env: a list separated by '"
-        + os.pathsep
-        + "'); cwd must be one of them or below one. Default: "
-        + ", ".join(default_allowed_roots())
-        + " (home, /workspace, temp dir)",
     )
-    p.add_argument(
+    _opt(
+        p,
         "--default-cwd",
-        default=_env("DEFAULT_CWD"),
-        help="workspace for plain AG-UI requests without forwardedProps.iacCode (unset: <state dir>/workspace for the demo agent; other backends then require the extension)",
+        None,
+        "workspace for plain AG-UI requests without forwardedProps.iacCode (unset: <state dir>/"
+        "workspace for the demo agent; other backends then require the extension)",
     )
-    p.add_argument(
-        "--retention", default=_env("RETENTION", "7d"), help="remove thread state untouched for this long (default 7d; e.g. 3600, 12h, 30d)"
-    )
-    p.add_argument(
+    _opt(p, "--retention", "7d", "remove thread state untouched for this long (e.g. 3600, 12h, 30d)", type=duration("--retention"))
+    _opt(
+        p,
         "--lease-seconds",
-        type=float,
-        default=float(_env("LEASE_SECONDS", "10")),
-        help="Redis store: lifetime of a run lease, renewed every third of it; a replica that dies frees its threads after this (default 10)",
+        "10",
+        "Redis store: lifetime of a run lease, renewed every third of it; a replica that dies frees its threads after this",
+        type=seconds("--lease-seconds", low=1),
     )
-    p.add_argument(
-        "--interrupt-ttl",
-        default=_env("INTERRUPT_TTL", "900"),
-        help="lifetime of an interrupt before it expires (default 900 s; 0 = never)",
-    )
-    p.add_argument(
+    _opt(p, "--interrupt-ttl", "900", "lifetime of an interrupt before it expires (0 = never)", type=duration("--interrupt-ttl"))
+    _opt(
+        p,
         "--ws-ping-seconds",
-        type=float,
-        default=float(_env("WS_PING_SECONDS", "20")),
-        help="WebSocket ping interval; a peer that does not answer within the same time is closed (default 20; 0 disables)",
+        "20",
+        "WebSocket ping interval; a peer that does not answer within the same time is closed (0 disables)",
+        type=seconds("--ws-ping-seconds", low=0),
     )
-    p.add_argument(
-        "--ticket-ttl",
-        default=_env("TICKET_TTL", "60"),
-        help="lifetime of a single-use WebSocket ticket from POST /ws/tickets (default 60 s)",
-    )
-    p.add_argument(
+    _opt(p, "--ticket-ttl", "60", "lifetime of a single-use WebSocket ticket from POST /ws/tickets", type=duration("--ticket-ttl"))
+    _opt(
+        p,
         "--shutdown-grace-seconds",
-        type=float,
-        default=float(_env("SHUTDOWN_GRACE_SECONDS", "30")),
-        help="on SIGTERM, how long active runs may go on before they are cancelled (default 30)",
+        "30",
+        "on SIGTERM, how long active runs may go on before they are cancelled",
+        type=seconds("--shutdown-grace-seconds", low=0),
     )
-    p.add_argument(
+    _opt(
+        p,
         "--redis-max-connections",
-        type=int,
-        default=int(_env("REDIS_MAX_CONNECTIONS", "64")),
-        help="Redis store: commands in flight per replica; more wait up to 5 s for a free connection instead of failing (default 64)",
+        "64",
+        "Redis store: commands in flight per replica; more wait up to 5 s for a free connection instead of failing",
+        type=integer("--redis-max-connections", 1),
     )
-    p.add_argument(
+    _opt(
+        p,
         "--send-timeout-seconds",
-        type=float,
-        default=float(_env("SEND_TIMEOUT_SECONDS", "30")),
-        help="a client whose connection drains nothing for this long is disconnected and its run treated as a disconnect (default 30; 0 = never)",
+        "30",
+        "a client whose connection drains nothing for this long is disconnected and its run treated as a disconnect (0 = never)",
+        type=seconds("--send-timeout-seconds", low=0),
     )
-    p.add_argument(
+    _opt(
+        p,
         "--header-timeout-seconds",
-        type=float,
-        default=float(_env("HEADER_TIMEOUT_SECONDS", "10")),
-        help="a request's line and headers must arrive within this long after their first byte, else 408 (default 10)",
+        "10",
+        "a request's line and headers must arrive within this long after their first byte, else 408",
+        type=seconds("--header-timeout-seconds", low=0, inclusive=False),
     )
-    p.add_argument(
+    _opt(
+        p,
         "--body-timeout-seconds",
-        type=float,
-        default=float(_env("BODY_TIMEOUT_SECONDS", "30")),
-        help="a request body must arrive within this long, else 408 and the connection closes (default 30)",
+        "30",
+        "a request body must arrive within this long, else 408 and the connection closes",
+        type=seconds("--body-timeout-seconds", low=0, inclusive=False),
     )
-    p.add_argument(
+    _opt(
+        p,
         "--max-connections-per-client",
-        type=int,
-        default=int(_env("MAX_CONNECTIONS_PER_CLIENT", "1000")),
-        help="open connections allowed from one client address; beyond it 429 (default 1000; 0 = no cap; behind a proxy every client has the proxy's address)",
+        "1000",
+        "open connections allowed from one client address; beyond it 429 (0 = no cap; behind a proxy every client has the proxy's address)",
+        type=integer("--max-connections-per-client", 0),
     )
-    p.add_argument(
-        "--log-level", default=_env("LOG_LEVEL", "info"), choices=["debug", "info", "warning", "error"], help="log level (default info)"
+    _opt(
+        p,
+        "--trusted-proxies",
+        None,
+        "proxy address or CIDR whose X-Forwarded-For gives the client's address (for rate "
+        "limits and logs), repeatable (variable: comma-separated); none by default",
+        action="append",
+        type=network("--trusted-proxies"),
     )
-    p.add_argument(
-        "--log-format",
-        default=_env("LOG_FORMAT", "text"),
-        choices=["text", "json"],
-        help="log format: text (default) or json (one object per line)",
-    )
+    _opt(p, "--log-level", "info", "log level", choices=["debug", "info", "warning", "error"])
+    _opt(p, "--log-format", "text", "log format: text, or json (one object per line)", choices=["text", "json"])
     return p
 
 
-def _many(values: list[str] | None, env_name: str) -> tuple[str, ...]:
+def _many(values: list[str] | None, flag: str) -> tuple[str, ...]:
     if values:
         return tuple(values)
-    raw = _env(env_name)
+    raw = os.environ.get(env_name(flag))
     return tuple(v.strip() for v in raw.split(",") if v.strip()) if raw else ()
 
 
-def _oauth_algorithms(text: str) -> tuple[str, ...]:
-    algorithms = tuple(a.strip() for a in text.split(",") if a.strip())
-    if not algorithms or any(a.lower() == "none" or a.upper().startswith("HS") for a in algorithms):
-        raise ValueError("OAuth algorithms must be asymmetric (e.g. RS256, ES256); 'none' and HS* are refused")
-    return algorithms
+def _workspaces(args: argparse.Namespace) -> tuple[tuple[str, ...], str | None]:
+    env_roots = os.environ.get(env_name("--allowed-cwd"))
+    roots = args.allowed_cwd or (env_roots.split(os.pathsep) if env_roots else None) or list(default_allowed_roots())
+    normal = tuple(os.path.normpath(r) for r in roots if r)
+    default = os.path.normpath(args.default_cwd) if args.default_cwd else None
+    for root in normal + ((default,) if default else ()):
+        if not root.startswith("/"):
+            raise ConfigError(f"workspace paths must be absolute: {root!r} (flags --allowed-cwd, --default-cwd)")
+    return normal, default
 
 
 def settings_from_args(argv: list[str] | None = None) -> Settings:
+    """Raises ConfigError (a ValueError) naming the flag, its variable, the value and what is allowed."""
     args = build_parser().parse_args(argv)
-    env_roots = _env("ALLOWED_CWD")
-    roots = args.allowed_cwd or (env_roots.split(os.pathsep) if env_roots else None) or list(default_allowed_roots())
-    roots = tuple(os.path.normpath(r) for r in roots if r)
-    for root in roots + ((args.default_cwd,) if args.default_cwd else ()):
-        if not root.startswith("/"):
-            raise SystemExit(f"agui-gateway: workspace paths must be absolute: {root!r}")
+    roots, default_cwd = _workspaces(args)
     if args.oauth_jwks_url and not (args.oauth_issuer or args.oauth_discovery_url):
-        raise ValueError("--oauth-jwks-url needs --oauth-issuer (or --oauth-discovery-url)")
+        raise ConfigError("--oauth-jwks-url needs --oauth-issuer (or --oauth-discovery-url)")
     return Settings(
         host=args.host,
         port=args.port,
@@ -224,30 +237,32 @@ def settings_from_args(argv: list[str] | None = None) -> Settings:
         agent=args.agent,
         agent_token=args.agent_token or None,
         auth_token=args.auth_token or None,
-        heartbeat_seconds=max(0.05, args.heartbeat_seconds),
+        heartbeat_seconds=args.heartbeat_seconds,
         allowed_cwd=roots,
-        default_cwd=os.path.normpath(args.default_cwd) if args.default_cwd else None,
-        retention_seconds=parse_duration(args.retention),
-        interrupt_ttl=parse_duration(args.interrupt_ttl),
-        lease_seconds=max(1.0, args.lease_seconds),
-        ws_ping_seconds=max(0.0, args.ws_ping_seconds),
-        shutdown_grace_seconds=max(0.0, args.shutdown_grace_seconds),
-        redis_max_connections=max(1, args.redis_max_connections),
-        send_timeout_seconds=max(0.0, args.send_timeout_seconds),
-        header_timeout_seconds=max(0.1, args.header_timeout_seconds),
-        body_timeout_seconds=max(0.1, args.body_timeout_seconds),
-        max_connections_per_client=max(0, args.max_connections_per_client),
-        ticket_ttl=parse_duration(args.ticket_ttl),
+        default_cwd=default_cwd,
+        retention_seconds=args.retention,
+        interrupt_ttl=args.interrupt_ttl,
+        lease_seconds=args.lease_seconds,
+        ws_ping_seconds=args.ws_ping_seconds,
+        shutdown_grace_seconds=args.shutdown_grace_seconds,
+        redis_max_connections=args.redis_max_connections,
+        send_timeout_seconds=args.send_timeout_seconds,
+        header_timeout_seconds=args.header_timeout_seconds,
+        body_timeout_seconds=args.body_timeout_seconds,
+        max_connections_per_client=args.max_connections_per_client,
+        trusted_proxies=tuple(args.trusted_proxies or ())
+        or tuple(network("--trusted-proxies")(v) for v in _many(None, "--trusted-proxies")),
+        ticket_ttl=args.ticket_ttl,
         oauth_discovery_url=args.oauth_discovery_url,
         oauth_jwks_url=args.oauth_jwks_url,
         oauth_issuer=args.oauth_issuer,
-        oauth_audience=_many(args.oauth_audience, "OAUTH_AUDIENCE"),
-        oauth_client_id=_many(args.oauth_client_id, "OAUTH_CLIENT_ID"),
-        oauth_scope=_many(args.oauth_scope, "OAUTH_SCOPE"),
-        oauth_algorithms=_oauth_algorithms(args.oauth_algorithms),
+        oauth_audience=_many(args.oauth_audience, "--oauth-audience"),
+        oauth_client_id=_many(args.oauth_client_id, "--oauth-client-id"),
+        oauth_scope=_many(args.oauth_scope, "--oauth-scope"),
+        oauth_algorithms=args.oauth_algorithms,
         public_url=args.public_url.rstrip("/") if args.public_url else None,
-        max_concurrent_runs=max(0, args.max_concurrent_runs),
-        rate_limit=parse_rate(args.rate_limit) if args.rate_limit else None,
+        max_concurrent_runs=args.max_concurrent_runs,
+        rate_limit=args.rate_limit,
         log_level=args.log_level,
         log_format=args.log_format,
     )

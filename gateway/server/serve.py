@@ -61,6 +61,10 @@ def uvicorn_options(settings: Settings) -> dict:
     )
     http, ws = protocols(limits)
     return {
+        # X-Forwarded-For/-Proto are believed only from --trusted-proxies (uvicorn's own default trusts loopback,
+        # which made every client behind a local proxy share one rate-limit bucket).
+        "proxy_headers": bool(settings.trusted_proxies),
+        "forwarded_allow_ips": list(settings.trusted_proxies) or None,
         "http": http,
         "h11_max_incomplete_event_size": MAX_HEAD_BYTES * 2,  # our protocol answers 431 past MAX_HEAD_BYTES first
         "ws": ws,

@@ -46,6 +46,6 @@ def test_unsafe_or_incomplete_oauth_settings_are_refused():
 
 
 def test_workspace_roots_must_be_absolute():
-    with pytest.raises(SystemExit):
+    with pytest.raises(ValueError, match="absolute"):
         settings_from_args(["--allowed-cwd", "relative/path"])
     assert settings_from_args(["--allowed-cwd", "/srv//a/../b"]).allowed_cwd == ("/srv/b",)
