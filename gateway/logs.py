@@ -8,12 +8,14 @@ JSON escapes them by itself. Client identifiers are bounded (256 characters) bef
 
 from __future__ import annotations
 
+import contextvars
 import json
 import logging
 import re
 import sys
 import time
 
+REQUEST_ID: contextvars.ContextVar[str | None] = contextvars.ContextVar("request_id", default=None)
 _CREDENTIALS = re.compile(r"((?:^|[?&;\s])(?:token|ticket|access_token|id_token)=)[^&\s\"';]*", re.IGNORECASE)
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
@@ -23,9 +25,10 @@ def redact(text: str) -> str:
 
 
 class RedactCredentials(logging.Filter):
-    """Renders the record's message once, redacted, so no formatter sees the raw arguments."""
+    """Renders the record's message once, redacted, so no formatter sees the raw arguments; stamps the request id."""
 
     def filter(self, record: logging.LogRecord) -> bool:
+        record.request_id = REQUEST_ID.get()
         message = record.getMessage()
         cleaned = redact(message)
         if cleaned != message or record.args:
@@ -39,7 +42,9 @@ class TextFormatter(logging.Formatter):
 
     def formatMessage(self, record: logging.LogRecord) -> str:  # noqa: N802 - logging's own name
         record.message = _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", record.message)
-        return super().formatMessage(record)
+        line = super().formatMessage(record)
+        request_id = getattr(record, "request_id", None)
+        return f"{line} rid={request_id}" if request_id else line
 
 
 class JsonFormatter(logging.Formatter):
@@ -50,6 +55,9 @@ class JsonFormatter(logging.Formatter):
             "logger": record.name,
             "message": record.getMessage(),
         }
+        request_id = getattr(record, "request_id", None)
+        if request_id:
+            entry["requestId"] = request_id
         if record.exc_info:
             entry["exception"] = self.formatException(record.exc_info)
         return json.dumps(entry, ensure_ascii=False)

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import msgspec
 from litestar import Response
 
 from gateway.errors import AGENTCORE_STATUS, ErrorCode, GatewayError
 from gateway.i18n import message_for
+from gateway.logs import REQUEST_ID
 from gateway.protocol import events as e
 
 SSE_MEDIA_TYPE = "text/event-stream"
@@ -43,11 +46,11 @@ def agentcore_run_error(event: e.RunError) -> e.RunError:
 
 def sse_error(error: GatewayError, language: str, headers: dict[str, str] | None = None) -> Response:
     agentcore = error.code.agentcore_code
-    event = e.RunError(
-        message=message_for(error, language),
-        code=agentcore,
-        metadata={"gatewayCode": error.code.name, **({"field": error.field} if error.field else {})},
-    )
+    metadata: dict[str, Any] = {"gatewayCode": error.code.name, **({"field": error.field} if error.field else {})}
+    request_id = REQUEST_ID.get()
+    if request_id:
+        metadata["requestId"] = request_id
+    event = e.RunError(message=message_for(error, language), code=agentcore, metadata=metadata)
     return Response(
         e.encode_sse(event),
         status_code=AGENTCORE_STATUS[agentcore],

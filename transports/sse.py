@@ -66,8 +66,12 @@ async def _run(request: Request, services: TransportServices, agentcore: bool) -
         run = await services.engine.start(prepared, caller_of(principal))
     except GatewayError as error:
         language = error.language or language
-        if echo:
-            log.info("run refused code=%s session=%s", error.code.name, echo.get("X-Amzn-Bedrock-AgentCore-Runtime-Session-Id"))
+        log.info(
+            "run refused code=%s field=%s session=%s",
+            error.code.name,
+            error.field,
+            echo.get("X-Amzn-Bedrock-AgentCore-Runtime-Session-Id"),
+        )
         return sse_error(error, language, echo) if agentcore else json_error(error, language, echo)
     rewrite = _rewrite_for_agentcore if agentcore else None
     return Stream(

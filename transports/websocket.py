@@ -25,6 +25,7 @@ from gateway.engine import RunHandle, prepare
 from gateway.errors import ErrorCode, GatewayError
 from gateway.i18n import message_for, negotiate
 from gateway.jsondepth import MAX_JSON_DEPTH, too_deep
+from gateway.logs import REQUEST_ID
 from gateway.protocol import events as e
 from gateway.protocol.input import MAX_ID_LENGTH
 from gateway.protocol.validate import error_from_msgspec
@@ -126,9 +127,13 @@ class Connection:
         await self.send_events([event], stream_id)
 
     async def send_error(self, error: GatewayError, stream_id: str | None, language: str | None = None) -> None:
+        log.info("run refused code=%s field=%s stream=%s", error.code.name, error.field, (stream_id or "")[:64])
         event = e.RunError(code=error.code.name, message=message_for(error, language or self.language))
-        if error.field:
-            event.metadata = {"field": error.field}
+        metadata = {"field": error.field} if error.field else {}
+        request_id = REQUEST_ID.get()  # the socket's upgrade request
+        if request_id:
+            metadata["requestId"] = request_id
+        event.metadata = metadata or None
         await self.send_event(event, stream_id)
 
     async def start_run(self, raw: bytes, stream_id: str | None) -> RunHandle | None:

@@ -25,6 +25,7 @@ from gateway.engine.faults import STORE_FAILURES
 from gateway.engine.outcome import Cancelled, Completed, Disconnected, Failed, Interrupted, Outcome, RunState
 from gateway.errors import ErrorCode, GatewayError
 from gateway.i18n import message_for
+from gateway.logs import REQUEST_ID
 from gateway.protocol import events as e
 from store import ExecutionStatus, PendingInterrupt, Progress, Rejected, Rejection, StoreUnavailable
 
@@ -76,11 +77,11 @@ def _terminal_events(run: Run, outcome: Outcome) -> list[e.Event]:
 
 
 def _error_event(run: Run, error: GatewayError) -> e.RunError:
-    return e.RunError(
-        code=error.code.name,
-        message=message_for(error, run.prepared.language),
-        metadata={"threadId": run.thread_id, "runId": run.lease.run_id},
-    )
+    metadata = {"threadId": run.thread_id, "runId": run.lease.run_id}
+    request_id = REQUEST_ID.get()  # the request that started the run (its task inherited the context)
+    if request_id:
+        metadata["requestId"] = request_id
+    return e.RunError(code=error.code.name, message=message_for(error, run.prepared.language), metadata=metadata)
 
 
 def _progress(run: Run) -> Progress:

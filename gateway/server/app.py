@@ -22,6 +22,7 @@ from gateway.auth.oauth import OAuthValidator
 from gateway.engine import RunEngine
 from gateway.settings import Settings
 from store import Clock, ThreadStore, open_store
+from transports.access_log import AccessLog
 from transports.busy import BusyStatus
 from transports.cancel import cancel_execution
 from transports.fallback import EXCEPTION_HANDLERS, RequestHygiene
@@ -118,7 +119,7 @@ def create_app(
         route_handlers=ROUTES,
         dependencies={"services": Provide(lambda: services, use_cache=True, sync_to_thread=False)},
         exception_handlers=EXCEPTION_HANDLERS,  # type: ignore[arg-type]
-        middleware=[RequestHygiene],
+        middleware=[AccessLog, RequestHygiene],
         openapi_config=None,  # no generated schema: it could not describe the SSE and WebSocket contract truthfully
         lifespan=[lifespan],
         debug=False,
