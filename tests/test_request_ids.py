@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import json
 
-import httpx
 import websockets
 
 from tests.support import post_sse, run_body

@@ -9,6 +9,7 @@ from typing import Any
 from litestar import Request
 from litestar.connection import ASGIConnection
 
+from gateway import metrics
 from gateway.auth import Principal
 from gateway.auth.oauth import metadata_url
 from gateway.engine import ANONYMOUS, Caller
@@ -47,6 +48,8 @@ async def authenticate(connection: ASGIConnection[Any, Any, Any, Any], services:
         try:
             principal = await ctx.auth.authenticate(presented)
         except GatewayError as error:
+            reason = "missing" if presented is None else ("scope" if error.code is ErrorCode.ACCESS_DENIED else "invalid")
+            metrics.AUTH_FAILURES.labels(reason).inc()
             error.headers["WWW-Authenticate"] = challenge(services, error, presented is not None)
             raise
     else:

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import AsyncIterator, Callable
 
 from litestar import Request, Response, post
 from litestar.response import Stream
 
+from gateway import metrics
 from gateway.engine import RunHandle, prepare
 from gateway.errors import GatewayError
 from gateway.i18n import negotiate
@@ -22,15 +24,27 @@ SESSION_HEADER = "x-amzn-bedrock-agentcore-runtime-session-id"
 REQUEST_ID_HEADER = "x-amzn-requestid"
 
 
-async def _frames(run: RunHandle, heartbeat_seconds: float, rewrite: Callable[[e.Event], e.Event] | None) -> AsyncIterator[bytes]:
+async def _frames(
+    run: RunHandle, heartbeat_seconds: float, rewrite: Callable[[e.Event], e.Event] | None, transport: str, arrived: float
+) -> AsyncIterator[bytes]:
     encode = e.encode_sse
-    async for batch in run.events(heartbeat_seconds):
-        if batch is None:
-            yield e.HEARTBEAT_SSE
-        elif rewrite is None:
-            yield b"".join([encode(event) for event in batch])
-        else:
-            yield b"".join([encode(rewrite(event)) for event in batch])
+    events, sent = metrics.EVENTS_SENT.labels(transport), metrics.BYTES_SENT.labels(transport)
+    first = True
+    metrics.CONNECTIONS_OPEN.labels("sse").inc()
+    try:
+        async for batch in run.events(heartbeat_seconds):
+            if batch is None:
+                yield e.HEARTBEAT_SSE
+                continue
+            chunk = b"".join([encode(event) for event in batch] if rewrite is None else [encode(rewrite(event)) for event in batch])
+            if first:
+                metrics.TIME_TO_FIRST_EVENT.labels(transport).observe(time.perf_counter() - arrived)
+                first = False
+            events.inc(len(batch))
+            sent.inc(len(chunk))
+            yield chunk
+    finally:
+        metrics.CONNECTIONS_OPEN.labels("sse").dec()
 
 
 def _rewrite_for_agentcore(event: e.Event) -> e.Event:
@@ -48,6 +62,8 @@ def _echo_headers(request: Request) -> dict[str, str]:
 
 async def _run(request: Request, services: TransportServices, agentcore: bool) -> Response:
     settings = services.settings
+    arrived = time.perf_counter()
+    transport = "invocations" if agentcore else "sse"
     echo = _echo_headers(request)
     language = negotiate(None, request.headers.get("accept-language"))
     try:
@@ -61,11 +77,13 @@ async def _run(request: Request, services: TransportServices, agentcore: bool) -
             default_cwd=settings.default_cwd,
             accept_language=request.headers.get("accept-language"),
             runtime_session_id=echo.get("X-Amzn-Bedrock-AgentCore-Runtime-Session-Id"),
+            transport=transport,
         )
         language = prepared.language
         run = await services.engine.start(prepared, caller_of(principal))
     except GatewayError as error:
         language = error.language or language
+        metrics.RUNS_REFUSED.labels(transport, error.code.name).inc()
         log.info(
             "run refused code=%s field=%s session=%s",
             error.code.name,
@@ -75,7 +93,7 @@ async def _run(request: Request, services: TransportServices, agentcore: bool) -
         return sse_error(error, language, echo) if agentcore else json_error(error, language, echo)
     rewrite = _rewrite_for_agentcore if agentcore else None
     return Stream(
-        _frames(run, settings.heartbeat_seconds, rewrite),
+        _frames(run, settings.heartbeat_seconds, rewrite, transport, arrived),
         media_type=SSE_MEDIA_TYPE,
         headers={**SSE_HEADERS, **echo},
     )

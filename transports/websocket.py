@@ -20,6 +20,7 @@ from typing import Annotated, Any
 import msgspec
 from litestar import WebSocket, websocket
 
+from gateway import metrics
 from gateway.auth import Principal
 from gateway.engine import RunHandle, prepare
 from gateway.errors import ErrorCode, GatewayError
@@ -116,6 +117,8 @@ class Connection:
     async def send_events(self, events: list[e.Event], stream_id: str | None) -> None:
         """One text frame per event; sent as one batch where the server supports it."""
         frames = [self._frame(event, stream_id) for event in events]
+        metrics.EVENTS_SENT.labels("ws").inc(len(frames))
+        metrics.BYTES_SENT.labels("ws").inc(sum(len(frame) for frame in frames))
         async with self.send_lock:  # mux: runs share the socket; frames of one batch stay together
             if self.batching:
                 await self.raw_send({"type": "websocket.send", TEXT_BATCH_EXTENSION: frames})
@@ -148,9 +151,11 @@ class Connection:
                 default_cwd=settings.default_cwd,
                 accept_language=self.socket.headers.get("accept-language"),
                 runtime_session_id=self.socket.headers.get(SESSION_HEADER),
+                transport="ws",
             )
             return await self.ctx.engine.start(prepared, caller_of(self.principal))
         except GatewayError as error:
+            metrics.RUNS_REFUSED.labels("ws", error.code.name).inc()
             await self.send_error(error, stream_id, error.language)
             if error.code is ErrorCode.UNAUTHORIZED:
                 await self.socket.close(CLOSE_POLICY, "credential expired")
@@ -162,11 +167,15 @@ class Connection:
         if expires_at is not None and time.time() >= expires_at:
             raise GatewayError(ErrorCode.UNAUTHORIZED, detail="The credential has expired; reconnect with a fresh one.")
 
-    async def forward(self, run: RunHandle, stream_id: str | None) -> None:
+    async def forward(self, run: RunHandle, stream_id: str | None, arrived: float) -> None:
         """Send one run's events, one per frame; a slow peer slows this run only (bounded queue behind it)."""
+        first = True
         async for batch in run.events(self.ctx.settings.heartbeat_seconds):
             if batch is not None:  # (None is a heartbeat: liveness here is WebSocket ping/pong)
                 await self.send_events(batch, stream_id)
+                if first:
+                    metrics.TIME_TO_FIRST_EVENT.labels("ws").observe(time.perf_counter() - arrived)
+                    first = False
 
     def abandon(self) -> None:
         """The peer went away: forwarding stops, and each run sees its consumer gone (the backend is cancelled)."""
@@ -226,10 +235,11 @@ async def _serve_base(conn: Connection) -> None:
                 getter.cancel()
                 return
             waiter.cancel()
+            arrived = time.perf_counter()
             run = await conn.start_run(getter.result().encode(), None)
             if run is None:
                 continue
-            task = asyncio.create_task(conn.forward(run, None))
+            task = asyncio.create_task(conn.forward(run, None, arrived))
             conn.forwarders["base"] = task
             try:
                 await task
@@ -251,12 +261,13 @@ async def _serve_mux(conn: Connection) -> None:
     socket = conn.socket
 
     async def run_stream(stream_id: str, raw: bytes) -> None:
+        arrived = time.perf_counter()
         run = await conn.start_run(raw, stream_id)
         if run is None:
             return
         conn.runs[stream_id] = run
         try:
-            await conn.forward(run, stream_id)
+            await conn.forward(run, stream_id, arrived)
         finally:
             conn.runs.pop(stream_id, None)
 
@@ -290,6 +301,7 @@ async def _serve_mux(conn: Connection) -> None:
             elif frame.op == "cancel":
                 run = conn.runs.get(frame.id)
                 if run is not None:
+                    metrics.CANCELS.labels("socket").inc()
                     run.cancel()
             else:
                 await conn.send_error(GatewayError(ErrorCode.INVALID_INPUT, "op", "Use op 'run' (with input) or 'cancel'."), frame.id)
@@ -314,6 +326,7 @@ async def ws_endpoint(socket: WebSocket, services: Services) -> None:
     await socket.accept(subprotocols=chosen)
     conn = Connection(socket, services, mux=chosen == MUX_PROTOCOL, principal=principal)
     ctx.sockets.add(conn)
+    metrics.CONNECTIONS_OPEN.labels("websocket").inc()
     try:
         await (_serve_mux(conn) if conn.mux else _serve_base(conn))
     except Exception:
@@ -324,4 +337,5 @@ async def ws_endpoint(socket: WebSocket, services: Services) -> None:
             pass
     finally:
         ctx.sockets.discard(conn)
+        metrics.CONNECTIONS_OPEN.labels("websocket").dec()
         conn.abandon()

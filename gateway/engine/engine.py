@@ -9,6 +9,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+from gateway import metrics
 from gateway.agents.base import AgentBackend
 from gateway.engine.caller import ANONYMOUS, Caller, check_user_id, thread_key
 from gateway.engine.faults import STORE_FAILURES, store_error
@@ -98,6 +99,8 @@ class RunEngine:
         return run
 
     def _register(self, run: Run) -> None:
+        metrics.RUNS_STARTED.labels(run.prepared.transport).inc()
+        metrics.RUNS_IN_FLIGHT.inc()
         was_idle = not self._runs
         self._idle.clear()
         self._runs[run.lease.run_id] = run
@@ -107,6 +110,10 @@ class RunEngine:
             self.on_busy_change(True)
 
     def _forget(self, run: Run) -> None:
+        label = outcome_label(run.outcome)
+        metrics.RUNS_ENDED.labels(run.prepared.transport, label).inc()
+        metrics.RUN_DURATION.labels(metrics.outcome_kind(label)).observe(time.monotonic() - run.started)
+        metrics.RUNS_IN_FLIGHT.dec()
         self._runs.pop(run.lease.run_id, None)
         if self._by_execution.get(run.lease.execution_id) is run:
             del self._by_execution[run.lease.execution_id]
@@ -144,6 +151,7 @@ class RunEngine:
         if result.status == "lost":
             raise GatewayError(ErrorCode.EXECUTION_LOST, "executionId")
         if result.status == "cancelled":
+            metrics.CANCELS.labels("extension").inc()
             run = self._by_execution.get(execution_id)
             if run is not None:
                 run.stop(Cancelled())
@@ -157,6 +165,7 @@ class RunEngine:
         """A cancel wake-up from another replica (`key`: the store's thread key); the durable intent is recorded."""
         run = self._by_execution.get(execution_id)
         if run is not None and run.lease.thread_id == key:
+            metrics.CANCELS.labels("remote").inc()
             run.stop(Cancelled())
 
     async def drain(self, grace_seconds: float) -> None:
@@ -167,6 +176,7 @@ class RunEngine:
         except TimeoutError:
             pass
         for run in list(self._runs.values()):
+            metrics.CANCELS.labels("drain").inc()
             run.stop(Cancelled())
         pending = [run.task for run in self._runs.values()]
         if pending:

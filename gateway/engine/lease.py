@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 
+from gateway import metrics
 from gateway.errors import ErrorCode, GatewayError
 from store import Lease, StoreUnavailable, ThreadStore
 
@@ -54,13 +55,17 @@ class LeaseKeeper:
             try:
                 renewed = await self.store.renew(self.lease)
             except StoreUnavailable:
+                metrics.LEASE_RENEWALS.labels("unavailable").inc()
                 if self.monotonic() - last_ok >= lifetime * 0.9:
                     self.on_lost(GatewayError(ErrorCode.STATE_PERSISTENCE_FAILED, detail="The run lease could not be renewed."))
                     return
                 continue
+            metrics.LEASE_RENEWALS.labels("ok" if renewed.ok else "lost").inc()
             if not renewed.ok:
                 self.on_lost(GatewayError(ErrorCode.EXECUTION_LOST, "runId", "The run lost its lease."))
                 return
             last_ok = self.monotonic()
             if renewed.cancel_requested:
+                metrics.CANCELS.labels("renewal").inc()
                 self.on_cancel()
+                return  # the run is ending; nothing more to renew

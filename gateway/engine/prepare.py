@@ -23,6 +23,7 @@ class PreparedRun:
     image_count: int
     language: str
     runtime_session_id: str | None = None  # AgentCore's X-Amzn-Bedrock-AgentCore-Runtime-Session-Id, when sent
+    transport: str = "sse"  # which transport carries the run: a metrics label (sse, invocations, ws)
 
     @property
     def is_resume(self) -> bool:
@@ -36,6 +37,7 @@ def prepare(
     default_cwd: str | None,
     accept_language: str | None,
     runtime_session_id: str | None = None,
+    transport: str = "sse",
 ) -> PreparedRun:
     """Raise GatewayError(INVALID_INPUT) naming the field; the error's `language` is set when known."""
     if too_deep(body):
@@ -57,4 +59,4 @@ def prepare(
     except GatewayError as exc:
         exc.language = language
         raise
-    return PreparedRun(run, workspace, request_digest(body), text, images, language, runtime_session_id)
+    return PreparedRun(run, workspace, request_digest(body), text, images, language, runtime_session_id, transport)

@@ -14,12 +14,14 @@ import msgspec
 from litestar import Litestar
 from litestar.di import Provide
 from litestar.types import ControllerRouterHandler
+from prometheus_client import start_http_server
 
 from gateway.access import Access
 from gateway.agents import AgentBackend, load_agent
 from gateway.auth import build_authenticator
 from gateway.auth.oauth import OAuthValidator
 from gateway.engine import RunEngine
+from gateway.instrumented import InstrumentedStore
 from gateway.settings import Settings
 from store import Clock, ThreadStore, open_store
 from transports.access_log import AccessLog
@@ -94,6 +96,7 @@ def create_app(
         clock=clock,
         redis_max_connections=settings.redis_max_connections,
     )
+    store = InstrumentedStore(store)
     agent = agent or load_agent(settings.agent, settings.agent_token)
     settings = with_plain_workspace(settings, agent)
     services = build_services(settings, store, agent)
@@ -101,6 +104,7 @@ def create_app(
     @contextlib.asynccontextmanager
     async def lifespan(app: Litestar) -> AsyncIterator[None]:
         purger = asyncio.create_task(_purge_forever(store))
+        exporter = start_http_server(settings.metrics_port, settings.metrics_host) if settings.metrics_port else None
         await store.listen_for_cancels(services.engine.cancel_local)
         if not await services.access.store_reachable():
             log.warning("the store (%s) does not answer: serving, but not ready (GET /ready is 503) until it does", settings.store_kind)
@@ -110,6 +114,8 @@ def create_app(
         finally:
             services.status.set_draining()
             purger.cancel()
+            if exporter is not None:
+                exporter[0].shutdown()
             await services.engine.shutdown()
             await agent.aclose()
             await services.auth.aclose()

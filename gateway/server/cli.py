@@ -200,6 +200,14 @@ def build_parser() -> argparse.ArgumentParser:
         action="append",
         type=network("--trusted-proxies"),
     )
+    _opt(
+        p,
+        "--metrics-port",
+        "0",
+        "serve Prometheus metrics at /metrics on this port (0 = off; keep it off public networks)",
+        type=integer("--metrics-port", 0, 65535),
+    )
+    _opt(p, "--metrics-host", "127.0.0.1", "address the metrics port binds (the compose stack uses 0.0.0.0 on its private network)")
     _opt(p, "--log-level", "info", "log level", choices=["debug", "info", "warning", "error"])
     _opt(p, "--log-format", "text", "log format: text, or json (one object per line)", choices=["text", "json"])
     return p
@@ -250,6 +258,8 @@ def settings_from_args(argv: list[str] | None = None) -> Settings:
         header_timeout_seconds=args.header_timeout_seconds,
         body_timeout_seconds=args.body_timeout_seconds,
         max_connections_per_client=args.max_connections_per_client,
+        metrics_port=args.metrics_port,
+        metrics_host=args.metrics_host,
         trusted_proxies=tuple(args.trusted_proxies or ())
         or tuple(network("--trusted-proxies")(v) for v in _many(None, "--trusted-proxies")),
         ticket_ttl=args.ticket_ttl,

@@ -7,12 +7,14 @@ dicts (msgspec), which keeps protobuf conversion off the hot path of every strea
 from __future__ import annotations
 
 import itertools
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
 import msgspec
 
+from gateway import metrics
 from gateway.jsondepth import too_deep
 
 MAX_FRAME_BYTES = 4 * 1024 * 1024  # one SSE data line from the agent
@@ -45,8 +47,15 @@ class A2AClient:
         return msgspec.json.encode({"jsonrpc": "2.0", "id": next(_ids), "method": method, "params": params})
 
     async def call(self, method: str, params: dict[str, Any]) -> Any:
-        response = await self.http.post(self.url, content=self._request(method, params), headers={"Accept": "application/json"})
-        response.raise_for_status()
+        started = time.perf_counter()
+        try:
+            response = await self.http.post(self.url, content=self._request(method, params), headers={"Accept": "application/json"})
+            response.raise_for_status()
+        except httpx.HTTPError:
+            metrics.A2A_ERRORS.labels(method).inc()
+            raise
+        finally:
+            metrics.A2A_SECONDS.labels(method).observe(time.perf_counter() - started)
         body = _decode(response.content)
         if "error" in body:
             raise A2AError(body["error"])
@@ -55,21 +64,16 @@ class A2AClient:
     async def stream(self, method: str, params: dict[str, Any]) -> AsyncIterator[dict[str, Any]]:
         """Yield each JSON-RPC response of a streaming call (an `error` object raises A2AError)."""
         request = self._request(method, params)
-        async with self.http.stream("POST", self.url, content=request, headers={"Accept": "text/event-stream"}) as response:
-            response.raise_for_status()
-            buffer = b""
-            async for chunk in response.aiter_bytes():
-                buffer += chunk
-                while b"\n" in buffer:
-                    line, buffer = buffer.split(b"\n", 1)
-                    line = line.rstrip(b"\r")
-                    if line.startswith(b"data:"):
-                        body = _decode(line[5:].strip())
-                        if "error" in body:
-                            raise A2AError(body["error"])
-                        yield body.get("result") or {}
-                if len(buffer) > MAX_FRAME_BYTES:
-                    raise A2AError({"message": "frame too large"})
+        started = time.perf_counter()
+        try:
+            async with self.http.stream("POST", self.url, content=request, headers={"Accept": "text/event-stream"}) as response:
+                metrics.A2A_SECONDS.labels(method).observe(time.perf_counter() - started)
+                response.raise_for_status()
+                async for body in _frames(response):
+                    yield body
+        except httpx.HTTPError:
+            metrics.A2A_ERRORS.labels(method).inc()
+            raise
 
     async def extension(self, method: str, path: str, **kwargs: Any) -> httpx.Response | None:
         """Call an optional runtime extension beside the agent URL; None when the agent does not offer it."""
@@ -81,6 +85,23 @@ class A2AClient:
 
     async def aclose(self) -> None:
         await self.http.aclose()
+
+
+async def _frames(response: httpx.Response) -> AsyncIterator[dict[str, Any]]:
+    """The `result` of each `data:` line of an SSE reply (an `error` object raises A2AError)."""
+    buffer = b""
+    async for chunk in response.aiter_bytes():
+        buffer += chunk
+        while b"\n" in buffer:
+            line, buffer = buffer.split(b"\n", 1)
+            line = line.rstrip(b"\r")
+            if line.startswith(b"data:"):
+                body = _decode(line[5:].strip())
+                if "error" in body:
+                    raise A2AError(body["error"])
+                yield body.get("result") or {}
+        if len(buffer) > MAX_FRAME_BYTES:
+            raise A2AError({"message": "frame too large"})
 
 
 def _decode(raw: bytes) -> Any:

@@ -1,0 +1,95 @@
+"""The store seam, measured: a ThreadStore that times every operation of the store it wraps and counts failures
+by kind, so `store/` itself stays free of metrics (the composition root wraps the store it opens)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+from gateway import metrics
+from store import (
+    Admission,
+    AdmitResult,
+    CancelResult,
+    ExecutionStatus,
+    Lease,
+    PendingInterrupt,
+    Progress,
+    Rejected,
+    RenewResult,
+    ThreadStore,
+)
+
+T = TypeVar("T")
+
+
+class InstrumentedStore(ThreadStore):
+    def __init__(self, inner: ThreadStore) -> None:
+        self.inner = inner
+        self.owner_id = inner.owner_id
+        self.needs_renewal = inner.needs_renewal
+        self.lease_seconds = inner.lease_seconds
+
+    async def _timed(self, operation: str, call: Callable[[], Awaitable[T]]) -> T:
+        started = time.perf_counter()
+        try:
+            return await call()
+        except Rejected:
+            metrics.STORE_ERRORS.labels(operation, "rejected").inc()
+            raise
+        except Exception:
+            metrics.STORE_ERRORS.labels(operation, "unavailable").inc()
+            raise
+        finally:
+            metrics.STORE_SECONDS.labels(operation).observe(time.perf_counter() - started)
+
+    async def now(self) -> float:
+        return await self._timed("now", self.inner.now)
+
+    async def admit(self, admission: Admission) -> AdmitResult:
+        return await self._timed("admit", lambda: self.inner.admit(admission))
+
+    async def accept_resume(self, lease: Lease, applied: dict[str, str]) -> None:
+        await self._timed("accept_resume", lambda: self.inner.accept_resume(lease, applied))
+
+    async def save_interrupt(
+        self, lease: Lease, pending: list[PendingInterrupt], *, checkpoint: Any, open_steps: list[str], progress: Progress
+    ) -> None:
+        await self._timed(
+            "save_interrupt",
+            lambda: self.inner.save_interrupt(lease, pending, checkpoint=checkpoint, open_steps=open_steps, progress=progress),
+        )
+
+    async def finish_run(self, lease: Lease, status: ExecutionStatus | None, progress: Progress) -> None:
+        await self._timed("finish_run", lambda: self.inner.finish_run(lease, status, progress))
+
+    async def cancel(self, thread_id: str, execution_id: str, ros_invocation_id: str, user_id: str | None = None) -> CancelResult:
+        return await self._timed("cancel", lambda: self.inner.cancel(thread_id, execution_id, ros_invocation_id, user_id))
+
+    async def renew(self, lease: Lease) -> RenewResult:
+        return await self._timed("renew", lambda: self.inner.renew(lease))
+
+    async def put_ticket(self, digest: str, ttl_seconds: float, value: str) -> None:
+        await self._timed("put_ticket", lambda: self.inner.put_ticket(digest, ttl_seconds, value))
+
+    async def take_ticket(self, digest: str) -> str | None:
+        return await self._timed("take_ticket", lambda: self.inner.take_ticket(digest))
+
+    async def take_token(self, caller: str, rate: float, burst: float) -> float:
+        return await self._timed("take_token", lambda: self.inner.take_token(caller, rate, burst))
+
+    async def notify_cancel(self, owner: str, thread_id: str, execution_id: str) -> None:
+        await self.inner.notify_cancel(owner, thread_id, execution_id)
+
+    async def listen_for_cancels(self, on_cancel: Callable[[str, str], None]) -> None:
+        await self.inner.listen_for_cancels(on_cancel)
+
+    async def purge_expired(self) -> int:
+        return await self.inner.purge_expired()
+
+    async def ping(self) -> bool:
+        return await self.inner.ping()
+
+    async def close(self) -> None:
+        await self.inner.close()

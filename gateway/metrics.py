@@ -1,0 +1,40 @@
+"""Prometheus metrics of the gateway. Every label takes values from a small closed set (transports, outcomes,
+error codes, operations, reasons): never a thread, run, user or other unbounded id. Served by `--metrics-port`."""
+
+from __future__ import annotations
+
+from prometheus_client import Counter, Gauge, Histogram
+
+TRANSPORTS = ("sse", "invocations", "ws")
+_LATENCY = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
+_DURATION = (0.01, 0.05, 0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 900, 3600)
+
+RUNS_STARTED = Counter("agui_runs_started", "Runs admitted, by transport.", ["transport"])
+RUNS_ENDED = Counter(
+    "agui_runs_ended",
+    "Runs settled, by transport and outcome (completed, interrupted, cancelled, disconnected, or the error code).",
+    ["transport", "outcome"],
+)
+RUNS_REFUSED = Counter("agui_runs_refused", "Runs refused before they started, by transport and error code.", ["transport", "code"])
+RUNS_IN_FLIGHT = Gauge("agui_runs_in_flight", "Runs in flight on this replica.")
+CONNECTIONS_OPEN = Gauge("agui_connections_open", "Open run streams: SSE responses and WebSocket connections.", ["kind"])
+EVENTS_SENT = Counter("agui_events_sent", "AG-UI events written to clients, by transport.", ["transport"])
+BYTES_SENT = Counter("agui_bytes_sent", "Bytes of events written to clients, by transport.", ["transport"])
+TIME_TO_FIRST_EVENT = Histogram(
+    "agui_time_to_first_event_seconds", "From the request's arrival to its first event written.", ["transport"], buckets=_LATENCY
+)
+RUN_DURATION = Histogram("agui_run_duration_seconds", "From admission to settlement, by outcome kind.", ["outcome"], buckets=_DURATION)
+STORE_SECONDS = Histogram("agui_store_operation_seconds", "Store operation latency, by operation.", ["operation"], buckets=_LATENCY)
+STORE_ERRORS = Counter(
+    "agui_store_errors", "Store operations that failed, by operation and kind (unavailable, rejected).", ["operation", "kind"]
+)
+LEASE_RENEWALS = Counter("agui_lease_renewals", "Lease renewals, by result (ok, lost, unavailable).", ["result"])
+CANCELS = Counter("agui_cancels", "Cancels on purpose, by origin (extension, socket, remote, renewal, drain).", ["origin"])
+AUTH_FAILURES = Counter("agui_auth_failures", "Refused credentials, by reason (missing, invalid, scope).", ["reason"])
+A2A_SECONDS = Histogram("agui_a2a_call_seconds", "A2A calls to the agent until their reply began, by method.", ["method"], buckets=_LATENCY)
+A2A_ERRORS = Counter("agui_a2a_errors", "A2A calls that failed, by method.", ["method"])
+
+
+def outcome_kind(label: str) -> str:
+    """A run-duration label: the outcome kind, with every error code folded into `failed`."""
+    return label if label in ("completed", "interrupted", "cancelled", "disconnected") else "failed"
