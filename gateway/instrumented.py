@@ -7,7 +7,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
-from gateway import metrics
+from gateway import metrics, tracing
 from store import (
     Admission,
     AdmitResult,
@@ -34,7 +34,8 @@ class InstrumentedStore(ThreadStore):
     async def _timed(self, operation: str, call: Callable[[], Awaitable[T]]) -> T:
         started = time.perf_counter()
         try:
-            return await call()
+            with tracing.span(f"agui.store.{operation}"):
+                return await call()
         except Rejected:
             metrics.STORE_ERRORS.labels(operation, "rejected").inc()
             raise

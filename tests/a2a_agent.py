@@ -302,6 +302,7 @@ class A2AAgentServer:
         )
         self.task_store = InMemoryTaskStore()
         self.rpc_methods: list[str] = []
+        self.traceparents: list[str] = []  # the W3C traceparent of each JSON-RPC request
         handler = DefaultRequestHandler(agent_executor=self.agent, task_store=self.task_store, agent_card=card)
         self.restore_mode = "absent"  # absent (plain 404), ready, missing (404 JSON), retryable (409)
         self.pipeline_state: dict[str, Any] | None = None  # None: the extension is not offered
@@ -344,6 +345,7 @@ class A2AAgentServer:
                     break
             body = json.loads(b"".join(chunks) or b"{}")
             self.rpc_methods.append(body.get("method", ""))
+            self.traceparents.append(dict(scope["headers"]).get(b"traceparent", b"").decode())
             replayed = [b"".join(chunks)]
 
             async def replay():

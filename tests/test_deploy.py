@@ -52,7 +52,7 @@ def test_compose_has_redis_three_replicas_and_a_load_balancer():
     assert gateway["deploy"]["replicas"] == 3
     assert gateway["build"]["dockerfile"] == "deploy/Dockerfile"
     assert gateway["environment"]["AGUI_GATEWAY_STORE"] == "redis://redis:6379/0"
-    assert "/ping" in " ".join(gateway["healthcheck"]["test"])
+    assert "/ready" in " ".join(gateway["healthcheck"]["test"]), "a replica joins when it can serve"
     assert gateway["depends_on"]["redis"]["condition"] == "service_healthy"
     assert "redis-cli" in services["redis"]["healthcheck"]["test"]
     lb = services["lb"]
@@ -171,3 +171,26 @@ def test_the_agentcore_example_runs_on_the_image_defaults(tmp_path):
     finally:
         proc.terminate()
         proc.communicate(timeout=15)
+
+
+def test_alert_rules_use_only_metrics_the_gateway_exports_and_compose_uses_readiness():
+    import re
+
+    from gateway import metrics
+
+    exported = {m._name for m in vars(metrics).values() if hasattr(m, "_name")}
+    with open(os.path.join(ROOT, "deploy", "alerts.yml")) as handle:
+        rules = yaml.safe_load(handle)["groups"][0]["rules"]
+    for rule in rules:
+        for name in re.findall(r"\bagui_[a-z_]+", rule["expr"]):
+            base = re.sub(r"_(total|bucket|count|sum)$", "", name)
+            assert base in exported, (rule["alert"], name)
+    with open(os.path.join(ROOT, "deploy", "RUNBOOK.md")) as handle:
+        runbook = handle.read()
+    assert all(f"## {rule['alert']}" in runbook for rule in rules)
+    with open(os.path.join(ROOT, "deploy", "prometheus.yml")) as handle:
+        assert yaml.safe_load(handle)["scrape_configs"][0]["dns_sd_configs"][0]["port"] == 9100
+    with open(os.path.join(ROOT, "docker-compose.yml")) as handle:
+        gateway = yaml.safe_load(handle)["services"]["gateway"]
+    assert "/ready" in " ".join(gateway["healthcheck"]["test"])
+    assert gateway["environment"]["AGUI_GATEWAY_METRICS_PORT"] == "9100"

@@ -16,6 +16,7 @@ from typing import Any
 
 from litestar.types import ASGIApp, Message, Receive, Scope, Send
 
+from gateway import tracing
 from gateway.logs import REQUEST_ID
 
 log = logging.getLogger("agui.access")
@@ -60,8 +61,10 @@ class AccessLog:
             await send(raw)
 
         started = time.monotonic()
+        headers = {name.decode("latin-1"): value.decode("latin-1") for name, value in scope["headers"]}
         try:
-            await self.app(scope, receive, tracked)
+            with tracing.incoming(headers):  # continue the caller's trace (W3C traceparent), if any
+                await self.app(scope, receive, tracked)
         finally:
             method = scope.get("method", "WS") if scope["type"] == "http" else "WS"
             log.info(

@@ -9,7 +9,10 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from gateway import metrics
+from opentelemetry import trace
+from opentelemetry.trace import Span
+
+from gateway import metrics, tracing
 from gateway.agents.base import AgentBackend
 from gateway.engine.caller import ANONYMOUS, Caller, check_user_id, thread_key
 from gateway.engine.faults import STORE_FAILURES, store_error
@@ -61,13 +64,22 @@ class RunEngine:
         if self.max_runs and len(self._runs) + self._starting >= self.max_runs:
             raise GatewayError(ErrorCode.SERVICE_QUOTA_EXCEEDED)
         self._starting += 1
+        run_span = tracing.tracer.start_span(
+            "agui.run",
+            attributes={"agui.thread_id": prepared.run.thread_id, "agui.run_id": prepared.run.run_id, "agui.transport": prepared.transport},
+        )
         try:
-            run = await self._admit(prepared, thread_key(caller, prepared.run.thread_id))
+            with trace.use_span(run_span, end_on_exit=False), tracing.span("agui.admission"):
+                run = await self._admit(prepared, thread_key(caller, prepared.run.thread_id), run_span)
+        except BaseException as exc:
+            run_span.set_attribute("agui.outcome", exc.code.name if isinstance(exc, GatewayError) else "error")
+            run_span.end()
+            raise
         finally:
             self._starting -= 1
         return RunHandle(run)
 
-    async def _admit(self, prepared: PreparedRun, key: str) -> Run:
+    async def _admit(self, prepared: PreparedRun, key: str, run_span: Span) -> Run:
         ext = prepared.workspace.extension
         admission = Admission(
             thread_id=key,
@@ -86,7 +98,7 @@ class RunEngine:
             raise store_error(exc) from None
         if result.expired is not None:
             await self.cancel_backend(result.expired.execution_id, result.expired.checkpoint)
-        run = Run(self._services, prepared, key, result)
+        run = Run(self._services, prepared, key, result, run_span)
         self._register(run)
         log.info(
             "run started thread=%s run=%s execution=%s resume=%s runtime_session=%s",

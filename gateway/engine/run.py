@@ -10,11 +10,15 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+from opentelemetry.trace import Span
+
 from gateway.agents.base import AgentBackend
 from gateway.engine.driver import drive
 from gateway.engine.faults import backend_error
 from gateway.engine.lease import LeaseKeeper, Sleep
-from gateway.engine.outcome import Cancelled, Disconnected, Failed, Outcome, RunState, check_transition
+from gateway.engine.outcome import Cancelled, Disconnected, Failed, Outcome, RunState, check_transition, outcome_label
 from gateway.engine.prepare import PreparedRun
 from gateway.engine.settle import settle
 from gateway.engine.stream import EventStream
@@ -54,7 +58,7 @@ def _session(prepared: PreparedRun, execution: Execution | None) -> dict[str, An
 
 
 class Run:
-    def __init__(self, services: RunServices, prepared: PreparedRun, key: str, admitted: AdmitResult) -> None:
+    def __init__(self, services: RunServices, prepared: PreparedRun, key: str, admitted: AdmitResult, span: Span) -> None:
         execution = admitted.execution
         self.services = services
         self.prepared = prepared
@@ -79,6 +83,7 @@ class Run:
                 sleep=services.lease_sleep,
             )
         self.started = time.monotonic()
+        self.span = span  # the run's trace span, ended when it settles (its task runs inside it)
         self.task = asyncio.get_running_loop().create_task(self._main(), name=f"run:{self.lease.run_id}")
 
     def move_to(self, state: RunState) -> None:
@@ -97,6 +102,8 @@ class Run:
         self.task.cancel()
 
     async def _main(self) -> None:
+        # The task was created during admission: make the run's span current, so its children nest under it.
+        otel_context.attach(trace.set_span_in_context(self.span))
         if self.keeper is not None:
             self.keeper.start()
         try:
@@ -107,6 +114,8 @@ class Run:
         try:
             self.outcome = await settle(self, outcome)
         finally:
+            self.span.set_attribute("agui.outcome", outcome_label(self.outcome or outcome))
+            self.span.end()
             self.services.on_end(self)
 
     async def _outcome(self) -> Outcome:

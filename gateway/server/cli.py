@@ -284,6 +284,7 @@ def main(argv: list[str] | None = None) -> int:
     from gateway.logs import setup_logging
     from gateway.server.app import create_app
     from gateway.server.serve import GatewayServer, uvicorn_options
+    from gateway.tracing import setup_tracing
 
     try:
         settings = settings_from_args(argv)
@@ -291,6 +292,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"agui-gateway: {exc}", file=sys.stderr)
         return 2
     setup_logging(settings.log_level, settings.log_format)
+    setup_tracing()
     try:
         app = create_app(settings)
     except ValueError as exc:

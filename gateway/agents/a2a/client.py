@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 import msgspec
 
-from gateway import metrics
+from gateway import metrics, tracing
 from gateway.jsondepth import too_deep
 
 MAX_FRAME_BYTES = 4 * 1024 * 1024  # one SSE data line from the agent
@@ -49,8 +49,10 @@ class A2AClient:
     async def call(self, method: str, params: dict[str, Any]) -> Any:
         started = time.perf_counter()
         try:
-            response = await self.http.post(self.url, content=self._request(method, params), headers={"Accept": "application/json"})
-            response.raise_for_status()
+            with tracing.span(f"a2a.{method}"):
+                headers = tracing.outgoing({"Accept": "application/json"})
+                response = await self.http.post(self.url, content=self._request(method, params), headers=headers)
+                response.raise_for_status()
         except httpx.HTTPError:
             metrics.A2A_ERRORS.labels(method).inc()
             raise
@@ -66,11 +68,13 @@ class A2AClient:
         request = self._request(method, params)
         started = time.perf_counter()
         try:
-            async with self.http.stream("POST", self.url, content=request, headers={"Accept": "text/event-stream"}) as response:
-                metrics.A2A_SECONDS.labels(method).observe(time.perf_counter() - started)
-                response.raise_for_status()
-                async for body in _frames(response):
-                    yield body
+            with tracing.span(f"a2a.{method}"):
+                headers = tracing.outgoing({"Accept": "text/event-stream"})
+                async with self.http.stream("POST", self.url, content=request, headers=headers) as response:
+                    metrics.A2A_SECONDS.labels(method).observe(time.perf_counter() - started)
+                    response.raise_for_status()
+                    async for body in _frames(response):
+                        yield body
         except httpx.HTTPError:
             metrics.A2A_ERRORS.labels(method).inc()
             raise
