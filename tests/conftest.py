@@ -5,6 +5,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
+from tests.issuer import Issuer
 from tests.support import Gateway, RedisServer
 
 
@@ -34,6 +35,15 @@ def start_gateway(tmp_path):
     yield start
     for server in started:
         server.stop()
+
+
+@pytest.fixture
+def issuer():
+    """A local OAuth issuer on loopback (discovery and JWKS) with one published RSA key, `k1`."""
+    server = Issuer()
+    server.add_key("k1")
+    yield server
+    server.close()
 
 
 @pytest.fixture(scope="session")

@@ -108,22 +108,27 @@ def test_dockerfile_lints_clean_and_is_what_agentcore_needs():
     assert ops["STOPSIGNAL"] == "SIGTERM"
 
 
-def test_the_image_command_with_the_image_environment_serves_on_all_interfaces(tmp_path):
+def start_like_the_image(tmp_path) -> tuple[subprocess.Popen, int, dict[str, str]]:
+    """`agui-gateway` with the image's environment (its last ENV line), on a free port; waits for /ping."""
     env_line = [arg for op, arg in dockerfile_instructions() if op == "ENV"][-1]
     image_env = dict(pair.split("=", 1) for pair in env_line.split())
     port = free_port()
     env = {**os.environ, **image_env, "AGUI_GATEWAY_PORT": str(port), "AGUI_GATEWAY_STATE_DIR": str(tmp_path / "agui")}
     proc = subprocess.Popen([sys.executable, "-m", "gateway"], cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 20
+    while True:
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/ping", timeout=0.5).json()["status"] == "Healthy":
+                return proc, port, image_env
+        except httpx.HTTPError:
+            pass
+        assert time.monotonic() < deadline and proc.poll() is None
+        time.sleep(0.1)
+
+
+def test_the_image_command_with_the_image_environment_serves_on_all_interfaces(tmp_path):
+    proc, port, _ = start_like_the_image(tmp_path)
     try:
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/ping", timeout=0.5).json()["status"] == "Healthy":
-                    break
-            except httpx.HTTPError:
-                pass
-            assert time.monotonic() < deadline and proc.poll() is None
-            time.sleep(0.1)
         with open("/proc/net/tcp") as handle:
             listening = [line.split() for line in handle.readlines()[1:]]
         wanted = f"00000000:{port:04X}"
@@ -142,22 +147,9 @@ AGENTCORE_EXAMPLE = (
 
 def test_the_agentcore_example_runs_on_the_image_defaults(tmp_path):
     """The contract's example, byte for byte, on /invocations of a server started as the image starts it."""
-    env_line = [arg for op, arg in dockerfile_instructions() if op == "ENV"][-1]
-    image_env = dict(pair.split("=", 1) for pair in env_line.split())
+    proc, port, image_env = start_like_the_image(tmp_path)
     assert image_env["AGUI_GATEWAY_DEFAULT_CWD"].startswith("/var/lib/agui/"), "the image sets a default workspace"
-    port = free_port()
-    env = {**os.environ, **image_env, "AGUI_GATEWAY_PORT": str(port), "AGUI_GATEWAY_STATE_DIR": str(tmp_path / "agui")}
-    proc = subprocess.Popen([sys.executable, "-m", "gateway"], cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     try:
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/ping", timeout=0.5).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert time.monotonic() < deadline and proc.poll() is None
-            time.sleep(0.1)
         headers = {"content-type": "application/json", "x-amzn-bedrock-agentcore-runtime-session-id": "session-abc"}
         response = httpx.post(f"http://127.0.0.1:{port}/invocations", content=AGENTCORE_EXAMPLE, headers=headers, timeout=30)
         events = [json.loads(line[6:]) for line in response.text.split("\n\n") if line.startswith("data: ")]

@@ -15,18 +15,9 @@ import pytest
 import websockets
 from websockets.exceptions import InvalidStatus
 
-from tests.issuer import Issuer
 from tests.support import ROOT, pending_interrupt, post_sse, run_body
 
 METADATA = "/.well-known/oauth-protected-resource"
-
-
-@pytest.fixture
-def issuer():
-    server = Issuer()
-    server.add_key("k1")
-    yield server
-    server.close()
 
 
 def oauth_args(issuer, *extra: str) -> list[str]:

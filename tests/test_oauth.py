@@ -7,18 +7,9 @@ import json
 
 import pytest
 
-from tests.issuer import Issuer
 from tests.support import post_sse, run_body
 
 METADATA = "/.well-known/oauth-protected-resource"
-
-
-@pytest.fixture
-def issuer():
-    server = Issuer()
-    server.add_key("k1")
-    yield server
-    server.close()
 
 
 @pytest.fixture
