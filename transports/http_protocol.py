@@ -79,6 +79,8 @@ class _LingeringTransport:
     def __init__(self, transport: asyncio.Transport, protocol: GatewayH11Protocol) -> None:
         self._transport = transport
         self._protocol = protocol
+        self.write = transport.write  # the hot path: no __getattr__ hop per write
+        self.is_closing = transport.is_closing
 
     def close(self) -> None:
         if self._protocol.conn.their_state in (h11.IDLE, h11.DONE, h11.CLOSED, h11.MUST_CLOSE) and not self._protocol.head_started:

@@ -75,15 +75,18 @@ async def drive(run: Run) -> Outcome:
     run.move_to(RunState.AWAITING_ACCEPTANCE if answers else RunState.RUNNING)
     checkpoint: Any = run.execution.checkpoint if run.execution is not None else None
     signals: AsyncIterator[s.Signal] = run.services.agent.run(agent_request(run.prepared, run.lease, answers, checkpoint))
+    translate, put, terminal = run.translator.translate, run.stream.put, s.TERMINAL_SIGNALS  # the per-signal path
+    awaiting = run.state is RunState.AWAITING_ACCEPTANCE
     try:
         async for signal in signals:
-            if run.state is RunState.AWAITING_ACCEPTANCE and not isinstance(signal, s.Failed):
+            if awaiting and not isinstance(signal, s.Failed):
+                awaiting = False
                 refused = await _accept(run, digests)
                 if refused is not None:
                     return refused
-            if isinstance(signal, s.TERMINAL_SIGNALS):
+            if isinstance(signal, terminal):
                 return await _terminal(run, signal)
-            await run.stream.put(run.translator.translate(signal))
+            await put(translate(signal))
         return Completed()
     finally:
         await _close(signals)
