@@ -39,6 +39,7 @@ LUA_DIR = os.path.join(os.path.dirname(__file__), "lua")
 SCRIPTS = ("admit", "accept_resume", "save_interrupt", "finish_run", "cancel", "renew", "rate_limit")
 _LIST_FIELDS = ("pending", "answered_ids", "open_steps")
 _encoder = msgspec.json.Encoder()
+PROBE_TTL_MS = 10_000
 SLOT_WAIT_SECONDS = 5.0  # how long a command may wait for a free connection before the store counts as unavailable
 POOL_HEADROOM = 8  # pooled connections beyond the gate (the pool itself never refuses)
 T = TypeVar("T")
@@ -270,8 +271,11 @@ class RedisStore(ThreadStore):
                 delay = min(delay * 2, 5.0)
 
     async def ping(self) -> bool:
+        """A real write (a small key that expires), not a PING: an out-of-memory, read-only or slot-less Redis
+        answers PING yet refuses every state write, and must show as not ready."""
+        key = f"agui:probe:{{{self.owner_id}}}"
         try:
-            return bool(await self._command(self.client.ping))
+            return bool(await self._command(lambda: self.client.set(key, "1", px=PROBE_TTL_MS)))
         except StoreUnavailable:
             return False
 

@@ -49,3 +49,26 @@ def test_not_ready_while_draining(start_gateway):
         time.sleep(0.05)
     assert answer.json() == {"status": "draining"}
     slow.join(20)
+
+
+@pytest.mark.redis
+def test_a_redis_that_refuses_writes_is_not_ready(start_gateway, tmp_path):
+    """PING still answers while Redis is out of memory; readiness probes with a real write."""
+    import redis as redis_client
+
+    (tmp_path / "oom").mkdir()
+    redis = RedisServer(tmp_path / "oom").start()
+    try:
+        server = start_gateway("--store", redis.url, "--lease-seconds", "3")
+        assert httpx.get(server.url + "/ready").status_code == 200
+        assert "shorter than a Sentinel or Cluster promotion" in server.logs()
+        admin = redis_client.Redis(port=redis.port)
+        admin.config_set("maxmemory-policy", "noeviction")
+        admin.config_set("maxmemory", "1")
+        assert admin.ping()
+        assert httpx.get(server.url + "/ready").status_code == 503
+        assert httpx.get(server.url + "/health").json()["store"]["reachable"] is False
+        admin.config_set("maxmemory", "0")
+        assert httpx.get(server.url + "/ready").status_code == 200
+    finally:
+        redis.stop()

@@ -37,6 +37,7 @@ from transports.websocket import ws_endpoint
 
 log = logging.getLogger("agui.app")
 PURGE_INTERVAL_SECONDS = 3600
+MIN_SAFE_LEASE_SECONDS = 6.0
 ROUTES: list[ControllerRouterHandler] = [
     ready,
     run_root,
@@ -106,6 +107,12 @@ def create_app(
         purger = asyncio.create_task(_purge_forever(store))
         exporter = start_http_server(settings.metrics_port, settings.metrics_host) if settings.metrics_port else None
         await store.listen_for_cancels(services.engine.cancel_local)
+        if store.needs_renewal and store.lease_seconds < MIN_SAFE_LEASE_SECONDS:
+            log.warning(
+                "--lease-seconds %.1f is shorter than a Sentinel or Cluster promotion (about 3-6 s): a failover or a Redis "
+                "pause that long ends every run in flight on this replica",
+                store.lease_seconds,
+            )
         if not await services.access.store_reachable():
             log.warning("the store (%s) does not answer: serving, but not ready (GET /ready is 503) until it does", settings.store_kind)
         log.info("agui-gateway ready on %s:%d store=%s agent=%s", settings.host, settings.port, settings.store_kind, agent.name)
