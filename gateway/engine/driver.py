@@ -65,9 +65,14 @@ async def _terminal(run: Run, signal: s.Signal) -> Outcome:
     return Completed(signal.result)
 
 
+async def announce(run: Run) -> None:
+    """RUN_STARTED (and the steps an interrupted execution re-opens): the first events of every run."""
+    await run.stream.put(_started(run))
+
+
 async def drive(run: Run) -> Outcome:
     """Run the backend to its terminal signal; a stop request arrives as cancellation of this coroutine."""
-    await run.stream.put(_started(run))
+    await announce(run)
     try:
         answers, digests = _answers(run)
     except GatewayError as error:

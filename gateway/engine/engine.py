@@ -21,7 +21,7 @@ from gateway.engine.outcome import Cancelled, Disconnected, outcome_label
 from gateway.engine.prepare import PreparedRun
 from gateway.engine.run import Run, RunHandle, RunServices
 from gateway.errors import ErrorCode, GatewayError
-from store import Admission, ThreadStore
+from store import Admission, AdmitResult, ExecutionStatus, Lease, Progress, ThreadStore
 
 log = logging.getLogger("agui.engine")
 
@@ -92,10 +92,16 @@ class RunEngine:
             new_execution_id=f"exec-{uuid.uuid4().hex}",
             owner=self.store.owner_id,
         )
+        admitting = asyncio.ensure_future(self.store.admit(admission))
         try:
-            result = await self.store.admit(admission)
+            result = await asyncio.shield(admitting)
         except STORE_FAILURES as exc:
             raise store_error(exc) from None
+        except asyncio.CancelledError:
+            # The caller went away while the store admitted it: release what the store granted, or the thread
+            # would stay busy with a lease that no run holds.
+            admitting.add_done_callback(lambda done: self._release_orphan(done, prepared, key))
+            raise
         if result.expired is not None:
             await self.cancel_backend(result.expired.execution_id, result.expired.checkpoint)
         run = Run(self._services, prepared, key, result, run_span)
@@ -109,6 +115,17 @@ class RunEngine:
             prepared.runtime_session_id,
         )
         return run
+
+    def _release_orphan(self, admitted: asyncio.Future[AdmitResult], prepared: PreparedRun, key: str) -> None:
+        if admitted.cancelled() or admitted.exception() is not None:
+            return
+        result = admitted.result()
+        execution_id = result.execution.execution_id if result.execution else ""
+        lease = Lease(key, prepared.run.run_id, execution_id, result.fence)
+        status: ExecutionStatus | None = None if prepared.is_resume else "cancelled"  # a resume keeps its interrupts
+        task = asyncio.get_running_loop().create_task(self.store.finish_run(lease, status, Progress(0, {})))
+        task.add_done_callback(lambda t: t.cancelled() or t.exception())  # best effort; the lease expires otherwise
+        log.info("admission of run %s completed after its caller left: released", prepared.run.run_id)
 
     def _register(self, run: Run) -> None:
         metrics.RUNS_STARTED.labels(run.prepared.transport).inc()

@@ -15,7 +15,7 @@ from opentelemetry import trace
 from opentelemetry.trace import Span
 
 from gateway.agents.base import AgentBackend
-from gateway.engine.driver import drive
+from gateway.engine.driver import announce, drive
 from gateway.engine.faults import backend_error
 from gateway.engine.lease import LeaseKeeper, Sleep
 from gateway.engine.outcome import Cancelled, Disconnected, Failed, Outcome, RunState, check_transition, outcome_label
@@ -70,6 +70,7 @@ class Run:
         self.accepted = False  # the backend works on this execution: a new turn, or a resume whose answers it took
         self.outcome: Outcome | None = None
         self._stop: StopReason | None = None
+        self._running = False  # True once the task has begun: only then may stop() cancel it
         reopen = execution.open_steps if prepared.is_resume and execution is not None and execution.status == "interrupted" else []
         self.translator = Translator(_session(prepared, execution), execution.sequence if execution else 0, reopen)
         self.stream = EventStream(on_consumer_gone=lambda: self.stop(Disconnected()))
@@ -99,15 +100,17 @@ class Run:
             return
         if self._stop is None or isinstance(reason, Failed):
             self._stop = reason
-        self.task.cancel()
+        if self._running:  # a task cancelled before its first step never runs its body: _main checks _stop instead
+            self.task.cancel()
 
     async def _main(self) -> None:
         # The task was created during admission: make the run's span current, so its children nest under it.
         otel_context.attach(trace.set_span_in_context(self.span))
+        self._running = True
         if self.keeper is not None:
             self.keeper.start()
         try:
-            outcome = await self._outcome()
+            outcome = await self._outcome() if self._stop is None else await self._stopped_before_start(self._stop)
         finally:
             if self.keeper is not None:
                 self.keeper.stop()
@@ -117,6 +120,11 @@ class Run:
             self.span.set_attribute("agui.outcome", outcome_label(self.outcome or outcome))
             self.span.end()
             self.services.on_end(self)
+
+    async def _stopped_before_start(self, reason: StopReason) -> Outcome:
+        """Stopped before its task ran: the backend never saw it, but the stream still opens with RUN_STARTED."""
+        await announce(self)
+        return reason
 
     async def _outcome(self) -> Outcome:
         task = asyncio.current_task()

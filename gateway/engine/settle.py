@@ -55,7 +55,7 @@ def _status(run: Run, outcome: Outcome) -> ExecutionStatus | None:
     if isinstance(outcome, Completed):
         return "completed"
     ending: ExecutionStatus = "failed" if isinstance(outcome, Failed) else "cancelled"
-    return ending if run.accepted else None
+    return ending if run.accepted or not run.prepared.is_resume else None  # only a resume keeps its interrupts
 
 
 def _closing(run: Run) -> list[e.Event]:

@@ -243,3 +243,40 @@ async def test_the_end_of_a_run_is_recorded_even_when_the_store_is_busy_at_first
     assert events[-1]["outcome"] == {"type": "success"} and failures[0] == 0
     document = await harness.store.read_document("t1")
     assert document["active"] is None and document["history"][-1]["status"] == "completed"
+
+
+async def test_a_run_stopped_before_its_task_starts_still_settles_and_frees_the_thread():
+    agent = ScriptedAgent([s.Completed()], [s.Completed()])
+    harness = Harness(agent)
+    handle = await harness.start(body())
+    handle.cancel()  # before the run's task had its first step
+    events = await collect(handle)
+    assert types(events)[0] == "RUN_STARTED" and events[-1]["outcome"] == {"type": "cancelled"}
+    assert agent.requests == [], "the backend never saw the run"
+    assert harness.engine.in_flight == 0
+    assert (await harness.store.read_document("t1"))["history"][-1]["status"] == "cancelled"
+    assert (await harness.run(body(run="r2")))[-1]["outcome"] == {"type": "success"}, "the thread is free"
+
+
+async def test_a_caller_that_leaves_during_admission_leaves_no_orphan_lease():
+    harness = Harness(ScriptedAgent([s.Completed()]))
+    gate, real_admit = asyncio.Event(), harness.store.admit
+
+    async def slow_admit(admission):
+        await gate.wait()
+        return await real_admit(admission)
+
+    harness.store.admit = slow_admit  # type: ignore[method-assign]
+    caller = asyncio.create_task(harness.start(body()))
+    await asyncio.sleep(0)
+    caller.cancel()  # e.g. its WebSocket closed while the store was admitting it
+    with pytest.raises(asyncio.CancelledError):
+        await caller
+    gate.set()
+    for _ in range(50):
+        document = await harness.store.read_document("t1")
+        if document is not None and document["active"] is None:
+            break
+        await asyncio.sleep(0)
+    assert document["active"] is None and document["history"][-1]["status"] == "cancelled"
+    assert harness.engine.in_flight == 0
