@@ -8,6 +8,7 @@ from typing import Any
 
 from gateway.agents import signals as s
 from gateway.errors import GatewayError
+from gateway.protocol import events as e
 
 
 class RunState(enum.Enum):
@@ -44,6 +45,7 @@ class Completed:
 @dataclass(frozen=True, slots=True)
 class Interrupted:
     request: s.InputRequired
+    announced: tuple[e.Interrupt, ...] = ()  # the interrupts as RUN_FINISHED states them, once they are saved
 
 
 @dataclass(frozen=True, slots=True)

@@ -41,10 +41,10 @@ async def settle(run: Run, outcome: Outcome) -> Outcome:
     (an interrupt that cannot be saved becomes a cancel or a failure)."""
     run.move_to(RunState.SETTLING)
     if isinstance(outcome, Interrupted):
-        outcome = await _save_interrupt(run, outcome)
-    else:
+        outcome = await _save_interrupt(run, outcome)  # saving the interrupts releases the lease
+    if not isinstance(outcome, Interrupted):
         await _finish(run, _status(run, outcome))
-        await run.stream.put(_terminal_events(run, outcome))
+    await run.stream.put(_terminal_events(run, outcome))
     run.move_to(RunState.ENDED)
     if not isinstance(outcome, Disconnected):
         await run.stream.close()
@@ -69,6 +69,9 @@ def _terminal_events(run: Run, outcome: Outcome) -> list[e.Event]:
             thread_id=thread_id, run_id=run_id, outcome=e.SuccessOutcome(), result=outcome.result, usage=run.translator.usage or None
         )
         return [*_closing(run), finished]
+    if isinstance(outcome, Interrupted):
+        interrupt = e.InterruptOutcome(interrupts=list(outcome.announced))
+        return [*_closing(run), e.RunFinished(thread_id=thread_id, run_id=run_id, outcome=interrupt, usage=run.translator.usage or None)]
     if isinstance(outcome, Cancelled):
         return [*_closing(run), e.RunFinished(thread_id=thread_id, run_id=run_id, outcome=e.CancelledOutcome())]
     if isinstance(outcome, Failed):
@@ -119,10 +122,10 @@ def _expiry(now: float, ttl: float) -> tuple[float | None, str | None]:
 
 
 async def _save_interrupt(run: Run, outcome: Interrupted) -> Outcome:
-    """Nothing is announced as recoverable unless it was persisted first."""
+    """Nothing is announced as recoverable unless it was persisted first. If it cannot be, the backend's kept work
+    is cancelled, and a cancel intent recorded meanwhile wins; anything else is a failure."""
     request = outcome.request
-    open_steps = list(run.translator.steps)
-    closing = _closing(run)
+    open_steps = list(run.translator.steps)  # before the terminal events close them
     try:
         expires, expires_text = _expiry(await run.services.store.now(), run.services.interrupt_ttl)
         wire = [
@@ -152,25 +155,8 @@ async def _save_interrupt(run: Run, outcome: Interrupted) -> Outcome:
             run.lease, pending, checkpoint=request.checkpoint, open_steps=open_steps, progress=_progress(run)
         )
     except STORE_FAILURES as exc:
-        return await _interrupt_not_saved(run, exc, request.checkpoint, closing)
-    finished = e.RunFinished(
-        thread_id=run.thread_id,
-        run_id=run.lease.run_id,
-        outcome=e.InterruptOutcome(interrupts=wire),
-        usage=run.translator.usage or None,
-    )
-    await run.stream.put([*closing, finished])
-    return outcome
-
-
-async def _interrupt_not_saved(run: Run, exc: Exception, checkpoint: object, closing: list[e.Event]) -> Outcome:
-    """Cancel the backend's kept work; a cancel intent recorded meanwhile wins, anything else is a failure."""
-    await run.services.cancel_backend(run.lease.execution_id, checkpoint)
-    if isinstance(exc, Rejected) and exc.reason is Rejection.CANCELLED:
-        await _finish(run, "cancelled")
-        await run.stream.put([*closing, e.RunFinished(thread_id=run.thread_id, run_id=run.lease.run_id, outcome=e.CancelledOutcome())])
-        return Cancelled()
-    error = GatewayError(ErrorCode.STATE_PERSISTENCE_FAILED)
-    await _finish(run, "failed")
-    await run.stream.put([_error_event(run, error)])
-    return Failed(error)
+        await run.services.cancel_backend(run.lease.execution_id, request.checkpoint)
+        if isinstance(exc, Rejected) and exc.reason is Rejection.CANCELLED:
+            return Cancelled()
+        return Failed(GatewayError(ErrorCode.STATE_PERSISTENCE_FAILED))
+    return Interrupted(request, tuple(wire))
