@@ -14,10 +14,17 @@ import logging
 import re
 import sys
 import time
+from typing import Any
 
 REQUEST_ID: contextvars.ContextVar[str | None] = contextvars.ContextVar("request_id", default=None)
 _CREDENTIALS = re.compile(r"((?:^|[?&;\s])(?:token|ticket|access_token|id_token)=)[^&\s\"';]*", re.IGNORECASE)
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def with_request_id(metadata: dict[str, Any]) -> dict[str, Any]:
+    """RUN_ERROR metadata, plus the current request's id when there is one."""
+    request_id = REQUEST_ID.get()
+    return {**metadata, "requestId": request_id} if request_id else metadata
 
 
 def redact(text: str) -> str:

@@ -11,9 +11,8 @@ from msgspec import Meta
 
 from gateway.errors import ErrorCode, GatewayError
 from gateway.i18n import negotiate
-from gateway.jsondepth import MAX_JSON_DEPTH, too_deep
 from gateway.protocol.input import MAX_ID_LENGTH
-from gateway.protocol.validate import error_from_msgspec
+from gateway.protocol.validate import check_depth, error_from_msgspec
 from transports.http_input import authenticate, caller_of, check_media_type, read_body
 from transports.render import json_error
 from transports.services import Services
@@ -37,8 +36,7 @@ async def cancel_execution(request: Request, execution_id: FromPath[str], servic
         principal = await authenticate(request, services)
         check_media_type(request)
         body = await read_body(request, MAX_CANCEL_BODY, services.settings.body_timeout_seconds)
-        if too_deep(body):
-            raise GatewayError(ErrorCode.INVALID_INPUT, "body", f"The JSON nests deeper than {MAX_JSON_DEPTH} levels.")
+        check_depth(body)
         try:
             wanted = _decoder.decode(body)
         except msgspec.MsgspecError as exc:

@@ -8,14 +8,13 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-import msgspec
 from litestar import Request, Response
 from litestar.exceptions import HTTPException, MethodNotAllowedException, NotFoundException
 from litestar.types import ASGIApp, Receive, Scope, Send
 
 from gateway.errors import ErrorCode, GatewayError
-from gateway.i18n import message_for, negotiate
-from transports.render import json_error, sse_error
+from gateway.i18n import negotiate
+from transports.render import error_body, json_error, sse_error
 
 log = logging.getLogger("agui.http")
 
@@ -61,7 +60,7 @@ EXCEPTION_HANDLERS = {
 
 
 def _envelope(status: int, code: ErrorCode, language: str) -> tuple[Any, bytes]:
-    body = msgspec.json.encode({"error": {"code": code.name, "message": message_for(GatewayError(code), language)}})
+    body = error_body(GatewayError(code), language)
     start = {
         "type": "http.response.start",
         "status": status,

@@ -9,7 +9,7 @@ from litestar import Response
 
 from gateway.errors import AGENTCORE_STATUS, ErrorCode, GatewayError
 from gateway.i18n import message_for
-from gateway.logs import REQUEST_ID
+from gateway.logs import with_request_id
 from gateway.protocol import events as e
 
 SSE_MEDIA_TYPE = "text/event-stream"
@@ -25,12 +25,17 @@ def _auth_headers(error: GatewayError) -> dict[str, str]:
     return {**headers, **error.headers}
 
 
-def json_error(error: GatewayError, language: str, headers: dict[str, str] | None = None) -> Response:
-    body = {"error": {"code": error.code.name, "message": message_for(error, language)}}
+def error_body(error: GatewayError, language: str) -> bytes:
+    """The contract's JSON envelope: `{"error":{"code","message","field"?}}`."""
+    body: dict[str, Any] = {"code": error.code.name, "message": message_for(error, language)}
     if error.field:
-        body["error"]["field"] = error.field
+        body["field"] = error.field
+    return msgspec.json.encode({"error": body})
+
+
+def json_error(error: GatewayError, language: str, headers: dict[str, str] | None = None) -> Response:
     return Response(
-        msgspec.json.encode(body),
+        error_body(error, language),
         status_code=error.http_status,
         media_type="application/json",
         headers={**_auth_headers(error), **(headers or {})},
@@ -46,10 +51,7 @@ def agentcore_run_error(event: e.RunError) -> e.RunError:
 
 def sse_error(error: GatewayError, language: str, headers: dict[str, str] | None = None) -> Response:
     agentcore = error.code.agentcore_code
-    metadata: dict[str, Any] = {"gatewayCode": error.code.name, **({"field": error.field} if error.field else {})}
-    request_id = REQUEST_ID.get()
-    if request_id:
-        metadata["requestId"] = request_id
+    metadata = with_request_id({"gatewayCode": error.code.name, **({"field": error.field} if error.field else {})})
     event = e.RunError(message=message_for(error, language), code=agentcore, metadata=metadata)
     return Response(
         e.encode_sse(event),

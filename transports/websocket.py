@@ -25,12 +25,13 @@ from gateway.auth import Principal
 from gateway.engine import RunHandle, prepare
 from gateway.errors import ErrorCode, GatewayError
 from gateway.i18n import message_for, negotiate
-from gateway.jsondepth import MAX_JSON_DEPTH, too_deep
-from gateway.logs import REQUEST_ID
+from gateway.jsondepth import too_deep
+from gateway.logs import with_request_id
 from gateway.protocol import events as e
 from gateway.protocol.input import MAX_ID_LENGTH
-from gateway.protocol.validate import error_from_msgspec
+from gateway.protocol.validate import check_depth, error_from_msgspec
 from transports.http_input import authenticate, bearer_token, caller_of, challenge, check_rate
+from transports.render import error_body
 from transports.services import Services, TransportServices
 from transports.sse import SESSION_HEADER
 from transports.ws_protocol import TEXT_BATCH_EXTENSION
@@ -85,7 +86,7 @@ async def _refuse_upgrade(socket: WebSocket[Any, Any, Any], error: GatewayError,
     if DENIAL_EXTENSION not in (socket.scope.get("extensions") or {}):
         await socket.close(CLOSE_POLICY, "unauthorized")
         return
-    body = msgspec.json.encode({"error": {"code": error.code.name, "message": message_for(error, language)}})
+    body = error_body(error, language)
     headers = [(k.lower().encode(), v.encode()) for k, v in error.headers.items()]
     headers += [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
     send: Any = socket.send  # the denial messages are ASGI's, not in Litestar's event types
@@ -132,11 +133,7 @@ class Connection:
     async def send_error(self, error: GatewayError, stream_id: str | None, language: str | None = None) -> None:
         log.info("run refused code=%s field=%s stream=%s", error.code.name, error.field, (stream_id or "")[:64])
         event = e.RunError(code=error.code.name, message=message_for(error, language or self.language))
-        metadata = {"field": error.field} if error.field else {}
-        request_id = REQUEST_ID.get()  # the socket's upgrade request
-        if request_id:
-            metadata["requestId"] = request_id
-        event.metadata = metadata or None
+        event.metadata = with_request_id({"field": error.field} if error.field else {}) or None  # the upgrade's id
         await self.send_event(event, stream_id)
 
     async def start_run(self, raw: bytes, stream_id: str | None) -> RunHandle | None:
@@ -277,8 +274,7 @@ async def _serve_mux(conn: Connection) -> None:
             if text is None:
                 return
             try:
-                if too_deep(text):
-                    raise GatewayError(ErrorCode.INVALID_INPUT, "frame", f"The JSON nests deeper than {MAX_JSON_DEPTH} levels.")
+                check_depth(text, "frame")
                 frame = _mux_decoder.decode(text)
             except GatewayError as error:
                 await conn.send_error(error, None)

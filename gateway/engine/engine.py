@@ -57,8 +57,7 @@ class RunEngine:
 
     async def start(self, prepared: PreparedRun, caller: Caller = ANONYMOUS) -> RunHandle:
         """Admit atomically (binding, idempotency, busy, resume-required); raise GatewayError before any event."""
-        ext = prepared.workspace.extension
-        check_user_id(caller, ext.user_id if isinstance(ext.user_id, str) else None)
+        check_user_id(caller, prepared.user_id)
         if not self.accepting:
             raise GatewayError(ErrorCode.SHUTTING_DOWN)
         if self.max_runs and len(self._runs) + self._starting >= self.max_runs:
@@ -86,7 +85,7 @@ class RunEngine:
             run_id=prepared.run.run_id,
             digest=prepared.digest,
             cwd=prepared.workspace.cwd,
-            user_id=ext.user_id if isinstance(ext.user_id, str) else None,
+            user_id=prepared.user_id,
             ros_invocation_id=ext.ros_invocation_id,
             is_resume=prepared.is_resume,
             new_execution_id=f"exec-{uuid.uuid4().hex}",
@@ -139,9 +138,9 @@ class RunEngine:
             self.on_busy_change(True)
 
     def _forget(self, run: Run) -> None:
-        label = outcome_label(run.outcome)
+        label, seconds = outcome_label(run.outcome), time.monotonic() - run.started
         metrics.RUNS_ENDED.labels(run.prepared.transport, label).inc()
-        metrics.RUN_DURATION.labels(metrics.outcome_kind(label)).observe(time.monotonic() - run.started)
+        metrics.RUN_DURATION.labels(metrics.outcome_kind(label)).observe(seconds)
         metrics.RUNS_IN_FLIGHT.dec()
         self._runs.pop(run.lease.run_id, None)
         if self._by_execution.get(run.lease.execution_id) is run:
@@ -150,8 +149,8 @@ class RunEngine:
             "run ended thread=%s run=%s outcome=%s seconds=%.3f",
             run.thread_id,
             run.lease.run_id,
-            outcome_label(run.outcome),
-            time.monotonic() - run.started,
+            label,
+            seconds,
         )
         if not self._runs:
             self._idle.set()

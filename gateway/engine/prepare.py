@@ -9,7 +9,6 @@ import msgspec
 from gateway.engine.digest import request_digest
 from gateway.errors import GatewayError
 from gateway.i18n import negotiate
-from gateway.jsondepth import MAX_JSON_DEPTH, too_deep
 from gateway.protocol import validate
 from gateway.protocol.input import RunAgentInput, decode_run_input
 
@@ -26,6 +25,12 @@ class PreparedRun:
     transport: str = "sse"  # which transport carries the run: a metrics label (sse, invocations, ws)
 
     @property
+    def user_id(self) -> str | None:
+        """The `userId` the client sent (the thread's caller binding), if any."""
+        user_id = self.workspace.extension.user_id
+        return user_id if isinstance(user_id, str) else None
+
+    @property
     def is_resume(self) -> bool:
         return bool(self.run.resume)
 
@@ -40,8 +45,7 @@ def prepare(
     transport: str = "sse",
 ) -> PreparedRun:
     """Raise GatewayError(INVALID_INPUT) naming the field; the error's `language` is set when known."""
-    if too_deep(body):
-        raise validate.invalid("body", f"The JSON nests deeper than {MAX_JSON_DEPTH} levels.")
+    validate.check_depth(body)
     try:
         run = decode_run_input(body)
     except msgspec.MsgspecError as exc:

@@ -25,7 +25,7 @@ from gateway.engine.faults import STORE_FAILURES
 from gateway.engine.outcome import Cancelled, Completed, Disconnected, Failed, Interrupted, Outcome, RunState
 from gateway.errors import ErrorCode, GatewayError
 from gateway.i18n import message_for
-from gateway.logs import REQUEST_ID
+from gateway.logs import with_request_id
 from gateway.protocol import events as e
 from store import ExecutionStatus, PendingInterrupt, Progress, Rejected, Rejection, StoreUnavailable
 
@@ -80,10 +80,7 @@ def _terminal_events(run: Run, outcome: Outcome) -> list[e.Event]:
 
 
 def _error_event(run: Run, error: GatewayError) -> e.RunError:
-    metadata = {"threadId": run.thread_id, "runId": run.lease.run_id}
-    request_id = REQUEST_ID.get()  # the request that started the run (its task inherited the context)
-    if request_id:
-        metadata["requestId"] = request_id
+    metadata = with_request_id({"threadId": run.thread_id, "runId": run.lease.run_id})  # the run's task inherited it
     return e.RunError(code=error.code.name, message=message_for(error, run.prepared.language), metadata=metadata)
 
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import msgspec
 
 from gateway.errors import ErrorCode, GatewayError
+from gateway.jsondepth import MAX_JSON_DEPTH, too_deep
 from gateway.protocol.input import IacCode, ImagePart, RunAgentInput, TextPart, UserMessage
 
 MAX_BODY_BYTES = 12 * 1024 * 1024
@@ -31,6 +32,12 @@ _FIELD = re.compile(r"field `(?P<name>[^`]+)`")
 
 def invalid(field: str, detail: str | None = None) -> GatewayError:
     return GatewayError(ErrorCode.INVALID_INPUT, field, detail)
+
+
+def check_depth(raw: bytes | str, field: str = "body") -> None:
+    """Refuse JSON nested deeper than MAX_JSON_DEPTH, before any decoder recurses into it."""
+    if too_deep(raw):
+        raise invalid(field, f"The JSON nests deeper than {MAX_JSON_DEPTH} levels.")
 
 
 def error_from_msgspec(exc: msgspec.MsgspecError) -> GatewayError:
