@@ -260,8 +260,7 @@ def settings_from_args(argv: list[str] | None = None) -> Settings:
         max_connections_per_client=args.max_connections_per_client,
         metrics_port=args.metrics_port,
         metrics_host=args.metrics_host,
-        trusted_proxies=tuple(args.trusted_proxies or ())
-        or tuple(network("--trusted-proxies")(v) for v in _many(None, "--trusted-proxies")),
+        trusted_proxies=tuple(map(network("--trusted-proxies"), _many(args.trusted_proxies, "--trusted-proxies"))),
         ticket_ttl=args.ticket_ttl,
         oauth_discovery_url=args.oauth_discovery_url,
         oauth_jwks_url=args.oauth_jwks_url,
