@@ -188,6 +188,16 @@ _MESSAGES: dict[str, dict[str, str]] = {
         "de": "Die Ausführung konnte nicht wiederhergestellt werden ({field}).",
         "id": "Eksekusi tidak dapat dipulihkan ({field}).",
     },
+    "EVENTS_EXPIRED": {
+        "en": "The events after this position are no longer kept; start a new run.",
+        "pt": "Os eventos após esta posição já não estão guardados; inicie uma nova execução.",
+        "zh": "此位置之后的事件已不再保留；请开始新的运行。",
+        "es": "Los eventos posteriores a esta posición ya no se conservan; inicie una nueva ejecución.",
+        "ja": "この位置以降のイベントはもう保持されていません。新しい実行を開始してください。",
+        "fr": "Les événements après cette position ne sont plus conservés ; lancez une nouvelle exécution.",
+        "de": "Die Ereignisse nach dieser Position werden nicht mehr aufbewahrt; starten Sie einen neuen Lauf.",
+        "id": "Peristiwa setelah posisi ini tidak disimpan lagi; mulai eksekusi baru.",
+    },
     "EXECUTION_NOT_FOUND": {
         "en": "No such execution for this thread and invocation.",
         "pt": "Nenhuma execução correspondente para este thread e invocação.",

@@ -30,6 +30,7 @@ class InstrumentedStore(ThreadStore):
         self.owner_id = inner.owner_id
         self.needs_renewal = inner.needs_renewal
         self.lease_seconds = inner.lease_seconds
+        self.events = inner.events
 
     async def _timed(self, operation: str, call: Callable[[], Awaitable[T]]) -> T:
         started = time.perf_counter()

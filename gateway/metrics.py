@@ -30,6 +30,10 @@ STORE_ERRORS = Counter(
 )
 LEASE_RENEWALS = Counter("agui_lease_renewals", "Lease renewals, by result (ok, lost, unavailable).", ["result"])
 CANCELS = Counter("agui_cancels", "Cancels on purpose, by origin (extension, socket, remote, renewal, drain).", ["origin"])
+REATTACHES = Counter(
+    "agui_reattaches", "Attaches to a run, by source (live: this replica's ring, log: the store's log) or refusal code.", ["source"]
+)
+DETACHED_RUNS = Gauge("agui_detached_runs", "Runs in flight on this replica that nobody follows (in their grace window).")
 AUTH_FAILURES = Counter("agui_auth_failures", "Refused credentials, by reason (missing, invalid, scope).", ["reason"])
 A2A_SECONDS = Histogram("agui_a2a_call_seconds", "A2A calls to the agent until their reply began, by method.", ["method"], buckets=_LATENCY)
 A2A_ERRORS = Counter("agui_a2a_errors", "A2A calls that failed, by method.", ["method"])

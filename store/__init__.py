@@ -28,23 +28,31 @@ def open_store(
     lease_seconds: float = 10.0,
     clock: Clock = time.time,
     redis_max_connections: int = 64,
+    log_retention: float = 600.0,
 ) -> ThreadStore:
     """`memory`, `file` (or `file:///path`), or Redis: `redis://`, `rediss://`, `redis+sentinel://`, `redis+cluster://`.
 
-    `clock` is the memory and file stores' time; Redis always uses its server's clock."""
+    `clock` is the memory and file stores' time; Redis always uses its server's clock. `log_retention`: how long the
+    event log of an ended run is kept for replay."""
     if spec == "memory":
         from store.memory import MemoryStore
 
-        return MemoryStore(retention_seconds=retention_seconds, clock=clock)
+        return MemoryStore(retention_seconds=retention_seconds, clock=clock, log_retention=log_retention)
     if spec == "file" or spec.startswith("file://"):
         from store.file import FileStore
 
         directory = spec[len("file://") :] if spec.startswith("file://") else state_dir
-        return FileStore(directory, retention_seconds=retention_seconds, clock=clock)
+        return FileStore(directory, retention_seconds=retention_seconds, clock=clock, log_retention=log_retention)
     if spec.split("://", 1)[0] in REDIS_SCHEMES:
         from store.redis import RedisStore
 
-        return RedisStore(spec, retention_seconds=retention_seconds, lease_seconds=lease_seconds, max_connections=redis_max_connections)
+        return RedisStore(
+            spec,
+            retention_seconds=retention_seconds,
+            lease_seconds=lease_seconds,
+            max_connections=redis_max_connections,
+            log_retention=log_retention,
+        )
     raise ValueError(
         f"--store {spec!r} (AGUI_GATEWAY_STORE) is not a store: use 'file', 'file:///path', 'memory', or redis://, rediss://, "
         "redis+sentinel:// or redis+cluster:// URLs"

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from store.eventlog import EventLog
 from store.records import Execution, ExecutionStatus, PendingInterrupt
 
 Clock = Callable[[], float]
@@ -100,6 +101,7 @@ class ThreadStore(abc.ABC):
     owner_id: str = ""
     needs_renewal = False  # True where leases expire unless their owner renews them
     lease_seconds = 10 * 365 * 86400.0  # single-process stores detect dead owners by owner id, not by time
+    events: EventLog  # each store keeps its runs' event logs beside their thread state
 
     @abc.abstractmethod
     async def now(self) -> float:

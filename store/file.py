@@ -12,6 +12,7 @@ import msgspec
 
 from store.base import Clock, StoreUnavailable
 from store.document import DocumentStore
+from store.eventlog.file import FileEventLog
 from store.records import ThreadState
 
 _encoder = msgspec.json.Encoder()
@@ -29,13 +30,22 @@ def thread_file_name(thread_id: str) -> str:
 class FileStore(DocumentStore):
     """Single-process: several gateways must not share one state directory (use Redis for that)."""
 
-    def __init__(self, directory: str, retention_seconds: float, *, clock: Clock = time.time, lease_seconds: float | None = None) -> None:
+    def __init__(
+        self,
+        directory: str,
+        retention_seconds: float,
+        *,
+        clock: Clock = time.time,
+        lease_seconds: float | None = None,
+        log_retention: float = 600.0,
+    ) -> None:
         super().__init__(retention_seconds, clock=clock, lease_seconds=lease_seconds)
         self.directory = os.path.abspath(directory)
         self.threads_dir = os.path.join(self.directory, "threads")
         os.makedirs(self.threads_dir, mode=0o700, exist_ok=True)
         for path in (self.directory, self.threads_dir):
             os.chmod(path, 0o700)
+        self.events = FileEventLog(os.path.join(self.directory, "events"), log_retention, clock=clock)
 
     def _path(self, thread_id: str) -> str:
         return os.path.join(self.threads_dir, thread_file_name(thread_id))
@@ -98,6 +108,7 @@ class FileStore(DocumentStore):
         return removed
 
     async def purge_expired(self) -> int:
+        await self.events.purge_expired()
         return await asyncio.to_thread(self._purge, self.clock())
 
     async def ping(self) -> bool:

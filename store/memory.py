@@ -8,6 +8,7 @@ import msgspec
 
 from store.base import Clock
 from store.document import DocumentStore
+from store.eventlog.memory import MemoryEventLog
 from store.records import ThreadState
 
 _encoder = msgspec.msgpack.Encoder()
@@ -15,8 +16,11 @@ _decoder = msgspec.msgpack.Decoder(ThreadState)
 
 
 class MemoryStore(DocumentStore):
-    def __init__(self, retention_seconds: float, *, clock: Clock = time.time, lease_seconds: float | None = None) -> None:
+    def __init__(
+        self, retention_seconds: float, *, clock: Clock = time.time, lease_seconds: float | None = None, log_retention: float = 600.0
+    ) -> None:
         super().__init__(retention_seconds, clock=clock, lease_seconds=lease_seconds)
+        self.events = MemoryEventLog(log_retention, clock=clock)
         # Encoded, so a caller can never alias (and mutate) the stored copy.
         self._states: dict[str, bytes] = {}
 
@@ -32,4 +36,5 @@ class MemoryStore(DocumentStore):
         old = [k for k, raw in self._states.items() if _decoder.decode(raw).updated_at < cutoff]
         for key in old:
             del self._states[key]
+        await self.events.purge_expired()
         return len(old)

@@ -31,6 +31,7 @@ from store.base import (
     StoreUnavailable,
     ThreadStore,
 )
+from store.eventlog.redis import RedisEventLog
 from store.limits import MAX_ANSWERED_IDS, MAX_HISTORY, MAX_RUN_RECORDS
 from store.records import Execution, ExecutionStatus, PendingInterrupt
 
@@ -133,7 +134,9 @@ class RedisStore(ThreadStore):
 
     needs_renewal = True
 
-    def __init__(self, url: str, *, retention_seconds: float, lease_seconds: float = 10.0, max_connections: int = 64) -> None:
+    def __init__(
+        self, url: str, *, retention_seconds: float, lease_seconds: float = 10.0, max_connections: int = 64, log_retention: float = 600.0
+    ) -> None:
         self.url = url
         self.lease_seconds = lease_seconds
         self.owner_id = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
@@ -151,6 +154,7 @@ class RedisStore(ThreadStore):
         self.scripts = {name: self.client.register_script(script_source(name, bounds)) for name in SCRIPTS}
         self._listener: asyncio.Task[None] | None = None
         self._sub_client: Any = None
+        self.events = RedisEventLog(self.client, lambda: connect(url, blocking=True), self._command, thread_key, log_retention)
 
     async def _command(self, operation: Callable[[], Awaitable[T]]) -> T:
         """One command through the gate: wait for a free slot (bounded), run it; Redis errors become StoreUnavailable."""
@@ -280,6 +284,7 @@ class RedisStore(ThreadStore):
             return False
 
     async def close(self) -> None:
+        await self.events.close()
         if self._listener is not None:
             self._listener.cancel()
         for client in (self.client, self._sub_client):

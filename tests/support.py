@@ -114,6 +114,7 @@ class SseResult:
     raw: bytes
     events: list[dict[str, Any]] = field(default_factory=list)
     comments: list[str] = field(default_factory=list)
+    ids: list[str | None] = field(default_factory=list)  # each event's `id:` (its position), None where absent
 
     def types(self) -> list[str]:
         return [e["type"] for e in self.events]
@@ -129,25 +130,31 @@ class SseResult:
         return [e["value"] for e in self.events if e["type"] == "CUSTOM" and e["name"] == name]
 
 
-def parse_sse(raw: bytes) -> tuple[list[dict[str, Any]], list[str]]:
-    """Parse an SSE body strictly: LF only, one `data:` line per record; validate each event with ag_ui.core."""
+def parse_sse(raw: bytes) -> tuple[list[dict[str, Any]], list[str], list[str | None]]:
+    """Parse an SSE body strictly: LF only, an optional `id:` line then one `data:` line per record; validate each
+    event with ag_ui.core. Returns the events, the comments and each event's id (None where it had none)."""
     assert b"\r" not in raw, "SSE must use LF line endings only"
-    events, comments = [], []
+    events, comments, ids = [], [], []
     for record in raw.decode().split("\n\n"):
         if not record:
             continue
         lines = record.split("\n")
-        assert len(lines) == 1, f"one line per record expected: {record!r}"
-        line = lines[0]
-        if line.startswith(":"):
-            comments.append(line)
+        if lines[0].startswith(":"):
+            assert len(lines) == 1, f"a comment is a record of its own: {record!r}"
+            comments.append(lines[0])
             continue
-        assert line.startswith("data: "), line
-        event = json.loads(line[6:])
+        event_id = None
+        if lines[0].startswith("id: "):
+            event_id = lines.pop(0)[4:]
+            assert event_id.isdigit(), event_id
+        assert len(lines) == 1, f"one data line per record expected: {record!r}"
+        assert lines[0].startswith("data: "), lines[0]
+        event = json.loads(lines[0][6:])
         assert_no_nulls(event)
         EVENT_ADAPTER.validate_python(event)
         events.append(event)
-    return events, comments
+        ids.append(event_id)
+    return events, comments, ids
 
 
 def assert_no_nulls(value: Any, path: str = "$") -> None:
@@ -196,7 +203,7 @@ def post_sse(client: httpx.Client, url: str, body: Any, *, headers: dict[str, st
     response = client.post(url, content=content, headers=hdrs, timeout=60)
     result = SseResult(response.status_code, response.headers, response.content)
     if response.headers.get("content-type", "").startswith("text/event-stream"):
-        result.events, result.comments = parse_sse(response.content)
+        result.events, result.comments, result.ids = parse_sse(response.content)
     return result
 
 

@@ -36,6 +36,8 @@ def _records(chunks):
         buffer += chunk
         while b"\n\n" in buffer:
             record, buffer = buffer.split(b"\n\n", 1)
+            if record.startswith(b"id: "):
+                record = record.split(b"\n", 1)[1]
             if record.startswith(b"data: "):
                 yield json.loads(record[6:])
 

@@ -152,7 +152,7 @@ def test_the_agentcore_example_runs_on_the_image_defaults(tmp_path):
     try:
         headers = {"content-type": "application/json", "x-amzn-bedrock-agentcore-runtime-session-id": "session-abc"}
         response = httpx.post(f"http://127.0.0.1:{port}/invocations", content=AGENTCORE_EXAMPLE, headers=headers, timeout=30)
-        events = [json.loads(line[6:]) for line in response.text.split("\n\n") if line.startswith("data: ")]
+        events = [json.loads(line.split("data: ", 1)[1]) for line in response.text.split("\n\n") if "data: " in line]
         assert response.status_code == 200 and events[0]["type"] == "RUN_STARTED" and events[-1]["type"] == "RUN_FINISHED", response.text
         assert events[0]["threadId"] == "thread-123" and events[0]["runId"] == "run-456"
         text = "".join(e["delta"] for e in events if e["type"] == "TEXT_MESSAGE_CONTENT")

@@ -59,6 +59,22 @@ async def authenticate(connection: ASGIConnection[Any, Any, Any, Any], services:
     return principal
 
 
+async def authenticate_or_redeem(
+    connection: ASGIConnection[Any, Any, Any, Any], services: TransportServices, tickets: list[str], token: str | None = None
+) -> Principal:
+    """For clients that cannot send headers (browsers' WebSocket and EventSource): a single-use ticket acts as the
+    principal it was issued to; otherwise the bearer token (header, or `token`). Raises the contract's errors."""
+    if services.auth.required and tickets:
+        for ticket in tickets[:2]:
+            principal = await services.access.redeem_ticket(ticket)
+            if principal is not None:
+                return principal
+        error = GatewayError(ErrorCode.UNAUTHORIZED, detail="The ticket is unknown, used or expired.")
+        error.headers["WWW-Authenticate"] = challenge(services, error, had_token=True)
+        raise error
+    return await authenticate(connection, services, token)
+
+
 async def check_rate(services: TransportServices, principal: Principal) -> None:
     if services.settings.rate_limit is None:
         return
@@ -113,3 +129,29 @@ async def read_body(request: Request[Any, Any, Any], limit: int, timeout: float)
 def _closing(error: GatewayError) -> GatewayError:
     error.headers["Connection"] = "close"
     return error
+
+
+GRACE_HEADER = "agui-reattach-grace"
+MAX_POSITION_LENGTH = 18
+
+
+def parse_position(value: str | None, field: str = "lastEventId") -> int | None:
+    """A client's last event position (an `id:` it received), or None when it sent none."""
+    if value is None or value == "":
+        return None
+    if len(value) > MAX_POSITION_LENGTH or not value.isascii() or not value.isdigit():
+        raise GatewayError(ErrorCode.INVALID_INPUT, field, "Send an event id exactly as the gateway gave it.")
+    return int(value)
+
+
+def parse_grace(value: str | float | None, field: str = "AGUI-Reattach-Grace") -> float:
+    """The grace window a client asks for, in seconds (0 when it asks for none); the engine caps it."""
+    if value is None:
+        return 0.0
+    try:
+        seconds = float(value)
+    except (TypeError, ValueError):
+        seconds = math.nan
+    if isinstance(value, bool) or not math.isfinite(seconds) or seconds < 0:
+        raise GatewayError(ErrorCode.INVALID_INPUT, field, "Send a number of seconds, 0 or more.")
+    return seconds

@@ -1,42 +1,71 @@
-"""SSE runs: `POST /` (JSON errors before the stream) and `POST /invocations` (every error as an SSE RUN_ERROR)."""
+"""SSE runs: `POST /` (JSON errors before the stream) and `POST /invocations` (every error as an SSE RUN_ERROR).
+
+Each record carries `id: <position>`; the same request retried with `Last-Event-ID` reattaches to its run, and
+`AGUI-Reattach-Grace: <seconds>` keeps the run going that long after its client is gone."""
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 
+import msgspec
 from litestar import Request, Response, post
 from litestar.response import Stream
 
 from gateway import metrics
+from gateway.auth import Principal
 from gateway.engine import RunHandle, prepare
-from gateway.errors import GatewayError
+from gateway.engine.stream import Entry
+from gateway.errors import ErrorCode, GatewayError
 from gateway.i18n import negotiate
 from gateway.protocol import events as e
 from gateway.protocol.validate import MAX_BODY_BYTES
-from transports.http_input import authenticate, caller_of, check_accept, check_media_type, read_body
+from transports.http_input import (
+    GRACE_HEADER,
+    authenticate,
+    caller_of,
+    check_accept,
+    check_media_type,
+    parse_grace,
+    parse_position,
+    read_body,
+)
 from transports.render import SSE_HEADERS, SSE_MEDIA_TYPE, agentcore_run_error, json_error, sse_error
 from transports.services import Services, TransportServices
 
 log = logging.getLogger("agui.sse")
 SESSION_HEADER = "x-amzn-bedrock-agentcore-runtime-session-id"
 REQUEST_ID_HEADER = "x-amzn-requestid"
+_RUN_ERROR = b'{"type":"RUN_ERROR"'
 
 
-async def _frames(
-    run: RunHandle, heartbeat_seconds: float, rewrite: Callable[[e.Event], e.Event] | None, transport: str, arrived: float
-) -> AsyncIterator[bytes]:
-    encode = e.encode_sse
+def _agentcore(data: bytes) -> bytes:
+    """AgentCore's RUN_ERROR codes (the gateway's code kept in metadata); other events unchanged."""
+    if not data.startswith(_RUN_ERROR):
+        return data
+    return e.encode_json(agentcore_run_error(msgspec.json.decode(data, type=e.RunError)))
+
+
+def sse_records(entries: list[Entry], positions: bool, agentcore: bool = False) -> bytes:
+    """SSE records, with `id:` lines when the events have positions a client can reattach from."""
+    if agentcore:
+        entries = [(position, _agentcore(data)) for position, data in entries]
+    if not positions:
+        return b"".join([b"data: %s\n\n" % data for _, data in entries])
+    return b"".join([b"id: %d\ndata: %s\n\n" % (p, data) if p else b"data: %s\n\n" % data for p, data in entries])
+
+
+async def sse_stream(run: RunHandle, heartbeat_seconds: float, agentcore: bool, transport: str, arrived: float) -> AsyncIterator[bytes]:
     events, sent = metrics.EVENTS_SENT.labels(transport), metrics.BYTES_SENT.labels(transport)
-    first = True
+    first, positions = True, run.positions
     metrics.CONNECTIONS_OPEN.labels("sse").inc()
     try:
         async for batch in run.events(heartbeat_seconds):
             if batch is None:
                 yield e.HEARTBEAT_SSE
                 continue
-            chunk = b"".join([encode(event) for event in batch] if rewrite is None else [encode(rewrite(event)) for event in batch])
+            chunk = sse_records(batch, positions, agentcore)
             if first:
                 metrics.TIME_TO_FIRST_EVENT.labels(transport).observe(time.perf_counter() - arrived)
                 first = False
@@ -47,10 +76,6 @@ async def _frames(
         metrics.CONNECTIONS_OPEN.labels("sse").dec()
 
 
-def _rewrite_for_agentcore(event: e.Event) -> e.Event:
-    return agentcore_run_error(event) if isinstance(event, e.RunError) else event
-
-
 def _echo_headers(request: Request) -> dict[str, str]:
     headers = {}
     for name, out in ((SESSION_HEADER, "X-Amzn-Bedrock-AgentCore-Runtime-Session-Id"), (REQUEST_ID_HEADER, "X-Amzn-RequestId")):
@@ -58,6 +83,46 @@ def _echo_headers(request: Request) -> dict[str, str]:
         if value and len(value) <= 256 and value.isprintable():
             headers[out] = value
     return headers
+
+
+async def _start_or_attach(
+    request: Request, services: TransportServices, principal: Principal, body: bytes, transport: str, runtime_session: str | None
+) -> RunHandle:
+    """Admit the run; a retry carrying `Last-Event-ID` follows the run it already started instead."""
+    settings = services.settings
+    prepared = prepare(
+        body,
+        allowed_roots=settings.allowed_cwd,
+        default_cwd=settings.default_cwd,
+        accept_language=request.headers.get("accept-language"),
+        runtime_session_id=runtime_session,
+        transport=transport,
+    )
+    try:
+        prepared.grace_seconds = parse_grace(request.headers.get(GRACE_HEADER))
+        last = parse_position(request.headers.get("last-event-id"), "Last-Event-ID")
+    except GatewayError as error:
+        error.language = prepared.language
+        raise
+    caller = caller_of(principal)
+    if last is not None and services.engine.reattach:
+        run = prepared.run
+        try:
+            return await services.engine.attach(
+                run.thread_id,
+                run.run_id,
+                prepared.workspace.extension.ros_invocation_id,
+                last,
+                caller,
+                digest=prepared.digest,
+                user_id=prepared.user_id,
+                language=prepared.language,
+            )
+        except GatewayError as error:
+            if error.code is not ErrorCode.EXECUTION_NOT_FOUND:
+                error.language = prepared.language
+                raise
+    return await services.engine.start(prepared, caller)
 
 
 async def _run(request: Request, services: TransportServices, agentcore: bool) -> Response:
@@ -71,16 +136,7 @@ async def _run(request: Request, services: TransportServices, agentcore: bool) -
         check_media_type(request)
         check_accept(request)
         body = await read_body(request, MAX_BODY_BYTES, settings.body_timeout_seconds)
-        prepared = prepare(
-            body,
-            allowed_roots=settings.allowed_cwd,
-            default_cwd=settings.default_cwd,
-            accept_language=request.headers.get("accept-language"),
-            runtime_session_id=echo.get("X-Amzn-Bedrock-AgentCore-Runtime-Session-Id"),
-            transport=transport,
-        )
-        language = prepared.language
-        run = await services.engine.start(prepared, caller_of(principal))
+        run = await _start_or_attach(request, services, principal, body, transport, echo.get("X-Amzn-Bedrock-AgentCore-Runtime-Session-Id"))
     except GatewayError as error:
         language = error.language or language
         metrics.RUNS_REFUSED.labels(transport, error.code.name).inc()
@@ -91,9 +147,8 @@ async def _run(request: Request, services: TransportServices, agentcore: bool) -
             echo.get("X-Amzn-Bedrock-AgentCore-Runtime-Session-Id"),
         )
         return sse_error(error, language, echo) if agentcore else json_error(error, language, echo)
-    rewrite = _rewrite_for_agentcore if agentcore else None
     return Stream(
-        _frames(run, settings.heartbeat_seconds, rewrite, transport, arrived),
+        sse_stream(run, settings.heartbeat_seconds, agentcore, transport, arrived),
         media_type=SSE_MEDIA_TYPE,
         headers={**SSE_HEADERS, **echo},
     )

@@ -1,7 +1,9 @@
 """`/ws`: runs over WebSocket on the same engine. Base mode: one RunAgentInput frame in, one bare event per frame out.
 
-Multiplexed mode (subprotocol `agui-mux.v1`): client frames `{"op":"run","id":S,"input":{...}}` and
-`{"op":"cancel","id":S}`; server frames `{"id":S,"event":{...}}`. Close codes: 1003 binary frame,
+Multiplexed mode (subprotocol `agui-mux.v1`): client frames `{"op":"run","id":S,"input":{...}}` (with an
+optional `"reattachGraceSeconds"`), `{"op":"attach","id":S,"threadId","runId","rosInvocationId","lastEventId"}`
+and `{"op":"cancel","id":S}`; server frames `{"id":S,"eventId":P,"event":{...}}` (`eventId`: the event's
+position, to attach from; absent on errors that are not part of a run). Close codes: 1003 binary frame,
 1007 a frame that is not JSON, 1008 policy (too many queued frames, bad envelope in mux mode),
 1009 frame over 12 MiB (uvicorn), 1011 internal error. Authentication is checked before the upgrade
 is accepted (refused with HTTP 401 and `WWW-Authenticate`, or 403 on servers without the ASGI denial
@@ -23,6 +25,7 @@ from litestar import WebSocket, websocket
 from gateway import metrics
 from gateway.auth import Principal
 from gateway.engine import RunHandle, prepare
+from gateway.engine.stream import Entry
 from gateway.errors import ErrorCode, GatewayError
 from gateway.i18n import message_for, negotiate
 from gateway.jsondepth import too_deep
@@ -30,7 +33,7 @@ from gateway.logs import with_request_id
 from gateway.protocol import events as e
 from gateway.protocol.input import MAX_ID_LENGTH
 from gateway.protocol.validate import check_depth, error_from_msgspec
-from transports.http_input import authenticate, bearer_token, caller_of, challenge, check_rate
+from transports.http_input import authenticate_or_redeem, bearer_token, caller_of, check_rate, parse_grace, parse_position
 from transports.render import error_body
 from transports.services import Services, TransportServices
 from transports.sse import SESSION_HEADER
@@ -51,10 +54,18 @@ CLOSE_INTERNAL = 1011
 DENIAL_EXTENSION = "websocket.http.response"
 
 
-class MuxFrame(msgspec.Struct):
+Id = Annotated[str, msgspec.Meta(max_length=MAX_ID_LENGTH)]
+
+
+class MuxFrame(msgspec.Struct, rename="camel"):
     op: Annotated[str, msgspec.Meta(max_length=16)]
     id: Annotated[str, msgspec.Meta(min_length=1, max_length=MAX_ID_LENGTH)]
     input: msgspec.Raw = msgspec.Raw(b"")  # kept raw: the engine decodes it exactly like an HTTP body
+    reattach_grace_seconds: float | None = None
+    thread_id: Id = ""
+    run_id: Id = ""
+    ros_invocation_id: Id = ""
+    last_event_id: Annotated[str, msgspec.Meta(max_length=32)] = ""
 
 
 _mux_decoder = msgspec.json.Decoder(MuxFrame)
@@ -64,20 +75,11 @@ _encoder = msgspec.json.Encoder()
 async def _authenticated(socket: WebSocket[Any, Any, Any], services: TransportServices, offered: list[str]) -> Principal:
     """Header token, subprotocol token, or a single-use ticket (which acts as the principal it was issued to).
     Raises the contract's error, with its challenge, when refused."""
-    ctx = services
     tickets = [p[len(TICKET_PREFIX) :] for p in offered if p.startswith(TICKET_PREFIX)]
     if socket.query_params.get("ticket"):
         tickets.append(socket.query_params["ticket"])
-    if ctx.auth.required and tickets:
-        for ticket in tickets[:2]:
-            principal = await ctx.access.redeem_ticket(ticket)
-            if principal is not None:
-                return principal
-        error = GatewayError(ErrorCode.UNAUTHORIZED, detail="The ticket is unknown, used or expired.")
-        error.headers["WWW-Authenticate"] = challenge(services, error, had_token=True)
-        raise error
     token = bearer_token(socket) or next((p[len(BEARER_PREFIX) :] for p in offered if p.startswith(BEARER_PREFIX)), None)
-    return await authenticate(socket, services, token)
+    return await authenticate_or_redeem(socket, services, tickets, token)
 
 
 async def _refuse_upgrade(socket: WebSocket[Any, Any, Any], error: GatewayError, language: str) -> None:
@@ -110,14 +112,15 @@ class Connection:
         self.raw_send: Any = socket.send  # takes our batch extension's message too, which ASGI's types do not know
         self.language = negotiate(None, socket.headers.get("accept-language"))
 
-    def _frame(self, event: e.Event, stream_id: str | None) -> bytes:
-        if self.mux:
-            return b'{"id":' + _encoder.encode(stream_id) + b',"event":' + e.encode_json(event) + b"}"
-        return e.encode_json(event)
+    def _frames(self, entries: list[Entry], stream_id: str | None, positions: bool) -> list[bytes]:
+        if not self.mux:
+            return [data for _, data in entries]
+        head = b'{"id":' + _encoder.encode(stream_id)
+        return [head + (b',"eventId":"%d","event":%s}' % (p, data) if positions and p else b',"event":%s}' % data) for p, data in entries]
 
-    async def send_events(self, events: list[e.Event], stream_id: str | None) -> None:
+    async def send_events(self, entries: list[Entry], stream_id: str | None, positions: bool = False) -> None:
         """One text frame per event; sent as one batch where the server supports it."""
-        frames = [self._frame(event, stream_id) for event in events]
+        frames = self._frames(entries, stream_id, positions)
         metrics.EVENTS_SENT.labels("ws").inc(len(frames))
         metrics.BYTES_SENT.labels("ws").inc(sum(len(frame) for frame in frames))
         async with self.send_lock:  # mux: runs share the socket; frames of one batch stay together
@@ -128,7 +131,7 @@ class Connection:
                     await self.raw_send({"type": "websocket.send", "text": frame.decode()})
 
     async def send_event(self, event: e.Event, stream_id: str | None) -> None:
-        await self.send_events([event], stream_id)
+        await self.send_events([(0, e.encode_json(event))], stream_id)
 
     async def send_error(self, error: GatewayError, stream_id: str | None, language: str | None = None) -> None:
         log.info("run refused code=%s field=%s stream=%s", error.code.name, error.field, (stream_id or "")[:64])
@@ -136,7 +139,7 @@ class Connection:
         event.metadata = with_request_id({"field": error.field} if error.field else {}) or None  # the upgrade's id
         await self.send_event(event, stream_id)
 
-    async def start_run(self, raw: bytes, stream_id: str | None) -> RunHandle | None:
+    async def start_run(self, raw: bytes, stream_id: str | None, grace: float | None = None) -> RunHandle | None:
         """Validate and admit like SSE; an error before the run is a RUN_ERROR frame and the socket stays usable."""
         settings = self.ctx.settings
         try:
@@ -150,12 +153,29 @@ class Connection:
                 runtime_session_id=self.socket.headers.get(SESSION_HEADER),
                 transport="ws",
             )
+            prepared.grace_seconds = parse_grace(grace, "reattachGraceSeconds")
             return await self.ctx.engine.start(prepared, caller_of(self.principal))
         except GatewayError as error:
             metrics.RUNS_REFUSED.labels("ws", error.code.name).inc()
             await self.send_error(error, stream_id, error.language)
             if error.code is ErrorCode.UNAUTHORIZED:
                 await self.socket.close(CLOSE_POLICY, "credential expired")
+            return None
+
+    async def attach(self, frame: MuxFrame) -> RunHandle | None:
+        """Follow a run from a position, like `GET /threads/{t}/runs/{r}/events`; a refusal is a RUN_ERROR frame."""
+        try:
+            self.check_not_expired()
+            await check_rate(self.ctx, self.principal)
+            if not frame.thread_id or not frame.run_id:
+                raise GatewayError(ErrorCode.INVALID_INPUT, "threadId" if not frame.thread_id else "runId", "Name the run to attach to.")
+            after = parse_position(frame.last_event_id) or 0
+            return await self.ctx.engine.attach(
+                frame.thread_id, frame.run_id, frame.ros_invocation_id, after, caller_of(self.principal), language=self.language
+            )
+        except GatewayError as error:
+            metrics.REATTACHES.labels(error.code.name).inc()
+            await self.send_error(error, frame.id, error.language)
             return None
 
     def check_not_expired(self) -> None:
@@ -169,7 +189,7 @@ class Connection:
         first = True
         async for batch in run.events(self.ctx.settings.heartbeat_seconds):
             if batch is not None:  # (None is a heartbeat: liveness here is WebSocket ping/pong)
-                await self.send_events(batch, stream_id)
+                await self.send_events(batch, stream_id, run.positions)
                 if first:
                     metrics.TIME_TO_FIRST_EVENT.labels("ws").observe(time.perf_counter() - arrived)
                     first = False
@@ -257,9 +277,12 @@ def _forget_stream(conn: Connection, stream_id: str, _task: asyncio.Task[None]) 
 async def _serve_mux(conn: Connection) -> None:
     socket = conn.socket
 
-    async def run_stream(stream_id: str, raw: bytes) -> None:
+    async def run_stream(stream_id: str, frame: MuxFrame) -> None:
         arrived = time.perf_counter()
-        run = await conn.start_run(raw, stream_id)
+        if frame.op == "attach":
+            run = await conn.attach(frame)
+        else:
+            run = await conn.start_run(bytes(frame.input), stream_id, frame.reattach_grace_seconds)
         if run is None:
             return
         conn.runs[stream_id] = run
@@ -285,13 +308,13 @@ async def _serve_mux(conn: Connection) -> None:
             except msgspec.DecodeError:
                 await socket.close(CLOSE_INVALID, "frames must be JSON")
                 return
-            if frame.op == "run" and len(frame.input):
+            if (frame.op == "run" and len(frame.input)) or frame.op == "attach":
                 if frame.id in conn.forwarders:
                     await conn.send_error(GatewayError(ErrorCode.INVALID_INPUT, "id", "This stream id is in use."), frame.id)
                 elif len(conn.forwarders) >= MAX_MUX_RUNS:
                     await conn.send_error(GatewayError(ErrorCode.TOO_MANY_RUNS_ON_SOCKET, detail=f"At most {MAX_MUX_RUNS}."), frame.id)
                 else:
-                    task = asyncio.create_task(run_stream(frame.id, bytes(frame.input)))
+                    task = asyncio.create_task(run_stream(frame.id, frame))
                     conn.forwarders[frame.id] = task
                     task.add_done_callback(functools.partial(_forget_stream, conn, frame.id))
             elif frame.op == "cancel":
@@ -299,8 +322,12 @@ async def _serve_mux(conn: Connection) -> None:
                 if run is not None:
                     metrics.CANCELS.labels("socket").inc()
                     run.cancel()
+                else:  # never started, or already ended: say so rather than leave the client waiting
+                    await conn.send_error(GatewayError(ErrorCode.EXECUTION_NOT_FOUND, "id", "No run on this stream id."), frame.id)
             else:
-                await conn.send_error(GatewayError(ErrorCode.INVALID_INPUT, "op", "Use op 'run' (with input) or 'cancel'."), frame.id)
+                await conn.send_error(
+                    GatewayError(ErrorCode.INVALID_INPUT, "op", "Use op 'run' (with input), 'attach' or 'cancel'."), frame.id
+                )
     finally:
         conn.abandon()
 

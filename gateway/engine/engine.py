@@ -16,12 +16,16 @@ from gateway import metrics, tracing
 from gateway.agents.base import AgentBackend
 from gateway.engine.caller import ANONYMOUS, Caller, check_user_id, thread_key
 from gateway.engine.faults import STORE_FAILURES, store_error
+from gateway.engine.follow import READ_LIMIT, LogHandle
 from gateway.engine.lease import Sleep
+from gateway.engine.logwriter import LogPolicy
 from gateway.engine.outcome import Cancelled, Disconnected, outcome_label
 from gateway.engine.prepare import PreparedRun
-from gateway.engine.run import Run, RunHandle, RunServices
+from gateway.engine.run import LiveHandle, Run, RunHandle, RunServices
+from gateway.engine.stream import PositionGone, PositionUnknown
 from gateway.errors import ErrorCode, GatewayError
 from store import Admission, AdmitResult, ExecutionStatus, Lease, Progress, ThreadStore
+from store.eventlog import LogRef, ros_digest
 
 log = logging.getLogger("agui.engine")
 
@@ -38,14 +42,17 @@ class RunEngine:
         max_runs: int = 0,
         on_busy_change: Callable[[bool], None] | None = None,
         lease_sleep: Sleep = asyncio.sleep,
+        log_policy: LogPolicy | None = None,
     ) -> None:
         self.store = store
         self.agent = agent
         self.max_runs = max_runs  # cap on runs in flight on this process (0: none)
         self.on_busy_change = on_busy_change
         self.accepting = True  # False while draining at shutdown
-        self._services = RunServices(store, agent, interrupt_ttl, self.cancel_backend, self._forget, lease_sleep)
+        self._services = RunServices(store, agent, interrupt_ttl, self.cancel_backend, self._forget, self._settled, lease_sleep, log_policy)
+        self.reattach = log_policy is not None
         self._starting = 0  # admissions in progress, counted against the cap
+        self._unsettled = 0  # runs admitted and not yet settled, counted against the cap
         self._runs: dict[str, Run] = {}  # run id -> live run on this process
         self._idle = asyncio.Event()  # set while no run is live (drain waits on it)
         self._idle.set()
@@ -60,7 +67,7 @@ class RunEngine:
         check_user_id(caller, prepared.user_id)
         if not self.accepting:
             raise GatewayError(ErrorCode.SHUTTING_DOWN)
-        if self.max_runs and len(self._runs) + self._starting >= self.max_runs:
+        if self.max_runs and self._unsettled + self._starting >= self.max_runs:
             raise GatewayError(ErrorCode.SERVICE_QUOTA_EXCEEDED)
         self._starting += 1
         run_span = tracing.tracer.start_span(
@@ -76,7 +83,55 @@ class RunEngine:
             raise
         finally:
             self._starting -= 1
-        return RunHandle(run)
+        return LiveHandle(run)
+
+    async def attach(
+        self,
+        thread_id: str,
+        run_id: str,
+        ros_invocation_id: str,
+        after: int,
+        caller: Caller = ANONYMOUS,
+        *,
+        digest: str | None = None,
+        user_id: str | None = None,
+        language: str = "en",
+    ) -> RunHandle:
+        """Follow a run from position `after`: live from this replica's ring, else from the store's log (an ended
+        run, or one another replica runs). Another principal's run, a wrong rosInvocationId or an unknown run is
+        EXECUTION_NOT_FOUND; with `digest` (a retried request), another request's run is RUN_ID_CONFLICT."""
+        check_user_id(caller, user_id)
+        if not self.reattach:
+            raise GatewayError(ErrorCode.EXECUTION_NOT_FOUND, detail="Reattach is turned off on this gateway.")
+        key, ros = thread_key(caller, thread_id), ros_digest(ros_invocation_id)
+        run = self._runs.get(run_id)
+        if run is not None and run.lease.thread_id == key and run.writer is not None:
+            _check_identity(run.ros_digest, ros, run.prepared.digest, digest)
+            try:
+                handle: RunHandle = LiveHandle(run, after)
+            except PositionGone:
+                raise GatewayError(ErrorCode.EVENTS_EXPIRED, "lastEventId") from None
+            except PositionUnknown:
+                raise GatewayError(ErrorCode.INVALID_INPUT, "lastEventId", "This position was never given out.") from None
+            metrics.REATTACHES.labels("live").inc()
+            return handle
+        ref, events = LogRef(key, run_id), self.store.events
+        try:
+            read = await events.read(ref, after, READ_LIMIT)
+        except STORE_FAILURES as exc:
+            raise store_error(exc) from None
+        if read is None:
+            raise GatewayError(ErrorCode.EXECUTION_NOT_FOUND)
+        _check_identity(read.meta.ros_digest, ros, read.meta.request_digest, digest)
+        if after + 1 < read.first:
+            raise GatewayError(ErrorCode.EVENTS_EXPIRED, "lastEventId")
+        execution_id = read.meta.execution_id
+
+        async def cancel() -> None:
+            await self.cancel(thread_id, execution_id, ros_invocation_id, caller)
+
+        metrics.REATTACHES.labels("log").inc()
+        return LogHandle(events, ref, thread_id, read, after, language, cancel)
 
     async def _admit(self, prepared: PreparedRun, key: str, run_span: Span) -> Run:
         ext = prepared.workspace.extension
@@ -131,11 +186,15 @@ class RunEngine:
         metrics.RUNS_IN_FLIGHT.inc()
         was_idle = not self._runs
         self._idle.clear()
+        self._unsettled += 1
         self._runs[run.lease.run_id] = run
         if run.lease.execution_id:
             self._by_execution[run.lease.execution_id] = run
         if was_idle and self.on_busy_change:
             self.on_busy_change(True)
+
+    def _settled(self, run: Run) -> None:
+        self._unsettled -= 1
 
     def _forget(self, run: Run) -> None:
         label, seconds = outcome_label(run.outcome), time.monotonic() - run.started
@@ -216,3 +275,10 @@ class RunEngine:
         for run in runs:
             run.stop(Disconnected())
         await asyncio.gather(*(run.task for run in runs), return_exceptions=True)
+
+
+def _check_identity(ros: str, asked_ros: str, request: str, asked_request: str | None) -> None:
+    if ros != asked_ros:
+        raise GatewayError(ErrorCode.EXECUTION_NOT_FOUND)
+    if asked_request is not None and asked_request != request:
+        raise GatewayError(ErrorCode.RUN_ID_CONFLICT)

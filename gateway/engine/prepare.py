@@ -23,6 +23,7 @@ class PreparedRun:
     language: str
     runtime_session_id: str | None = None  # AgentCore's X-Amzn-Bedrock-AgentCore-Runtime-Session-Id, when sent
     transport: str = "sse"  # which transport carries the run: a metrics label (sse, invocations, ws)
+    grace_seconds: float = 0.0  # reattach grace window the client asked for (the engine caps it)
 
     @property
     def user_id(self) -> str | None:

@@ -14,21 +14,24 @@ from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.trace import Span
 
+from gateway import metrics
 from gateway.agents.base import AgentBackend
 from gateway.engine.driver import announce, drive
 from gateway.engine.faults import backend_error
 from gateway.engine.lease import LeaseKeeper, Sleep
+from gateway.engine.logwriter import LogPolicy, LogWriter
 from gateway.engine.outcome import Cancelled, Disconnected, Failed, Outcome, RunState, check_transition, outcome_label
 from gateway.engine.prepare import PreparedRun
 from gateway.engine.settle import settle
-from gateway.engine.stream import EventStream
+from gateway.engine.stream import Entry, EventStream
 from gateway.engine.translator import Translator
-from gateway.protocol import events as e
-from store import AdmitResult, Execution, Lease, ThreadStore
+from store import AdmitResult, Execution, Lease, StoreUnavailable, ThreadStore
+from store.eventlog import LogMeta, LogRef, ros_digest
 
 log = logging.getLogger("agui.engine")
 
 StopReason = Cancelled | Failed | Disconnected
+WATCH_CHECK_SECONDS = 1.0  # how often a detached run looks for a follower that came back
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,7 +43,9 @@ class RunServices:
     interrupt_ttl: float
     cancel_backend: Callable[[str, Any], Awaitable[None]]
     on_end: Callable[[Run], None]
+    on_settled: Callable[[Run], None]  # the outcome is recorded and its events queued (the log may still be written)
     lease_sleep: Sleep = asyncio.sleep  # how the lease keeper waits between renewals (tests step it by hand)
+    log_policy: LogPolicy | None = None  # None: no event log, no reattach (a disconnect always cancels at once)
 
 
 def _session(prepared: PreparedRun, execution: Execution | None) -> dict[str, Any]:
@@ -73,7 +78,8 @@ class Run:
         self._running = False  # True once the task has begun: only then may stop() cancel it
         reopen = execution.open_steps if prepared.is_resume and execution is not None and execution.status == "interrupted" else []
         self.translator = Translator(_session(prepared, execution), execution.sequence if execution else 0, reopen)
-        self.stream = EventStream(on_consumer_gone=lambda: self.stop(Disconnected()))
+        self.stream, self.writer, self.grace = self._log(services, prepared, key)
+        self._waiting: asyncio.Task[None] | None = None  # detached: waits for a follower to come back
         self.keeper: LeaseKeeper | None = None
         if services.store.needs_renewal:
             self.keeper = LeaseKeeper(
@@ -86,6 +92,52 @@ class Run:
         self.started = time.monotonic()
         self.span = span  # the run's trace span, ended when it settles (its task runs inside it)
         self.task = asyncio.get_running_loop().create_task(self._main(), name=f"run:{self.lease.run_id}")
+
+    def _log(self, services: RunServices, prepared: PreparedRun, key: str) -> tuple[EventStream, LogWriter | None, float]:
+        policy = services.log_policy
+        if policy is None:
+            return EventStream(self._detached), None, 0.0
+        events, ext = services.store.events, prepared.workspace.extension
+        meta = LogMeta(ros_digest(ext.ros_invocation_id), prepared.digest, services.store.owner_id, self.lease.execution_id)
+        writer = LogWriter(events, LogRef(key, self.lease.run_id), meta, lambda: stream.first)
+        stream = EventStream(self._detached, policy.bounds, writer.submit if events.live_writes else None)
+        return stream, writer, min(max(prepared.grace_seconds, 0.0), policy.max_grace_seconds)
+
+    @property
+    def ros_digest(self) -> str:
+        return ros_digest(self.prepared.workspace.extension.ros_invocation_id)
+
+    def _detached(self) -> None:
+        """The last follower left: without a grace window the run stops now; with one it waits for a follower."""
+        if self.state in (RunState.SETTLING, RunState.ENDED):
+            return
+        if self.grace <= 0 or self.writer is None:
+            self.stop(Disconnected())
+        elif self._waiting is None:
+            self._waiting = asyncio.get_running_loop().create_task(self._await_return(self.writer.ref))
+
+    async def _await_return(self, ref: LogRef) -> None:
+        loop, events = asyncio.get_running_loop(), self.services.store.events
+        deadline = loop.time() + self.grace
+        metrics.DETACHED_RUNS.inc()
+        try:
+            while not self.stream.followers:
+                await asyncio.sleep(min(WATCH_CHECK_SECONDS, max(0.0, deadline - loop.time())))
+                if self.stream.followers:
+                    return
+                try:
+                    if events.shared and await events.watched(ref):  # attached through another replica
+                        deadline = loop.time() + self.grace
+                        continue
+                except StoreUnavailable:
+                    pass
+                if loop.time() >= deadline:
+                    log.info("run %s: nobody came back within %.1fs: cancelled", self.lease.run_id, self.grace)
+                    self.stop(Disconnected())
+                    return
+        finally:
+            metrics.DETACHED_RUNS.dec()
+            self._waiting = None
 
     def move_to(self, state: RunState) -> None:
         check_transition(self.state, state)
@@ -115,8 +167,15 @@ class Run:
             if self.keeper is not None:
                 self.keeper.stop()
         try:
-            self.outcome = await settle(self, outcome)
+            try:
+                self.outcome = await settle(self, outcome)
+            finally:
+                self.services.on_settled(self)
+            if self.writer is not None:
+                await self.writer.finish(self.stream)
         finally:
+            if self._waiting is not None:
+                self._waiting.cancel()
             self.span.set_attribute("agui.outcome", outcome_label(self.outcome or outcome))
             self.span.end()
             self.services.on_end(self)
@@ -142,25 +201,34 @@ class Run:
 
 
 class RunHandle:
-    """What a transport holds: the run's events and a way to cancel it on purpose."""
+    """What a transport holds: a run's events from a position, and a way to cancel the run on purpose."""
 
-    __slots__ = ("_run",)
+    run_id: str
+    thread_id: str
+    positions = True  # whether events carry positions a client can reattach from
 
-    def __init__(self, run: Run) -> None:
-        self._run = run
-
-    @property
-    def run_id(self) -> str:
-        return self._run.lease.run_id
-
-    @property
-    def thread_id(self) -> str:
-        return self._run.thread_id
-
-    def events(self, heartbeat_seconds: float) -> AsyncIterator[list[e.Event] | None]:
-        """Batches of events, or None after `heartbeat_seconds` of silence; leaving early disconnects the run."""
-        return self._run.stream.batches(heartbeat_seconds)
+    def events(self, heartbeat_seconds: float) -> AsyncIterator[list[Entry] | None]:
+        """Batches of (position, event JSON), or None after `heartbeat_seconds` of silence. Position 0 marks an
+        event that is not in the log (an attacher's own error). Leaving early detaches from the run."""
+        raise NotImplementedError
 
     def cancel(self) -> None:
         """Cancel on purpose: the stream ends with RUN_FINISHED cancelled."""
+        raise NotImplementedError
+
+
+class LiveHandle(RunHandle):
+    """A follower of a run that lives on this process, from its ring."""
+
+    def __init__(self, run: Run, after: int = 0) -> None:
+        self._run = run
+        self._follower = run.stream.attach(after)
+        self.run_id = run.lease.run_id
+        self.thread_id = run.thread_id
+        self.positions = run.writer is not None
+
+    def events(self, heartbeat_seconds: float) -> AsyncIterator[list[Entry] | None]:
+        return self._run.stream.follow(self._follower, heartbeat_seconds)
+
+    def cancel(self) -> None:
         self._run.stop(Cancelled())

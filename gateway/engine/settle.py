@@ -6,7 +6,7 @@
 | Interrupted  | save the pending interrupts (fails: cancel)  | session, span closes, RUN_FINISHED interrupt    |
 | Cancelled    | finish: execution cancelled*                 | session, span closes, RUN_FINISHED cancelled    |
 | Failed       | finish: execution failed*                    | RUN_ERROR                                        |
-| Disconnected | finish: execution cancelled*                 | none (nobody is reading)                         |
+| Disconnected | finish: execution cancelled*                 | as Cancelled (for whoever reattaches later)      |
 
 * Only when the backend took the run's answers (or it is a new turn): a resume that never reached the
 backend leaves its interrupts pending, so the client can answer again.
@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 import msgspec
 
 from gateway.engine.faults import STORE_FAILURES
-from gateway.engine.outcome import Cancelled, Completed, Disconnected, Failed, Interrupted, Outcome, RunState
+from gateway.engine.outcome import Cancelled, Completed, Failed, Interrupted, Outcome, RunState
 from gateway.errors import ErrorCode, GatewayError
 from gateway.i18n import message_for
 from gateway.logs import with_request_id
@@ -46,8 +46,7 @@ async def settle(run: Run, outcome: Outcome) -> Outcome:
         await _finish(run, _status(run, outcome))
     await run.stream.put(_terminal_events(run, outcome))
     run.move_to(RunState.ENDED)
-    if not isinstance(outcome, Disconnected):
-        await run.stream.close()
+    await run.stream.close()
     return outcome
 
 
@@ -72,11 +71,9 @@ def _terminal_events(run: Run, outcome: Outcome) -> list[e.Event]:
     if isinstance(outcome, Interrupted):
         interrupt = e.InterruptOutcome(interrupts=list(outcome.announced))
         return [*_closing(run), e.RunFinished(thread_id=thread_id, run_id=run_id, outcome=interrupt, usage=run.translator.usage or None)]
-    if isinstance(outcome, Cancelled):
-        return [*_closing(run), e.RunFinished(thread_id=thread_id, run_id=run_id, outcome=e.CancelledOutcome())]
     if isinstance(outcome, Failed):
         return [_error_event(run, outcome.error)]
-    return []
+    return [*_closing(run), e.RunFinished(thread_id=thread_id, run_id=run_id, outcome=e.CancelledOutcome())]
 
 
 def _error_event(run: Run, error: GatewayError) -> e.RunError:

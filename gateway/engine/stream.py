@@ -1,70 +1,162 @@
-"""A run's event stream: a bounded queue of event batches that one consumer drains, coalesced, with heartbeats.
+"""A run's event stream: every event encoded once and given its position (1, 2, …) in a bounded ring that any
+number of followers read from their own position, with heartbeats.
 
-The producer is slowed when the consumer is (backpressure); once the consumer is gone, puts are dropped
-so that a run can always settle."""
+The producer is slowed while an attached follower lags far behind (backpressure); with nobody attached it never
+waits, so a detached run goes on and can always settle. When the last follower leaves, the run is told."""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
 
 from gateway.protocol import events as e
 
-QUEUE_SIZE = 256  # batches of events buffered per run before the backend is slowed down
+Entry = tuple[int, bytes]  # (position, the event's JSON)
+MAX_LAG = 4096  # events an attached follower may trail the producer by before the backend is slowed down
+_COMPACT_AT = 1024  # trimmed entries physically dropped in chunks of at least this many
 
 
-class _End:
-    """The marker after the last batch."""
+@dataclass(frozen=True, slots=True)
+class Bounds:
+    """How much of a run the ring keeps: the newest `max_events`, within `max_bytes`."""
+
+    max_events: int = 50_000
+    max_bytes: int = 16 * 1024 * 1024
 
 
-_END = _End()
+class PositionGone(Exception):
+    """The position asked for is older than what the log still holds."""
+
+    def __init__(self, first: int) -> None:
+        super().__init__(f"the log starts at position {first}")
+        self.first = first
+
+
+class PositionUnknown(Exception):
+    """The position asked for was never given out (it is ahead of the run)."""
 
 
 class EventStream:
-    def __init__(self, on_consumer_gone: Callable[[], None], size: int = QUEUE_SIZE) -> None:
-        self._queue: asyncio.Queue[list[e.Event] | _End] = asyncio.Queue(size)
-        self._on_consumer_gone = on_consumer_gone
-        self._abandoned = False
+    def __init__(
+        self,
+        on_detached: Callable[[], None],
+        bounds: Bounds = Bounds(),
+        on_append: Callable[[list[Entry]], None] | None = None,
+    ) -> None:
+        self._data: list[bytes] = []  # _data[i] holds position _base + i
+        self._base = 1
+        self._first = 1  # the oldest position still held (entries before it are trimmed)
+        self._bytes = 0  # bytes held from _first on
+        self.head = 0  # the last position written
+        self.ended = False
+        self._bounds = bounds
+        self._cursors: dict[int, int] = {}  # follower -> last position it took
+        self._next_follower = 0
+        self._grew: asyncio.Future[None] | None = None
+        self._advanced: asyncio.Future[None] | None = None
+        self._on_detached = on_detached
+        self._on_append = on_append
+
+    @property
+    def first(self) -> int:
+        return self._first
+
+    @property
+    def followers(self) -> int:
+        return len(self._cursors)
 
     async def put(self, events: list[e.Event]) -> None:
-        if events and not self._abandoned:
-            await self._queue.put(events)
+        if not events or self.ended:
+            return
+        encode = e.encode_json
+        start = self.head + 1
+        encoded = [encode(event) for event in events]
+        self._data.extend(encoded)
+        self._bytes += sum(map(len, encoded))
+        self.head += len(encoded)
+        self._trim()
+        if self._on_append is not None:
+            self._on_append(list(zip(range(start, self.head + 1), encoded, strict=True)))
+        self._wake()
+        while self._cursors and self.head - min(self._cursors.values()) > MAX_LAG:
+            self._advanced = self._advanced or asyncio.get_running_loop().create_future()
+            await asyncio.shield(self._advanced)
 
     async def close(self) -> None:
-        """No batch follows: the consumer ends after what is queued."""
-        if not self._abandoned:
-            await self._queue.put(_END)
+        """No event follows: followers end after what is held."""
+        self.ended = True
+        self._wake()
 
-    async def batches(self, heartbeat_seconds: float) -> AsyncIterator[list[e.Event] | None]:
-        """Yield lists of events as they come (coalesced), or None after `heartbeat_seconds` of silence."""
-        queue = self._queue
+    def entries(self, after: int) -> list[Entry]:
+        """Every entry held after position `after`; raise PositionGone if some of them were trimmed."""
+        if after + 1 < self._first:
+            raise PositionGone(self._first)
+        start = after + 1 - self._base
+        return list(zip(range(after + 1, self.head + 1), self._data[start:], strict=True))
+
+    def _trim(self) -> None:
+        bounds, data = self._bounds, self._data
+        keep_from = min(self._cursors.values()) + 1 if self._cursors else self.head  # never trim what a follower awaits
+        first = max(self._first, min(self.head - bounds.max_events + 1, keep_from))
+        for position in range(self._first, first):
+            self._bytes -= len(data[position - self._base])
+        while self._bytes > bounds.max_bytes and first < keep_from:
+            self._bytes -= len(data[first - self._base])
+            first += 1
+        self._first = first
+        if first - self._base >= _COMPACT_AT and first - self._base >= len(data) // 2:
+            del data[: first - self._base]
+            self._base = first
+
+    def _wake(self) -> None:
+        if self._grew is not None:
+            self._grew.set_result(None)
+            self._grew = None
+
+    def _advance(self, follower: int, position: int) -> None:
+        self._cursors[follower] = position
+        if self._advanced is not None and self.head - min(self._cursors.values()) <= MAX_LAG:
+            self._advanced.set_result(None)
+            self._advanced = None
+
+    def attach(self, after: int) -> int:
+        """Register a follower at `after` (checked now, so a refusal comes before any event is sent)."""
+        if after + 1 < self._first:
+            raise PositionGone(self._first)
+        if after > self.head:
+            raise PositionUnknown(after)
+        follower = self._next_follower
+        self._next_follower += 1
+        self._cursors[follower] = after
+        return follower
+
+    async def follow(self, follower: int, heartbeat_seconds: float) -> AsyncIterator[list[Entry] | None]:
+        """Entries after the follower's position as they come (all that is ready at once), or None after
+        `heartbeat_seconds` of silence; ends after the last entry. Leaving detaches the follower."""
         try:
             while True:
-                try:
-                    item = queue.get_nowait()
-                except asyncio.QueueEmpty:
-                    try:
-                        async with asyncio.timeout(heartbeat_seconds):
-                            item = await queue.get()
-                    except TimeoutError:
-                        yield None
-                        continue
-                if isinstance(item, _End):
+                after = self._cursors[follower]
+                if after < self.head:
+                    batch = self.entries(after)
+                    self._advance(follower, batch[-1][0])
+                    yield batch
+                    continue
+                if self.ended:
                     return
-                batch = list(item)
-                while not queue.empty():
-                    more = queue.get_nowait()
-                    if isinstance(more, _End):
-                        yield batch
-                        return
-                    batch.extend(more)
-                yield batch
+                self._grew = self._grew or asyncio.get_running_loop().create_future()
+                try:
+                    async with asyncio.timeout(heartbeat_seconds):
+                        await asyncio.shield(self._grew)
+                except TimeoutError:
+                    yield None
         finally:
-            self._abandon()
+            self._leave(follower)
 
-    def _abandon(self) -> None:
-        """The consumer stopped reading (end of stream or gone): free the producer and tell the run."""
-        self._abandoned = True
-        while not self._queue.empty():
-            self._queue.get_nowait()
-        self._on_consumer_gone()
+    def _leave(self, follower: int) -> None:
+        self._cursors.pop(follower, None)
+        if self._advanced is not None and (not self._cursors or self.head - min(self._cursors.values()) <= MAX_LAG):
+            self._advanced.set_result(None)
+            self._advanced = None
+        if not self._cursors and not self.ended:
+            self._on_detached()

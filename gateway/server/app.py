@@ -20,7 +20,7 @@ from gateway.access import Access
 from gateway.agents import AgentBackend, load_agent
 from gateway.auth import build_authenticator
 from gateway.auth.oauth import OAuthValidator
-from gateway.engine import RunEngine
+from gateway.engine import Bounds, LogPolicy, RunEngine
 from gateway.instrumented import InstrumentedStore
 from gateway.settings import Settings
 from store import Clock, ThreadStore, open_store
@@ -29,6 +29,7 @@ from transports.busy import BusyStatus
 from transports.cancel import cancel_execution
 from transports.fallback import EXCEPTION_HANDLERS, RequestHygiene
 from transports.health import health, ping, protected_resource, ready
+from transports.reattach import run_events
 from transports.services import TransportServices
 from transports.sse import run_invocations, run_root
 from transports.static_ui import ui_router
@@ -42,6 +43,7 @@ ROUTES: list[ControllerRouterHandler] = [
     ready,
     run_root,
     run_invocations,
+    run_events,
     cancel_execution,
     issue_ticket,
     ws_endpoint,
@@ -76,8 +78,17 @@ def with_plain_workspace(settings: Settings, agent: AgentBackend) -> Settings:
 
 def build_services(settings: Settings, store: ThreadStore, agent: AgentBackend) -> TransportServices:
     status = BusyStatus()
+    policy = None
+    if settings.max_reattach_grace_seconds > 0:
+        bounds = Bounds(settings.event_log_max_events, settings.event_log_max_bytes)
+        policy = LogPolicy(settings.max_reattach_grace_seconds, bounds)
     engine = RunEngine(
-        store, agent, interrupt_ttl=settings.interrupt_ttl, max_runs=settings.max_concurrent_runs, on_busy_change=status.set_busy
+        store,
+        agent,
+        interrupt_ttl=settings.interrupt_ttl,
+        max_runs=settings.max_concurrent_runs,
+        on_busy_change=status.set_busy,
+        log_policy=policy,
     )
     auth = build_authenticator(settings)
     oauth = next((m for m in getattr(auth, "members", []) if isinstance(m, OAuthValidator)), None)
@@ -96,6 +107,7 @@ def create_app(
         lease_seconds=settings.lease_seconds,
         clock=clock,
         redis_max_connections=settings.redis_max_connections,
+        log_retention=settings.event_log_retention,
     )
     store = InstrumentedStore(store)
     agent = agent or load_agent(settings.agent, settings.agent_token)

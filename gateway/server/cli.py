@@ -140,6 +140,22 @@ def build_parser() -> argparse.ArgumentParser:
         "Redis store: lifetime of a run lease, renewed every third of it; a replica that dies frees its threads after this",
         type=seconds("--lease-seconds", low=1),
     )
+    _opt(
+        p,
+        "--max-reattach-grace-seconds",
+        "120",
+        "longest grace window a client may ask for (AGUI-Reattach-Grace, reattachGraceSeconds); 0 turns the event log and reattach off",
+        type=seconds("--max-reattach-grace-seconds", low=0),
+    )
+    _opt(p, "--event-log-retention", "10m", "how long an ended run's events can be replayed", type=duration("--event-log-retention"))
+    _opt(p, "--event-log-max-events", "50000", "newest events kept per run for reattach", type=integer("--event-log-max-events", 100))
+    _opt(
+        p,
+        "--event-log-max-bytes",
+        "16777216",
+        "bytes of events kept per run for reattach",
+        type=integer("--event-log-max-bytes", 65536),
+    )
     _opt(p, "--interrupt-ttl", "900", "lifetime of an interrupt before it expires (0 = never)", type=duration("--interrupt-ttl"))
     _opt(
         p,
@@ -251,6 +267,10 @@ def settings_from_args(argv: list[str] | None = None) -> Settings:
         retention_seconds=args.retention,
         interrupt_ttl=args.interrupt_ttl,
         lease_seconds=args.lease_seconds,
+        max_reattach_grace_seconds=args.max_reattach_grace_seconds,
+        event_log_retention=args.event_log_retention,
+        event_log_max_events=args.event_log_max_events,
+        event_log_max_bytes=args.event_log_max_bytes,
         ws_ping_seconds=args.ws_ping_seconds,
         shutdown_grace_seconds=args.shutdown_grace_seconds,
         redis_max_connections=args.redis_max_connections,

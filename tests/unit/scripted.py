@@ -10,7 +10,6 @@ from typing import Any
 from gateway.agents import signals as s
 from gateway.agents.base import AgentBackend, AgentRequest
 from gateway.engine import PreparedRun, RunEngine, RunHandle, prepare
-from gateway.protocol.events import encode_json
 from store.memory import MemoryStore
 from tests.clock import FakeClock
 
@@ -85,8 +84,8 @@ class Harness:
 async def collect(handle: RunHandle) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     async for batch in handle.events(30):
-        for event in batch or []:
-            out.append(json.loads(encode_json(event)))
+        for _position, data in batch or []:
+            out.append(json.loads(data))
     return out
 
 

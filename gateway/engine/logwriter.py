@@ -1,0 +1,88 @@
+"""Copies a run's events to the store's event log: write-behind while the run goes (one append per flushed batch,
+retried with backoff), or all at once when it ends, for logs that the engine's own ring serves while it is live."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from gateway import metrics
+from gateway.engine.stream import Bounds, Entry, EventStream
+from store import StoreUnavailable
+from store.eventlog import EventLog, LogMeta, LogRef
+
+log = logging.getLogger("agui.engine")
+FINISH_SECONDS = 10.0  # how long the end of a run may wait for its log to be written
+
+
+@dataclass(frozen=True, slots=True)
+class LogPolicy:
+    """The operator's reattach settings: the longest grace window a client may ask for, and the log's bounds."""
+
+    max_grace_seconds: float = 120.0
+    bounds: Bounds = field(default_factory=Bounds)
+
+
+class LogWriter:
+    def __init__(self, events: EventLog, ref: LogRef, meta: LogMeta, first: Callable[[], int]) -> None:
+        self._log = events
+        self._ref = ref
+        self._meta = meta
+        self._first = first  # the ring's oldest held position: older pending entries are never written
+        self._pending: list[Entry] = []
+        self._task: asyncio.Task[None] | None = None
+        self._created = False
+
+    @property
+    def ref(self) -> LogRef:
+        return self._ref
+
+    def submit(self, entries: list[Entry]) -> None:
+        """New entries (live logs): written behind the run, coalesced while a write is in flight."""
+        self._pending.extend(entries)
+        if self._task is None:
+            self._task = asyncio.get_running_loop().create_task(self._drain())
+
+    async def _drain(self) -> None:
+        delay = 0.05
+        try:
+            while self._pending:
+                first = self._first()
+                batch = [entry for entry in self._pending if entry[0] >= first] if self._pending[0][0] < first else self._pending
+                self._pending = []
+                try:
+                    await self._write(batch, first)
+                    delay = 0.05
+                except StoreUnavailable as exc:
+                    metrics.STORE_ERRORS.labels("event_log", "unavailable").inc()
+                    log.warning("event log of run %s not written (%s); retrying in %.2fs", self._ref.run_id, exc, delay)
+                    self._pending[:0] = batch
+                    await asyncio.sleep(delay)
+                    delay = min(delay * 2, 1.0)
+        finally:
+            self._task = None
+
+    async def _write(self, batch: list[Entry], first: int) -> None:
+        if not self._created:
+            await self._log.create(self._ref, self._meta)
+            self._created = True
+        if batch:
+            await self._log.append(self._ref, batch, first)
+
+    async def finish(self, stream: EventStream) -> None:
+        """The run has ended: write what is left (all of the ring, for logs written only now) and mark the end."""
+        try:
+            async with asyncio.timeout(FINISH_SECONDS):
+                if self._log.live_writes:
+                    while self._task is not None:
+                        await asyncio.shield(self._task)
+                    await self._write([], stream.first)
+                else:
+                    await self._write(stream.entries(stream.first - 1), stream.first)
+                await self._log.end(self._ref)
+        except (TimeoutError, StoreUnavailable) as exc:
+            if self._task is not None:
+                self._task.cancel()
+            log.warning("event log of run %s not completed (%s): it cannot be replayed to its end", self._ref.run_id, exc)

@@ -1,0 +1,93 @@
+"""The per-run event log seam: every event of a run with its position, kept for reattach and replay.
+
+Positions count from 1 within a run; only the run's lease holder appends. A log holds at most its bounds
+(events, bytes): older entries are trimmed and `first` says the oldest position still held."""
+
+from __future__ import annotations
+
+import abc
+import hashlib
+from dataclasses import dataclass
+
+Entry = tuple[int, bytes]  # (position, the event's JSON)
+
+
+@dataclass(frozen=True, slots=True)
+class LogRef:
+    """One run's log: the store's thread key (it carries the caller's scope) and the run id."""
+
+    thread_key: str
+    run_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class LogMeta:
+    """What an attacher must match: the run's rosInvocationId and request (as digests), and who wrote it."""
+
+    ros_digest: str
+    request_digest: str
+    owner: str
+    execution_id: str = ""  # so that an attacher on another replica can cancel the run
+
+
+@dataclass(slots=True)
+class LogRead:
+    meta: LogMeta
+    entries: list[Entry]
+    first: int  # the oldest position the log still holds (head + 1 when it holds none)
+    ended: bool  # the run's terminal event is in the log
+
+
+def ros_digest(ros_invocation_id: str) -> str:
+    return hashlib.sha256(ros_invocation_id.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def ref_digest(ref: LogRef) -> str:
+    """A bounded, path- and key-safe name for a run's log."""
+    return hashlib.sha256(f"{ref.thread_key}\0{ref.run_id}".encode("utf-8", "surrogatepass")).hexdigest()[:40]
+
+
+class EventLog(abc.ABC):
+    """`live_writes`: entries are written while the run goes (file, Redis); otherwise once, when it ends (memory,
+    whose live run is read from the engine's own ring). `shared`: other replicas follow it live (Redis)."""
+
+    live_writes = True
+    shared = False
+
+    @abc.abstractmethod
+    async def create(self, ref: LogRef, meta: LogMeta) -> None:
+        """Open a run's log (before its first append)."""
+
+    @abc.abstractmethod
+    async def append(self, ref: LogRef, entries: list[Entry], first_kept: int) -> None:
+        """Add entries (in position order) and drop every entry before `first_kept`."""
+
+    @abc.abstractmethod
+    async def end(self, ref: LogRef) -> None:
+        """The terminal event is written: the log is kept for the retention period from now."""
+
+    @abc.abstractmethod
+    async def read(self, ref: LogRef, after: int, limit: int) -> LogRead | None:
+        """Up to `limit` entries after position `after`; None when there is no such log."""
+
+    async def wait(self, ref: LogRef, after: int, timeout: float) -> None:
+        """Return when an entry after `after` may exist, or after `timeout` (shared logs block on the server)."""
+        return
+
+    async def watch(self, ref: LogRef, seconds: float) -> None:
+        """A follower on another replica says it is attached, for `seconds`."""
+        return
+
+    async def watched(self, ref: LogRef) -> bool:
+        """Whether a follower on another replica said so recently."""
+        return False
+
+    async def owner_alive(self, ref: LogRef) -> bool:
+        """Whether the run still holds its thread's lease somewhere (single-process logs: the engine knows)."""
+        return False
+
+    async def purge_expired(self) -> int:
+        return 0
+
+    async def close(self) -> None:
+        return None

@@ -1,0 +1,149 @@
+"""Event logs in Redis: one Stream per run (entry ids `0-<position>`), a meta hash and an attach marker, all under
+the thread's hash tag. Appends are one pipelined round trip per flushed batch; followers block with XREAD on
+connections of their own, never the pool that admission uses."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+from redis.exceptions import RedisError
+
+from store.base import StoreUnavailable
+from store.eventlog import Entry, EventLog, LogMeta, LogRead, LogRef, ref_digest
+
+T = TypeVar("T")
+LIVE_TTL_MS = 86_400_000  # a live run's log outlives a silent day; when the run ends the retention applies
+
+
+def _keys(ref: LogRef, state_key: str) -> tuple[str, str, str]:
+    """The stream, meta and watch keys, with the hash tag of the thread's state key (`agui:{t:…}:state`)."""
+    tag = state_key[: -len(":state")]
+    name = ref_digest(ref)
+    return f"{tag}:log:{name}", f"{tag}:logmeta:{name}", f"{tag}:watch:{name}"
+
+
+def _position(entry_id: Any) -> int:
+    text = entry_id.decode() if isinstance(entry_id, bytes) else str(entry_id)
+    return int(text.split("-", 1)[1])
+
+
+class RedisEventLog(EventLog):
+    shared = True
+
+    def __init__(
+        self,
+        client: Any,
+        blocking: Callable[[], Any],
+        command: Callable[[Callable[[], Awaitable[Any]]], Awaitable[Any]],
+        state_key: Callable[[str], str],
+        retention_seconds: float,
+    ) -> None:
+        self._client = client
+        self._blocking_factory = blocking
+        self._blocking: Any = None
+        self._command = command  # the store's gate: bounded wait for a pooled connection, errors as StoreUnavailable
+        self._state_key = state_key
+        self._retention_ms = max(1, int(retention_seconds * 1000))
+
+    def _keys(self, ref: LogRef) -> tuple[str, str, str]:
+        return _keys(ref, self._state_key(ref.thread_key))
+
+    async def create(self, ref: LogRef, meta: LogMeta) -> None:
+        stream, info, _ = self._keys(ref)
+        fields = {"ros": meta.ros_digest, "digest": meta.request_digest, "owner": meta.owner, "execution": meta.execution_id, "ended": "0"}
+
+        async def write() -> None:
+            async with self._client.pipeline(transaction=False) as pipe:
+                pipe.delete(stream)
+                pipe.hset(info, mapping=fields)
+                pipe.pexpire(info, LIVE_TTL_MS)
+                await pipe.execute()
+
+        await self._command(write)
+
+    async def append(self, ref: LogRef, entries: list[Entry], first_kept: int) -> None:
+        stream = self._keys(ref)[0]
+
+        async def write() -> None:
+            async with self._client.pipeline(transaction=False) as pipe:
+                for position, data in entries:
+                    pipe.xadd(stream, {"d": data}, id=f"0-{position}")
+                pipe.xtrim(stream, minid=f"0-{first_kept}")
+                pipe.pexpire(stream, LIVE_TTL_MS)
+                await pipe.execute()
+
+        await self._command(write)
+
+    async def end(self, ref: LogRef) -> None:
+        stream, info, _ = self._keys(ref)
+
+        async def write() -> None:
+            async with self._client.pipeline(transaction=False) as pipe:
+                pipe.hset(info, "ended", "1")
+                pipe.pexpire(info, self._retention_ms)
+                pipe.pexpire(stream, self._retention_ms)
+                await pipe.execute()
+
+        await self._command(write)
+
+    async def read(self, ref: LogRef, after: int, limit: int) -> LogRead | None:
+        stream, info, _ = self._keys(ref)
+
+        async def fetch() -> list[Any]:
+            async with self._client.pipeline(transaction=False) as pipe:
+                pipe.hgetall(info)
+                pipe.xrange(stream, min="-", max="+", count=1)
+                pipe.xrange(stream, min=f"0-{after + 1}", max="+", count=limit)
+                result: list[Any] = await pipe.execute()
+                return result
+
+        fields, oldest, rows = await self._command(fetch)
+        if not fields:
+            return None
+        text = {k.decode(): v.decode() for k, v in fields.items()}
+        meta = LogMeta(text.get("ros", ""), text.get("digest", ""), text.get("owner", ""), text.get("execution", ""))
+        entries = [(_position(entry_id), values[b"d"]) for entry_id, values in rows]
+        first = _position(oldest[0][0]) if oldest else after + 1
+        return LogRead(meta, entries, first, text.get("ended") == "1")
+
+    async def wait(self, ref: LogRef, after: int, timeout: float) -> None:
+        stream = self._keys(ref)[0]
+        try:
+            self._blocking = self._blocking or self._blocking_factory()
+            await self._blocking.xread({stream: f"0-{after}"}, count=1, block=max(1, int(timeout * 1000)))
+        except RedisError as exc:
+            raise StoreUnavailable(f"redis: {type(exc).__name__}") from None
+
+    async def watch(self, ref: LogRef, seconds: float) -> None:
+        watch = self._keys(ref)[2]
+        await self._command(lambda: self._client.set(watch, "1", px=max(1, int(seconds * 1000))))
+
+    async def watched(self, ref: LogRef) -> bool:
+        watch = self._keys(ref)[2]
+        return bool(await self._command(lambda: self._client.exists(watch)))
+
+    async def owner_alive(self, ref: LogRef) -> bool:
+        """The thread's document says this run holds the lease, and the lease has not run out (server clock)."""
+        key = self._state_key(ref.thread_key)
+
+        async def fetch() -> list[Any]:
+            async with self._client.pipeline(transaction=False) as pipe:
+                pipe.get(key)
+                pipe.time()
+                result: list[Any] = await pipe.execute()
+                return result
+
+        raw, (seconds, micros) = await self._command(fetch)
+        active = json.loads(raw).get("active") if raw else None
+        if not isinstance(active, dict) or active.get("run_id") != ref.run_id:
+            return False
+        return float(active.get("lease_until", 0)) > float(seconds) + float(micros) / 1e6
+
+    async def close(self) -> None:
+        if self._blocking is not None:
+            try:
+                await self._blocking.aclose()
+            except Exception:  # noqa: BLE001
+                pass

@@ -1,0 +1,52 @@
+"""`GET /threads/{threadId}/runs/{runId}/events`: follow a run from a position (`Last-Event-ID`, which a browser's
+EventSource sends by itself when it reconnects, or `?lastEventId=`), as SSE. Only the run's caller may: the same
+authorization as starting a run (or a single-use `?ticket=`, since EventSource cannot send headers) and the run's
+`rosInvocationId`. An unknown run, another caller's run and a wrong rosInvocationId all answer 404 alike."""
+
+from __future__ import annotations
+
+import time
+
+from litestar import Request, Response, get
+from litestar.response import Stream
+
+from gateway import metrics
+from gateway.errors import ErrorCode, GatewayError
+from gateway.i18n import negotiate
+from gateway.protocol.input import MAX_ID_LENGTH
+from transports.http_input import authenticate_or_redeem, caller_of, check_accept, parse_position
+from transports.render import SSE_HEADERS, SSE_MEDIA_TYPE, json_error
+from transports.services import Services
+from transports.sse import sse_stream
+
+
+def _check_ids(*pairs: tuple[str, str]) -> None:
+    for name, value in pairs:
+        if not value or len(value) > MAX_ID_LENGTH:
+            raise GatewayError(ErrorCode.INVALID_INPUT, name, f"Between 1 and {MAX_ID_LENGTH} characters.")
+
+
+@get("/threads/{thread_id:str}/runs/{run_id:str}/events", status_code=200)
+async def run_events(request: Request, services: Services, thread_id: str, run_id: str) -> Response:
+    arrived = time.perf_counter()
+    language = negotiate(None, request.headers.get("accept-language"))
+    query = request.query_params
+    try:
+        tickets = [query["ticket"]] if query.get("ticket") else []
+        principal = await authenticate_or_redeem(request, services, tickets)
+        check_accept(request)
+        _check_ids(("threadId", thread_id), ("runId", run_id))
+        header = parse_position(request.headers.get("last-event-id"), "Last-Event-ID")
+        last = header if header is not None else parse_position(query.get("lastEventId"))
+        ros_invocation_id = query.get("rosInvocationId", "")
+        if len(ros_invocation_id) > MAX_ID_LENGTH:
+            raise GatewayError(ErrorCode.INVALID_INPUT, "rosInvocationId")
+        run = await services.engine.attach(thread_id, run_id, ros_invocation_id, last or 0, caller_of(principal), language=language)
+    except GatewayError as error:
+        metrics.REATTACHES.labels(error.code.name).inc()
+        return json_error(error, language)
+    return Stream(
+        sse_stream(run, services.settings.heartbeat_seconds, False, "sse", arrived),
+        media_type=SSE_MEDIA_TYPE,
+        headers=SSE_HEADERS,
+    )
