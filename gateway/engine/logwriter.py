@@ -81,7 +81,7 @@ class LogWriter:
                     await self._write([], stream.first)
                 else:
                     await self._write(stream.entries(stream.first - 1), stream.first)
-                await self._log.end(self._ref)
+                await self._log.end(self._ref, stream.head)
         except (TimeoutError, StoreUnavailable) as exc:
             if self._task is not None:
                 self._task.cancel()

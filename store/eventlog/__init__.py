@@ -10,6 +10,7 @@ import hashlib
 from dataclasses import dataclass
 
 Entry = tuple[int, bytes]  # (position, the event's JSON)
+TOMBSTONE_SECONDS = 86_400.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,8 +64,10 @@ class EventLog(abc.ABC):
         """Add entries (in position order) and drop every entry before `first_kept`."""
 
     @abc.abstractmethod
-    async def end(self, ref: LogRef) -> None:
-        """The terminal event is written: the log is kept for the retention period from now."""
+    async def end(self, ref: LogRef, head: int) -> None:
+        """The terminal event (position `head`) is written: the entries are kept for the retention period from now,
+        and a tombstone (the meta and `head`) for TOMBSTONE_SECONDS, so that a late attacher learns that the events
+        expired rather than that the run never existed."""
 
     @abc.abstractmethod
     async def read(self, ref: LogRef, after: int, limit: int) -> LogRead | None:

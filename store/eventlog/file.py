@@ -10,7 +10,7 @@ import time
 import msgspec
 
 from store.base import Clock, StoreUnavailable
-from store.eventlog import Entry, EventLog, LogMeta, LogRead, LogRef, ref_digest
+from store.eventlog import TOMBSTONE_SECONDS, Entry, EventLog, LogMeta, LogRead, LogRef, ref_digest
 
 ABANDONED_SECONDS = 86400.0  # a log never ended (its process died) is removed after this long without writes
 
@@ -22,6 +22,7 @@ class _Meta(msgspec.Struct):
     execution_id: str = ""
     first: int = 1
     ended_at: float | None = None
+    head: int = 0
 
 
 _encode = msgspec.json.Encoder().encode
@@ -35,6 +36,7 @@ class FileEventLog(EventLog):
         self.clock = clock
         os.makedirs(directory, mode=0o700, exist_ok=True)
         self._first: dict[LogRef, int] = {}  # live runs: the first position still in their file
+        self._kept: dict[LogRef, int] = {}  # live runs: the first position their bounds keep (recorded at the end)
         self._meta: dict[LogRef, _Meta] = {}
 
     def _paths(self, ref: LogRef) -> tuple[str, str]:
@@ -67,6 +69,7 @@ class FileEventLog(EventLog):
         log_path, meta_path = self._paths(ref)
         lines = b"".join(b"%d %s\n" % (position, data) for position, data in entries)
         first = self._first.get(ref, 1)
+        self._kept[ref] = first_kept
         head = entries[-1][0] if entries else first_kept
         compact = first_kept - first > max(1024, head - first_kept)
         await self._io(self._append, log_path, meta_path, lines, first_kept if compact else 0, self._meta.get(ref))
@@ -85,12 +88,13 @@ class FileEventLog(EventLog):
             meta.first = compact_to
             self._write_meta(meta_path, meta)
 
-    async def end(self, ref: LogRef) -> None:
+    async def end(self, ref: LogRef, head: int) -> None:
         meta = self._meta.pop(ref, None)
         self._first.pop(ref, None)
+        kept = self._kept.pop(ref, 1)
         if meta is None:
             return
-        meta.ended_at = self.clock()
+        meta.ended_at, meta.head, meta.first = self.clock(), head, max(meta.first, kept)
         await self._io(self._write_meta, self._paths(ref)[1], meta)
 
     async def read(self, ref: LogRef, after: int, limit: int) -> LogRead | None:
@@ -102,13 +106,17 @@ class FileEventLog(EventLog):
         try:
             with open(meta_path, "rb") as handle:
                 meta = _decode(handle.read())
-            lines = _lines(log_path)
         except FileNotFoundError:
             return None
         except msgspec.MsgspecError:
             raise StoreUnavailable("event log meta file is corrupt") from None
+        info = LogMeta(meta.ros_digest, meta.request_digest, meta.owner, meta.execution_id)
         if meta.ended_at is not None and meta.ended_at + self.retention_seconds <= self.clock():
-            return None
+            return LogRead(info, [], meta.head + 1, True)  # a tombstone: the events expired
+        try:
+            lines = _lines(log_path)
+        except FileNotFoundError:
+            lines = []
         entries: list[Entry] = []
         first = None
         for line in lines:
@@ -119,7 +127,6 @@ class FileEventLog(EventLog):
             first = position if first is None else first
             if position > after and len(entries) < limit:
                 entries.append((position, data))
-        info = LogMeta(meta.ros_digest, meta.request_digest, meta.owner, meta.execution_id)
         return LogRead(info, entries, first if first is not None else after + 1, meta.ended_at is not None)
 
     async def purge_expired(self) -> int:
@@ -134,17 +141,17 @@ class FileEventLog(EventLog):
             try:
                 with open(entry.path, "rb") as handle:
                     meta = _decode(handle.read())
-                ended = meta.ended_at is not None and meta.ended_at + self.retention_seconds <= now
                 log_path = entry.path[: -len(".meta")] + ".log"
+                expired = meta.ended_at is not None and meta.ended_at + self.retention_seconds <= now
+                buried = meta.ended_at is not None and meta.ended_at + TOMBSTONE_SECONDS <= now
                 abandoned = meta.ended_at is None and os.stat(log_path).st_mtime + ABANDONED_SECONDS <= now
             except (OSError, msgspec.MsgspecError):
                 continue
-            if ended or abandoned:
-                for path in (entry.path, log_path):
-                    try:
-                        os.unlink(path)
-                    except OSError:
-                        pass
+            for path in (log_path,) if expired else ():
+                _unlink(path)
+            if buried or abandoned:
+                _unlink(entry.path)
+                _unlink(log_path)
                 removed += 1
         return removed
 
@@ -152,3 +159,10 @@ class FileEventLog(EventLog):
 def _lines(path: str) -> list[bytes]:
     with open(path, "rb") as handle:
         return handle.readlines()
+
+
+def _unlink(path: str) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass

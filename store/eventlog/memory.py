@@ -6,7 +6,7 @@ import time
 from dataclasses import dataclass, field
 
 from store.base import Clock
-from store.eventlog import Entry, EventLog, LogMeta, LogRead, LogRef
+from store.eventlog import TOMBSTONE_SECONDS, Entry, EventLog, LogMeta, LogRead, LogRef
 
 MAX_ENDED_LOGS = 10_000  # ended runs kept for replay; the oldest go first
 
@@ -16,6 +16,7 @@ class _Log:
     meta: LogMeta
     entries: list[Entry] = field(default_factory=list)
     ended_at: float | None = None
+    head: int = 0
 
 
 class MemoryEventLog(EventLog):
@@ -37,10 +38,10 @@ class MemoryEventLog(EventLog):
         if log.entries and log.entries[0][0] < first_kept:
             log.entries = [entry for entry in log.entries if entry[0] >= first_kept]
 
-    async def end(self, ref: LogRef) -> None:
+    async def end(self, ref: LogRef, head: int) -> None:
         log = self._logs.get(ref)
         if log is not None:
-            log.ended_at = self.clock()
+            log.ended_at, log.head = self.clock(), head
         if len(self._logs) > MAX_ENDED_LOGS:
             await self.purge_expired()
             ended = [key for key, value in self._logs.items() if value.ended_at is not None]
@@ -49,16 +50,21 @@ class MemoryEventLog(EventLog):
 
     async def read(self, ref: LogRef, after: int, limit: int) -> LogRead | None:
         log = self._logs.get(ref)
-        if log is None or (log.ended_at is not None and log.ended_at + self.retention_seconds <= self.clock()):
+        if log is None:
             return None
+        if log.ended_at is not None and log.ended_at + self.retention_seconds <= self.clock():
+            return LogRead(log.meta, [], log.head + 1, True)  # a tombstone: the events expired
         entries = log.entries
         first = entries[0][0] if entries else after + 1
         start = max(0, after + 1 - first)
         return LogRead(log.meta, entries[start : start + limit], first, log.ended_at is not None)
 
     async def purge_expired(self) -> int:
-        cutoff = self.clock() - self.retention_seconds
-        old = [key for key, log in self._logs.items() if log.ended_at is not None and log.ended_at <= cutoff]
+        now = self.clock()
+        old = [key for key, log in self._logs.items() if log.ended_at is not None and log.ended_at + TOMBSTONE_SECONDS <= now]
         for key in old:
             del self._logs[key]
+        for log in self._logs.values():
+            if log.ended_at is not None and log.ended_at + self.retention_seconds <= now:
+                log.entries = []
         return len(old)

@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 from redis.exceptions import RedisError
 
 from store.base import StoreUnavailable
-from store.eventlog import Entry, EventLog, LogMeta, LogRead, LogRef, ref_digest
+from store.eventlog import TOMBSTONE_SECONDS, Entry, EventLog, LogMeta, LogRead, LogRef, ref_digest
 
 T = TypeVar("T")
 LIVE_TTL_MS = 86_400_000  # a live run's log outlives a silent day; when the run ends the retention applies
@@ -76,13 +76,13 @@ class RedisEventLog(EventLog):
 
         await self._command(write)
 
-    async def end(self, ref: LogRef) -> None:
+    async def end(self, ref: LogRef, head: int) -> None:
         stream, info, _ = self._keys(ref)
 
         async def write() -> None:
             async with self._client.pipeline(transaction=False) as pipe:
-                pipe.hset(info, "ended", "1")
-                pipe.pexpire(info, self._retention_ms)
+                pipe.hset(info, mapping={"ended": "1", "head": str(head)})
+                pipe.pexpire(info, int(TOMBSTONE_SECONDS * 1000))
                 pipe.pexpire(stream, self._retention_ms)
                 await pipe.execute()
 
@@ -105,8 +105,11 @@ class RedisEventLog(EventLog):
         text = {k.decode(): v.decode() for k, v in fields.items()}
         meta = LogMeta(text.get("ros", ""), text.get("digest", ""), text.get("owner", ""), text.get("execution", ""))
         entries = [(_position(entry_id), values[b"d"]) for entry_id, values in rows]
-        first = _position(oldest[0][0]) if oldest else after + 1
-        return LogRead(meta, entries, first, text.get("ended") == "1")
+        ended = text.get("ended") == "1"
+        # With nothing held, every event expired (a tombstone) or none was written yet.
+        empty_first = int(text.get("head", "0")) + 1 if ended else after + 1
+        first = _position(oldest[0][0]) if oldest else empty_first
+        return LogRead(meta, entries, first, ended)
 
     async def wait(self, ref: LogRef, after: int, timeout: float) -> None:
         stream = self._keys(ref)[0]
