@@ -7,13 +7,15 @@ waits, so a detached run goes on and can always settle. When the last follower l
 from __future__ import annotations
 
 import asyncio
+import math
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 
 from gateway.protocol import events as e
 
 Entry = tuple[int, bytes]  # (position, the event's JSON)
-MAX_LAG = 4096  # events an attached follower may trail the producer by before the backend is slowed down
+_encode = e.encode_json
+MAX_LAG = 1024  # events an attached follower may trail the producer by before the backend is slowed down
 _COMPACT_AT = 1024  # trimmed entries physically dropped in chunks of at least this many
 
 
@@ -57,6 +59,7 @@ class EventStream:
         self._advanced: asyncio.Future[None] | None = None
         self._on_detached = on_detached
         self._on_append = on_append
+        self._pause_at = math.inf  # the producer waits once the head passes this (slowest follower + MAX_LAG)
 
     @property
     def first(self) -> int:
@@ -69,24 +72,29 @@ class EventStream:
     async def put(self, events: list[e.Event]) -> None:
         if not events or self.ended:
             return
-        encode = e.encode_json
         start = self.head + 1
-        encoded = [encode(event) for event in events]
+        encoded = [_encode(event) for event in events]
         self._data.extend(encoded)
-        self._bytes += sum(map(len, encoded))
         self.head += len(encoded)
-        self._trim()
+        self._bytes += sum(map(len, encoded))
+        bounds = self._bounds
+        if self.head - self._first >= bounds.max_events or self._bytes > bounds.max_bytes:
+            self._trim()
         if self._on_append is not None:
             self._on_append(list(zip(range(start, self.head + 1), encoded, strict=True)))
-        self._wake()
-        while self._cursors and self.head - min(self._cursors.values()) > MAX_LAG:
+        if self._grew is not None:
+            self._grew.set_result(None)
+            self._grew = None
+        while self.head > self._pause_at:  # an attached follower trails too far: wait for it
             self._advanced = self._advanced or asyncio.get_running_loop().create_future()
             await asyncio.shield(self._advanced)
 
     async def close(self) -> None:
         """No event follows: followers end after what is held."""
         self.ended = True
-        self._wake()
+        if self._grew is not None:
+            self._grew.set_result(None)
+            self._grew = None
 
     def entries(self, after: int) -> list[Entry]:
         """Every entry held after position `after`; raise PositionGone if some of them were trimmed."""
@@ -109,14 +117,14 @@ class EventStream:
             del data[: first - self._base]
             self._base = first
 
-    def _wake(self) -> None:
-        if self._grew is not None:
-            self._grew.set_result(None)
-            self._grew = None
-
     def _advance(self, follower: int, position: int) -> None:
         self._cursors[follower] = position
-        if self._advanced is not None and self.head - min(self._cursors.values()) <= MAX_LAG:
+        self._followers_moved()
+
+    def _followers_moved(self) -> None:
+        """Recompute where the producer must pause, and release it if it no longer must."""
+        self._pause_at = min(self._cursors.values()) + MAX_LAG if self._cursors else math.inf
+        if self._advanced is not None and self.head <= self._pause_at:
             self._advanced.set_result(None)
             self._advanced = None
 
@@ -129,6 +137,7 @@ class EventStream:
         follower = self._next_follower
         self._next_follower += 1
         self._cursors[follower] = after
+        self._followers_moved()
         return follower
 
     async def follow(self, follower: int, heartbeat_seconds: float) -> AsyncIterator[list[Entry] | None]:
@@ -155,8 +164,6 @@ class EventStream:
 
     def _leave(self, follower: int) -> None:
         self._cursors.pop(follower, None)
-        if self._advanced is not None and (not self._cursors or self.head - min(self._cursors.values()) <= MAX_LAG):
-            self._advanced.set_result(None)
-            self._advanced = None
+        self._followers_moved()
         if not self._cursors and not self.ended:
             self._on_detached()

@@ -5,6 +5,7 @@ connections of their own, never the pool that admission uses."""
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
@@ -14,6 +15,7 @@ from store.base import StoreUnavailable
 from store.eventlog import TOMBSTONE_SECONDS, Entry, EventLog, LogMeta, LogRead, LogRef, ref_digest
 
 T = TypeVar("T")
+LUA_DIR = os.path.join(os.path.dirname(os.path.dirname(__file__)), "lua")
 LIVE_TTL_MS = 86_400_000  # a live run's log outlives a silent day; when the run ends the retention applies
 
 
@@ -46,6 +48,8 @@ class RedisEventLog(EventLog):
         self._command = command  # the store's gate: bounded wait for a pooled connection, errors as StoreUnavailable
         self._state_key = state_key
         self._retention_ms = max(1, int(retention_seconds * 1000))
+        with open(os.path.join(LUA_DIR, "log_append.lua")) as source:
+            self._append = client.register_script(source.read())
 
     def _keys(self, ref: LogRef) -> tuple[str, str, str]:
         return _keys(ref, self._state_key(ref.thread_key))
@@ -64,17 +68,12 @@ class RedisEventLog(EventLog):
         await self._command(write)
 
     async def append(self, ref: LogRef, entries: list[Entry], first_kept: int) -> None:
-        stream = self._keys(ref)[0]
-
-        async def write() -> None:
-            async with self._client.pipeline(transaction=False) as pipe:
-                for position, data in entries:
-                    pipe.xadd(stream, {"d": data}, id=f"0-{position}")
-                pipe.xtrim(stream, minid=f"0-{first_kept}")
-                pipe.pexpire(stream, LIVE_TTL_MS)
-                await pipe.execute()
-
-        await self._command(write)
+        """One script call per flushed batch (one command to encode, not one per event)."""
+        args: list[int | bytes] = [first_kept, LIVE_TTL_MS]
+        for position, data in entries:
+            args += (position, data)
+        keys = [self._keys(ref)[0]]
+        await self._command(lambda: self._append(keys=keys, args=args))
 
     async def end(self, ref: LogRef, head: int) -> None:
         stream, info, _ = self._keys(ref)
