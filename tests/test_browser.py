@@ -198,3 +198,45 @@ def test_reconnects_after_the_connection_drops(page, start_gateway):
     expect(page.get_by_test_id("status")).to_have_text("Connected", timeout=20000)
     send(page, "after the drop")
     expect(page.get_by_test_id("assistant").last).to_have_text("You said: after the drop")
+
+
+def slow_answer(server, seconds: int) -> str:
+    """The whole text `/slow <seconds>` streams, from a run read without interruption."""
+    from tests.support import post_sse, run_body
+
+    result = post_sse(httpx.Client(timeout=60), server.url + "/", run_body(f"/slow {seconds}"))
+    return "".join(event["delta"] for event in result.of("TEXT_MESSAGE_CONTENT"))
+
+
+@pytest.mark.parametrize("mode", ["ws", "sse"])
+def test_a_reload_mid_run_follows_the_run_to_its_end_without_repeating_text(page, gateway, mode):
+    expected = slow_answer(gateway, 5)
+    open_ui(page, gateway)
+    if mode == "sse":
+        page.get_by_test_id("transport-sse").check()
+    send(page, "/slow 5")
+    assistant = page.get_by_test_id("assistant").last
+    expect(assistant).not_to_have_text("", timeout=5000)
+    page.wait_for_timeout(1200)  # a few deltas in
+    page.reload()
+    expect(page.locator("body[data-ready=true]")).to_have_count(1)
+    expect(page.get_by_test_id("assistant").last).to_have_text(expected, timeout=20000)
+    page.wait_for_function("JSON.parse(localStorage.getItem('agui.page.v1')).live === null")
+    expect(page.get_by_test_id("status")).not_to_have_text("Disconnected")
+    stored = page.evaluate("JSON.parse(localStorage.getItem('agui.page.v1'))")
+    assert stored["live"] is None and stored["runs"][-1][-1]["outcome"] == {"type": "success"}
+
+
+def test_a_dropped_websocket_attaches_again_and_the_answer_ends_complete(page, gateway):
+    from tests.tcp_proxy import TcpProxy
+
+    expected = slow_answer(gateway, 5)
+    with TcpProxy(gateway.port) as proxy:
+        open_ui(page, proxy)
+        send(page, "/slow 5")
+        assistant = page.get_by_test_id("assistant").last
+        expect(assistant).not_to_have_text("", timeout=5000)
+        page.wait_for_timeout(1200)
+        proxy.cut()  # the server side of the socket is gone; the run goes on in its grace window
+        expect(page.get_by_test_id("assistant").last).to_have_text(expected, timeout=20000)
+        assert page.get_by_test_id("assistant").count() == 1

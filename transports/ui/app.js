@@ -2,11 +2,15 @@
 // draws it, interrupts.js builds the answer forms, transport.js talks to the gateway.
 //
 // What is kept across reloads (localStorage, key `agui.page.v1`): the thread id, workspace, invocation id,
-// and each run's events (deltas merged), replayed through protocol.js on load. Never HTML, never the token
-// (sessionStorage only).
+// each run's events (deltas merged), replayed through protocol.js on load, and the run in flight (`live`). Never
+// HTML, never the token (sessionStorage only).
+//
+// Reattach: every run asks the gateway for a grace window. After a reload the run in flight is followed again
+// from its first event (its transcript is rebuilt from the gateway's log); after a network drop, from the last
+// event id seen. The gateway sends each event exactly once across the drop, so no text repeats or goes missing.
 
 import { apply, compact, emptyView, LOCAL_ERROR, RESUME, USER } from "./protocol.js";
-import { cancelExecution, runSse, SocketLink } from "./transport.js";
+import { attachSse, cancelExecution, runSse, SocketLink } from "./transport.js";
 import { PageView } from "./view.js";
 
 const $ = (id) => document.getElementById(id);
@@ -14,6 +18,8 @@ const STORAGE_KEY = "agui.page.v1";
 const MAX_RUNS = 40; // runs kept for the transcript; older ones are forgotten
 const MAX_STORED_CHARS = 2_000_000;
 const TERMINAL = new Set(["RUN_FINISHED", "RUN_ERROR", LOCAL_ERROR]);
+const LOCAL = new Set([USER, RESUME]); // the page's own pseudo-events, kept when a run is followed again
+const SSE_ATTEMPTS = 8; // reattach attempts over SSE before the page gives up on a run
 
 const newId = (prefix) => `${prefix}-${crypto.randomUUID()}`;
 const token = () => window.sessionStorage.getItem("agui.token") || "";
@@ -34,7 +40,9 @@ const page = {
   ros: saved.ros || null, // rosInvocationId of the current execution
   thinking: Boolean(saved.thinking),
   runs: Array.isArray(saved.runs) ? saved.runs : [], // each run: its events, local pseudo-events included
+  live: saved.live || null, // the run in flight: {threadId, runId, rosInvocationId, transport}
 };
+let cursor = null; // the last event id of the run in flight (where to attach from after a drop)
 let view = emptyView();
 const pageView = new PageView({ onAnswer: (entries) => run(null, entries) });
 
@@ -49,11 +57,13 @@ function save() {
   window.localStorage.setItem(STORAGE_KEY, text);
 }
 
-function record(event) {
+function record(event, eventId = null) {
   if (!page.runs.length) page.runs.push([]);
   page.runs[page.runs.length - 1].push(event);
+  if (eventId) cursor = eventId;
+  if (TERMINAL.has(event.type)) page.live = null;
   pageView.render(view, apply(view, event));
-  if (TERMINAL.has(event.type) || event.type === USER || event.type === RESUME) save();
+  if (TERMINAL.has(event.type) || LOCAL.has(event.type)) save();
 }
 
 function setStatus(text) {
@@ -68,9 +78,12 @@ const link = new SocketLink({
     if (!view.running) setStatus(text);
   },
   onDrop: () => {
-    if (view.running) record({ type: LOCAL_ERROR, message: "Connection lost: the run was cancelled by the gateway.", status: "Disconnected" });
+    if (view.running && !page.live) record({ type: LOCAL_ERROR, message: "Connection lost.", status: "Disconnected" });
   },
-  wanted: () => transport() === "ws",
+  onReopen: () => {
+    if (page.live && page.live.transport === "ws") link.attach(page.live, cursor); // the run went on meanwhile
+  },
+  wanted: () => transport() === "ws" || Boolean(page.live && page.live.transport === "ws"),
 });
 
 function runInput(text, resume) {
@@ -91,15 +104,45 @@ function runInput(text, resume) {
 
 async function run(text, resume) {
   page.runs.push([]);
-  record(text ? { type: USER, text } : { type: RESUME });
   const input = runInput(text, resume);
-  save();
+  page.live = { threadId: input.threadId, runId: input.runId, rosInvocationId: page.ros, transport: transport() };
+  cursor = null;
+  record(text ? { type: USER, text } : { type: RESUME });
   try {
-    if (transport() === "sse") await runSse(input, token(), record);
-    else await link.send(input);
+    if (page.live.transport === "sse") await followSse(() => runSse(input, token(), record));
+    else await link.run(input);
   } catch (error) {
+    page.live = null;
     record({ type: LOCAL_ERROR, message: `Could not reach the gateway: ${error.message}`, status: "Not connected" });
   }
+}
+
+/** Read a run over SSE; when the connection drops before its end, attach again from the last event id. */
+async function followSse(first) {
+  const live = page.live;
+  let ended = await first();
+  for (let attempt = 0; !ended && page.live === live && attempt < SSE_ATTEMPTS; attempt++) {
+    setStatus("Reconnecting…");
+    await new Promise((resolve) => setTimeout(resolve, Math.min(250 * 2 ** attempt, 4000)));
+    ended = await attachSse(live, cursor, token(), record);
+  }
+  if (!ended && page.live === live) {
+    page.live = null;
+    record({ type: LOCAL_ERROR, message: "Connection lost.", status: "Disconnected" });
+  }
+}
+
+/** After a reload: follow the run that was in flight again, from its first event (its stored events are replaced). */
+function resumeLive() {
+  const live = page.live;
+  const events = page.runs[page.runs.length - 1] || [];
+  page.runs[page.runs.length - 1] = events.filter((event) => LOCAL.has(event.type));
+  cursor = null;
+  replay();
+  view.running = true;
+  setStatus("Reconnecting…");
+  if (live.transport === "sse") followSse(() => attachSse(live, null, token(), record));
+  else link.attach(live, null).catch(() => {}); // a refused socket reconnects, then attaches (onReopen)
 }
 
 async function cancel() {
@@ -113,15 +156,15 @@ function replay() {
   pageView.reset();
   const changed = new Set(["status", "pending", "usage", "steps", "pipeline"]);
   for (const events of page.runs) for (const event of events) apply(view, event, changed);
-  if (view.running) {
-    view.running = false; // the page was closed mid-run: that stream is gone
+  if (view.running && !page.live) {
+    view.running = false; // the page was closed mid-run and that run is not followed again
     view.status = "Not connected";
   }
   pageView.render(view, changed);
 }
 
 function newThread() {
-  Object.assign(page, { threadId: newId("thread"), ros: null, runs: [] });
+  Object.assign(page, { threadId: newId("thread"), ros: null, runs: [], live: null });
   $("thread-id").textContent = page.threadId;
   replay();
   save();
@@ -175,6 +218,7 @@ function init() {
   window.localStorage.removeItem("agui.transcript"); // the old page kept raw HTML here
   replay();
   wire();
+  if (page.live) resumeLive();
   document.body.dataset.ready = "true";
 }
 

@@ -171,12 +171,12 @@ export function apply(view, event, changed = new Set()) {
   return changed;
 }
 
-/** Parses a text/event-stream into JSON events: records split on a blank line, `data:` lines joined, comments
- * (heartbeats) and `id:`/`event:` fields set aside. Accepts \n and \r\n line ends. */
+/** Parses a text/event-stream into [event, id] pairs: records split on a blank line, `data:` lines joined, the
+ * record's `id:` kept with its event (null when it has none), comments (heartbeats) and `event:` set aside.
+ * Accepts \n and \r\n line ends. */
 export class SseParser {
   constructor() {
     this.buffer = "";
-    this.lastEventId = null;
   }
 
   push(text) {
@@ -187,11 +187,12 @@ export class SseParser {
       const record = this.buffer.slice(0, cut);
       this.buffer = this.buffer.slice(cut + 2);
       const data = [];
+      let id = null;
       for (const line of record.split("\n")) {
         if (line.startsWith("data:")) data.push(line.slice(line.startsWith("data: ") ? 6 : 5));
-        else if (line.startsWith("id:")) this.lastEventId = line.slice(3).trim();
+        else if (line.startsWith("id:")) id = line.slice(3).trim();
       }
-      if (data.length) events.push(JSON.parse(data.join("\n")));
+      if (data.length) events.push([JSON.parse(data.join("\n")), id]);
     }
     return events;
   }

@@ -1,7 +1,12 @@
-// How the page reaches the gateway: one WebSocket (tickets when a token is set, reconnect with backoff), SSE
-// over fetch, and the cancel extension. Events go to the caller's `onEvent`; nothing here touches the DOM.
+// How the page reaches the gateway: one multiplexed WebSocket (tickets when a token is set, reconnect with
+// backoff), SSE over fetch, reattach (both ways) and the cancel extension. Every run asks for a grace window, so a
+// dropped connection or a reload does not end it: the page attaches again from the last event id it saw.
+// Events go to the caller's `onEvent(event, eventId)`; nothing here touches the DOM.
 
 import { SseParser } from "./protocol.js";
+
+export const GRACE_SECONDS = 60; // how long the gateway keeps a run going while the page is away
+const TERMINAL = new Set(["RUN_FINISHED", "RUN_ERROR"]);
 
 export function authHeaders(token) {
   return token ? { authorization: `Bearer ${token}` } : {};
@@ -14,13 +19,14 @@ async function ticketQuery(token) {
   return `?ticket=${encodeURIComponent((await response.json()).ticket)}`;
 }
 
-/** One WebSocket to the gateway (base mode, `agui.v1`), opened on demand and reopened after a drop. */
+/** One WebSocket to the gateway (multiplexed, `agui-mux.v1`), opened on demand and reopened after a drop. */
 export class SocketLink {
-  constructor({ token, onEvent, onStatus, onDrop, wanted }) {
+  constructor({ token, onEvent, onStatus, onDrop, onReopen, wanted }) {
     this.token = token; // () => the current bearer token
     this.onEvent = onEvent;
     this.onStatus = onStatus;
-    this.onDrop = onDrop; // the socket closed (a run in flight is lost)
+    this.onDrop = onDrop; // the socket closed
+    this.onReopen = onReopen; // the socket is back after a drop (attach to the run in flight)
     this.wanted = wanted; // () => whether the page still wants a socket (reconnect only then)
     this.socket = null;
     this.ready = null;
@@ -41,12 +47,15 @@ export class SocketLink {
   async #connect() {
     const query = await ticketQuery(this.token());
     const scheme = location.protocol === "https:" ? "wss" : "ws";
-    const socket = new WebSocket(`${scheme}://${location.host}/ws${query}`, ["agui.v1"]);
+    const socket = new WebSocket(`${scheme}://${location.host}/ws${query}`, ["agui-mux.v1"]);
     await new Promise((resolve, reject) => {
       socket.onopen = resolve;
       socket.onerror = () => reject(new Error("WebSocket refused (if the gateway requires a token, set it in Settings)"));
     });
-    socket.onmessage = (message) => this.onEvent(JSON.parse(message.data));
+    socket.onmessage = (message) => {
+      const frame = JSON.parse(message.data);
+      this.onEvent(frame.event, frame.eventId ?? null);
+    };
     socket.onclose = () => {
       this.socket = null;
       this.ready = null;
@@ -67,14 +76,23 @@ export class SocketLink {
     setTimeout(() => {
       if (!this.wanted() || this.socket) return;
       this.open().then(
-        () => this.onStatus("Connected"),
+        () => {
+          this.onStatus("Connected");
+          this.onReopen();
+        },
         () => this.#reconnect(),
       );
     }, wait);
   }
 
-  async send(input) {
-    (await this.open()).send(JSON.stringify(input));
+  async run(input) {
+    const frame = { op: "run", id: input.runId, input, reattachGraceSeconds: GRACE_SECONDS };
+    (await this.open()).send(JSON.stringify(frame));
+  }
+
+  async attach({ threadId, runId, rosInvocationId }, lastEventId) {
+    const frame = { op: "attach", id: runId, threadId, runId, rosInvocationId, lastEventId: lastEventId || "" };
+    (await this.open()).send(JSON.stringify(frame));
   }
 
   close() {
@@ -82,26 +100,55 @@ export class SocketLink {
   }
 }
 
-/** One run over SSE (`POST /`): a JSON error before the stream becomes a RUN_ERROR event. */
+/** One run over SSE (`POST /`), asking for a grace window; resolves to true once its terminal event came (false:
+ * the connection dropped first). A JSON error before the stream becomes a RUN_ERROR event. */
 export async function runSse(input, token, onEvent) {
-  const response = await fetch("/", {
-    method: "POST",
-    headers: { "content-type": "application/json", accept: "text/event-stream", ...authHeaders(token) },
-    body: JSON.stringify(input),
-  });
+  return readSse(
+    fetch("/", {
+      method: "POST",
+      headers: { "content-type": "application/json", accept: "text/event-stream", "AGUI-Reattach-Grace": String(GRACE_SECONDS), ...authHeaders(token) },
+      body: JSON.stringify(input),
+    }),
+    onEvent,
+  );
+}
+
+/** Follow a run again after `lastEventId` (`GET /threads/{t}/runs/{r}/events`); resolves like runSse. */
+export async function attachSse({ threadId, runId, rosInvocationId }, lastEventId, token, onEvent) {
+  const path = `/threads/${encodeURIComponent(threadId)}/runs/${encodeURIComponent(runId)}/events`;
+  const headers = { accept: "text/event-stream", ...authHeaders(token), ...(lastEventId ? { "last-event-id": lastEventId } : {}) };
+  return readSse(fetch(`${path}?rosInvocationId=${encodeURIComponent(rosInvocationId)}`, { headers }), onEvent);
+}
+
+async function readSse(request, onEvent) {
+  let response;
+  try {
+    response = await request;
+  } catch {
+    return false; // the gateway is unreachable: the caller tries again
+  }
   if (!response.ok) {
     const body = await response.json().catch(() => ({}));
-    onEvent({ type: "RUN_ERROR", code: body.error?.code || String(response.status), message: body.error?.message || response.statusText });
-    return;
+    onEvent({ type: "RUN_ERROR", code: body.error?.code || String(response.status), message: body.error?.message || response.statusText }, null);
+    return true;
   }
   const reader = response.body.getReader();
   const decoder = new TextDecoder();
   const parser = new SseParser();
-  for (;;) {
-    const { done, value } = await reader.read();
-    if (done) break;
-    for (const event of parser.push(decoder.decode(value, { stream: true }))) onEvent(event);
+  let ended = false;
+  try {
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      for (const [event, id] of parser.push(decoder.decode(value, { stream: true }))) {
+        onEvent(event, id);
+        ended = ended || TERMINAL.has(event.type);
+      }
+    }
+  } catch {
+    return ended; // the connection dropped mid-stream
   }
+  return ended;
 }
 
 /** The cancel extension; resolves to the HTTP status. */

@@ -1,0 +1,60 @@
+"""A loopback TCP proxy in a background thread whose open connections can be cut at once: a network drop that
+neither side chose (the browser sees its WebSocket die, the gateway sees its client vanish)."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+from tests.support import free_port
+
+
+class TcpProxy:
+    def __init__(self, target_port: int) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.target_port = target_port
+        self._loop = asyncio.new_event_loop()
+        self._writers: set[asyncio.StreamWriter] = set()
+        self._ready = threading.Event()
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+
+    def __enter__(self) -> TcpProxy:
+        self._thread.start()
+        self._ready.wait(5)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.cut()
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(5)
+
+    def _serve(self) -> None:
+        asyncio.set_event_loop(self._loop)
+        self._loop.run_until_complete(asyncio.start_server(self._accept, "127.0.0.1", self.port))
+        self._ready.set()
+        self._loop.run_forever()
+
+    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        upstream_reader, upstream_writer = await asyncio.open_connection("127.0.0.1", self.target_port)
+        self._writers |= {writer, upstream_writer}
+        await asyncio.gather(self._pipe(reader, upstream_writer), self._pipe(upstream_reader, writer), return_exceptions=True)
+
+    async def _pipe(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while data := await reader.read(65536):
+                writer.write(data)
+                await writer.drain()
+        finally:
+            writer.close()
+            self._writers.discard(writer)
+
+    def cut(self) -> None:
+        """Drop every open connection, both ways, without a closing handshake."""
+
+        def abort() -> None:
+            for writer in list(self._writers):
+                writer.transport.abort()
+            self._writers.clear()
+
+        self._loop.call_soon_threadsafe(abort)
