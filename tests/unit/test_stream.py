@@ -1,0 +1,90 @@
+"""The run's event stream alone: positions, bounds, followers, backpressure and detaching."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+
+from gateway.engine.stream import MAX_LAG, Bounds, EventStream, PositionGone, PositionUnknown
+from gateway.protocol import events as e
+
+
+def text(n: int) -> list[e.Event]:
+    return [e.TextMessageContent(message_id="m", delta=f"d{i}") for i in range(n)]
+
+
+async def test_positions_count_from_one_and_the_ring_keeps_only_its_bounds():
+    stream = EventStream(lambda: None, Bounds(max_events=10, max_bytes=1 << 20))
+    for event in text(25):
+        await stream.put([event])
+    assert (stream.first, stream.head) == (16, 25)
+    assert [position for position, _ in stream.entries(20)] == [21, 22, 23, 24, 25]
+    assert json.loads(stream.entries(24)[0][1])["delta"] == "d24"
+    with pytest.raises(PositionGone):
+        stream.entries(14)
+    with pytest.raises(PositionUnknown):
+        stream.attach(26)
+
+
+async def test_the_byte_bound_trims_too():
+    one = len(e.encode_json(text(1)[0]))
+    stream = EventStream(lambda: None, Bounds(max_events=1000, max_bytes=one * 4))
+    await stream.put(text(9))
+    assert stream.head - stream.first + 1 == 4
+
+
+async def test_an_attached_follower_never_loses_what_it_has_not_read():
+    stream = EventStream(lambda: None, Bounds(max_events=10, max_bytes=1 << 20))
+    follower = stream.attach(0)
+    await stream.put(text(50))  # under MAX_LAG: the producer does not wait
+    assert stream.first == 1
+    reading = stream.follow(follower, 30)
+    batch = await anext(reading)
+    assert [position for position, _ in batch] == list(range(1, 51))
+    await stream.put(text(1))
+    assert stream.first == 42  # trimmed again once read
+    await reading.aclose()
+
+
+async def test_a_follower_that_lags_slows_the_producer_and_releases_it_by_reading():
+    stream = EventStream(lambda: None)
+    follower = stream.attach(0)
+
+    async def produce() -> None:
+        for event in text(MAX_LAG + 10):
+            await stream.put([event])
+
+    producer = asyncio.create_task(produce())
+    await asyncio.sleep(0.01)
+    assert not producer.done() and stream.head == MAX_LAG + 1
+    reading = stream.follow(follower, 30)
+    await anext(reading)
+    await asyncio.wait_for(producer, 1)
+    await reading.aclose()
+
+
+async def test_the_last_follower_leaving_detaches_unless_the_stream_ended():
+    detached: list[int] = []
+    stream = EventStream(lambda: detached.append(1))
+    first, second = stream.attach(0), stream.attach(0)
+    await stream.put(text(1))
+    one, two = stream.follow(first, 30), stream.follow(second, 30)
+    await anext(one)
+    await anext(two)
+    await one.aclose()
+    assert detached == []  # one follower is still there
+    await two.aclose()
+    assert detached == [1]
+    third = stream.attach(1)
+    await stream.close()
+    assert [batch async for batch in stream.follow(third, 30)] == []
+    assert detached == [1]  # an ended stream is not a detach
+
+
+async def test_a_silent_stream_yields_heartbeats():
+    stream = EventStream(lambda: None)
+    reading = stream.follow(stream.attach(0), 0.01)
+    assert await anext(reading) is None
+    await reading.aclose()
