@@ -33,11 +33,15 @@ def ping(services: Services) -> dict[str, object]:
 async def health(services: Services) -> dict[str, object]:
     ctx = services
     reachable = await ctx.access.store_reachable()
+    reattach = {"version": 1, "maxGraceSeconds": ctx.settings.max_reattach_grace_seconds} if ctx.engine.reattach else None
     return {
         "status": "ok" if reachable else "degraded",
         "version": __version__,
         "protocolVersion": PROTOCOL_VERSION,
-        "extensions": {"iac-code": {"schemaVersion": EXTENSION_SCHEMA_VERSION}},
+        "extensions": {
+            "iac-code": {"schemaVersion": EXTENSION_SCHEMA_VERSION},
+            **({"reattach": reattach} if reattach else {}),
+        },
         "agent": ctx.agent_name,
         "store": {"kind": ctx.settings.store_kind, "reachable": reachable},
         "runsInFlight": ctx.engine.in_flight,
