@@ -251,3 +251,37 @@ def test_twenty_drops_during_a_flood_across_replicas_lose_and_repeat_nothing(two
     events = assert_exactly_once(received)
     assert_well_formed_run(events)
     assert sum(event["type"] == "TEXT_MESSAGE_CONTENT" for event in events) == 20000
+
+
+def test_file_logs_survive_a_restart_and_a_killed_run_ends_lost(start_gateway, client):
+    server = start_gateway()
+    finished = run_body("hello")
+    complete = post_sse(client, server.url + "/", finished)
+    killed = run_body("/slow 30")
+    stream = open_post(server.url + "/", killed, GRACE)
+    head = stream.take(4)
+    time.sleep(0.3)  # the log is written behind the run
+    server.kill()
+    stream.drop()
+    server.start()  # same state directory
+    status, replay = open_get(events_url(server.url, finished, rosInvocationId="inv-1"))
+    assert status == 200 and [event for _, event in replay.rest()] == complete.events
+    status, replay = open_get(events_url(server.url, killed, rosInvocationId="inv-1"))
+    assert status == 200
+    events = replay.rest()
+    assert [event for _, event in events[: len(head)]] == [event for _, event in head]
+    assert events[-1] == (0, events[-1][1]) and events[-1][1]["code"] == "EXECUTION_LOST"
+
+
+def test_reattach_can_be_turned_off(start_gateway, client):
+    server = start_gateway("--max-reattach-grace-seconds", "0")
+    body = run_body("hello")
+    result = post_sse(client, server.url + "/", body, headers=GRACE)
+    assert result.status == 200 and result.ids == [None] * len(result.events)  # no positions to come back to
+    status, error = open_get(events_url(server.url, body, rosInvocationId="inv-1"))
+    assert status == 404 and error["error"]["code"] == "EXECUTION_NOT_FOUND"
+    assert "reattach" not in client.get(server.url + "/health").json()["extensions"]
+
+
+def test_health_names_the_extension_and_its_cap(gateway, client):
+    assert client.get(gateway.url + "/health").json()["extensions"]["reattach"] == {"version": 1, "maxGraceSeconds": 120.0}
