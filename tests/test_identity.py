@@ -166,7 +166,9 @@ def test_a_flood_of_random_key_ids_does_not_delay_a_rotated_key(gateway_oauth, i
     latency = asyncio.run(flood())
     spent = issuer.jwks_fetches - fetches
     print(f"rotated key accepted in {latency * 1000:.0f} ms under 200 random kids; the issuer saw {spent} JWKS fetches")
-    assert latency < 1.0 and spent <= 6
+    # Not a speed target (bench/ measures speed): the key was accepted at its first try, at most one fetch wait
+    # away, rather than refused or parked behind the flood's negative cache (UNKNOWN_KID_RETRY, 30 s).
+    assert latency < 5.0 and spent <= 6
 
 
 def test_a_slow_or_failing_issuer_keeps_cached_keys_and_fails_new_kids_fast(gateway_oauth, issuer, client):

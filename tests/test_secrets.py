@@ -42,6 +42,7 @@ def test_secrets_never_reach_disk_or_logs(start_gateway, client):
         assert "run started" in logs, "the logs were captured"
         files = [os.path.join(d, f) for d, _, names in os.walk(target.state_dir) for f in names]
         assert files, "state was written"
+        assert any(path.endswith(".log") for path in files), "the runs' event logs are scanned too"
         blobs = [(path, open(path, "rb").read()) for path in files] + [(target.log_path, logs.encode())]
         for path, data in blobs:
             for name, secret in SECRETS.items():

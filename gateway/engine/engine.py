@@ -60,7 +60,8 @@ class RunEngine:
 
     @property
     def in_flight(self) -> int:
-        return len(self._runs)
+        """Runs admitted and not yet settled (a settled run may still be finishing its event log)."""
+        return self._unsettled
 
     async def start(self, prepared: PreparedRun, caller: Caller = ANONYMOUS) -> RunHandle:
         """Admit atomically (binding, idempotency, busy, resume-required); raise GatewayError before any event."""
@@ -184,23 +185,25 @@ class RunEngine:
     def _register(self, run: Run) -> None:
         metrics.RUNS_STARTED.labels(run.prepared.transport).inc()
         metrics.RUNS_IN_FLIGHT.inc()
-        was_idle = not self._runs
         self._idle.clear()
         self._unsettled += 1
         self._runs[run.lease.run_id] = run
         if run.lease.execution_id:
             self._by_execution[run.lease.execution_id] = run
-        if was_idle and self.on_busy_change:
+        if self._unsettled == 1 and self.on_busy_change:
             self.on_busy_change(True)
 
     def _settled(self, run: Run) -> None:
+        """The run's outcome is recorded and its terminal event sent: it no longer counts as in flight."""
         self._unsettled -= 1
+        metrics.RUNS_IN_FLIGHT.dec()
+        if self._unsettled == 0 and self.on_busy_change:
+            self.on_busy_change(False)
 
     def _forget(self, run: Run) -> None:
         label, seconds = outcome_label(run.outcome), time.monotonic() - run.started
         metrics.RUNS_ENDED.labels(run.prepared.transport, label).inc()
         metrics.RUN_DURATION.labels(metrics.outcome_kind(label)).observe(seconds)
-        metrics.RUNS_IN_FLIGHT.dec()
         self._runs.pop(run.lease.run_id, None)
         if self._by_execution.get(run.lease.execution_id) is run:
             del self._by_execution[run.lease.execution_id]
@@ -213,8 +216,6 @@ class RunEngine:
         )
         if not self._runs:
             self._idle.set()
-            if self.on_busy_change:
-                self.on_busy_change(False)
 
     async def cancel_backend(self, execution_id: str, checkpoint: Any) -> None:
         try:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 from collections.abc import AsyncIterator, Callable, Coroutine
 from typing import Any
 
@@ -58,7 +59,14 @@ class LogHandle(RunHandle):
         loop = asyncio.get_running_loop()
         silent_since = loop.time()
         dead_since: float | None = None  # when the run was first seen without its lease
+        marked = -math.inf  # when the attach marker was last refreshed (the owner must see us while we read)
         while True:
+            if self._log.shared and loop.time() - marked >= WAIT_SECONDS:
+                try:
+                    await self._log.watch(self._ref, MARKER_SECONDS)
+                    marked = loop.time()
+                except StoreUnavailable:
+                    pass
             if read.entries:
                 after = read.entries[-1][0]
                 silent_since = loop.time()
@@ -76,7 +84,6 @@ class LogHandle(RunHandle):
                             return
                         read = fresh
                         continue
-                    await self._log.watch(self._ref, MARKER_SECONDS)
                     await self._log.wait(self._ref, after, WAIT_SECONDS)
                 except StoreUnavailable as exc:
                     log.warning("event log of run %s unreadable (%s); retrying", self.run_id, exc)

@@ -42,11 +42,8 @@ class MemoryEventLog(EventLog):
         log = self._logs.get(ref)
         if log is not None:
             log.ended_at, log.head = self.clock(), head
-        if len(self._logs) > MAX_ENDED_LOGS:
-            await self.purge_expired()
-            ended = [key for key, value in self._logs.items() if value.ended_at is not None]
-            for key in ended[: len(self._logs) - MAX_ENDED_LOGS]:
-                del self._logs[key]
+        while len(self._logs) > MAX_ENDED_LOGS:  # the oldest first (logs are created when their run ends)
+            del self._logs[next(iter(self._logs))]
 
     async def read(self, ref: LogRef, after: int, limit: int) -> LogRead | None:
         log = self._logs.get(ref)
