@@ -40,7 +40,12 @@ class Rejected(Exception):
 
 
 class StoreUnavailable(Exception):
-    """The state could not be read or written (I/O failure, corrupt file, unreachable server)."""
+    """The state could not be read or written (I/O failure, corrupt file, unreachable server). `retryable`: the
+    operation may or may not have been applied (a lost connection or reply), so trying again is meaningful."""
+
+    def __init__(self, message: str, *, retryable: bool = False) -> None:
+        super().__init__(message)
+        self.retryable = retryable
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +59,8 @@ class Admission:
     is_resume: bool
     new_execution_id: str
     owner: str
+    nonce: str = ""  # this admission attempt: a retry of the same attempt gets the grant it already made
+    restart_unstarted: bool = False  # a run admitted but never started (no lease, no events) may be admitted again
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,6 +100,9 @@ class CancelResult:
     status: Literal["cancelled", "already_terminal", "not_found", "lost"]
     running_owner: str | None = None
     execution: Execution | None = None
+
+
+RESTART_WINDOW_SECONDS = 3600.0  # how long after its admission a never-started run may be admitted again
 
 
 class ThreadStore(abc.ABC):

@@ -14,6 +14,7 @@ import msgspec
 
 from store import rules
 from store.base import Admission, AdmitResult, CancelResult, Clock, Lease, Progress, Rejected, RenewResult, ThreadStore
+from store.eventlog import LogRef
 from store.records import ExecutionStatus, PendingInterrupt, ThreadState
 
 T = TypeVar("T")
@@ -61,8 +62,11 @@ class DocumentStore(ThreadStore):
         return self.clock()
 
     async def admit(self, admission: Admission) -> AdmitResult:
+        started = True
+        if admission.restart_unstarted:  # did the run this request names ever log an event?
+            started = await self.events.read(LogRef(admission.thread_id, admission.run_id), 0, 0) is not None
         result: Any = await self._transact(
-            admission.thread_id, lambda s, now: rules.admit(s, admission, now, self.lease_seconds, self.owner_id)
+            admission.thread_id, lambda s, now: rules.admit(s, admission, now, self.lease_seconds, self.owner_id, started)
         )
         return result  # type: ignore[no-any-return]
 

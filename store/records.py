@@ -20,6 +20,7 @@ class RunRecord(Struct):
     execution_id: str
     at: float
     fence: int = 0  # the thread's fence when this run was admitted: the oldest (lowest) is trimmed first
+    nonce: str = ""  # the admission attempt that recorded it (a retried attempt is recognised)
 
 
 class ActiveRun(Struct):

@@ -17,9 +17,12 @@ from urllib.parse import urlparse
 
 import msgspec
 import redis.asyncio as aioredis
+from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from store.base import (
+    RESTART_WINDOW_SECONDS,
     Admission,
     AdmitResult,
     CancelResult,
@@ -31,6 +34,7 @@ from store.base import (
     StoreUnavailable,
     ThreadStore,
 )
+from store.eventlog import LogRef
 from store.eventlog.redis import RedisEventLog
 from store.limits import MAX_ANSWERED_IDS, MAX_HISTORY, MAX_RUN_RECORDS
 from store.records import Execution, ExecutionStatus, PendingInterrupt
@@ -42,6 +46,7 @@ _LIST_FIELDS = ("pending", "answered_ids", "open_steps")
 _encoder = msgspec.json.Encoder()
 PROBE_TTL_MS = 10_000
 SLOT_WAIT_SECONDS = 5.0  # how long a command may wait for a free connection before the store counts as unavailable
+ADMIT_TRIES = 3  # an admission whose reply was lost is tried again this many times in all, with the same nonce
 POOL_HEADROOM = 8  # pooled connections beyond the gate (the pool itself never refuses)
 T = TypeVar("T")
 
@@ -150,11 +155,13 @@ class RedisStore(ThreadStore):
             "MAX_ANSWERED": MAX_ANSWERED_IDS,
             "RETENTION_MS": int(retention_seconds * 1000),
             "LEASE_SECONDS": float(lease_seconds),
+            "RESTART_WINDOW": RESTART_WINDOW_SECONDS,
         }
         self.scripts = {name: self.client.register_script(script_source(name, bounds)) for name in SCRIPTS}
         self._listener: asyncio.Task[None] | None = None
         self._sub_client: Any = None
-        self.events = RedisEventLog(self.client, lambda: connect(url, blocking=True), self._command, thread_key, log_retention)
+        self._log = RedisEventLog(self.client, lambda: connect(url, blocking=True), self._command, thread_key, log_retention)
+        self.events = self._log
 
     async def _command(self, operation: Callable[[], Awaitable[T]]) -> T:
         """One command through the gate: wait for a free slot (bounded), run it; Redis errors become StoreUnavailable."""
@@ -166,17 +173,18 @@ class RedisStore(ThreadStore):
         try:
             return await operation()
         except RedisError as exc:
-            raise StoreUnavailable(f"redis: {type(exc).__name__}") from None
+            retryable = isinstance(exc, (RedisConnectionError, RedisTimeoutError))  # the command may not have run
+            raise StoreUnavailable(f"redis: {type(exc).__name__}", retryable=retryable) from None
         finally:
             self._slots.release()
 
-    async def _call(self, name: str, key: str, argument: dict[str, Any]) -> Any:
+    async def _call(self, name: str, key: str, argument: dict[str, Any], extra_keys: tuple[str, ...] = ()) -> Any:
         script, args = self.scripts[name], [_encoder.encode(argument)]
-        return await self._command(lambda: script(keys=[key], args=args))
+        return await self._command(lambda: script(keys=[key, *extra_keys], args=args))
 
-    async def _run(self, name: str, thread_id: str, argument: dict[str, Any]) -> dict[str, Any]:
+    async def _run(self, name: str, thread_id: str, argument: dict[str, Any], extra_keys: tuple[str, ...] = ()) -> dict[str, Any]:
         """One script, one round trip; a refusal in the reply becomes Rejected."""
-        result: dict[str, Any] = json.loads(await self._call(name, thread_key(thread_id), argument))
+        result: dict[str, Any] = json.loads(await self._call(name, thread_key(thread_id), argument, extra_keys))
         if result.get("error"):
             field = result.get("field")
             raise Rejected(Rejection(result["error"]), field if isinstance(field, str) else None)
@@ -187,7 +195,18 @@ class RedisStore(ThreadStore):
         return float(seconds) + float(micros) / 1_000_000
 
     async def admit(self, a: Admission) -> AdmitResult:
-        result = await self._run("admit", a.thread_id, dataclasses.asdict(a))
+        """Tried up to ADMIT_TRIES times when the connection fails or times out (the script may or may not have
+        run): the nonce makes a repeated try return the grant the first one made, never a second admission."""
+        meta_key = self._log.meta_key(LogRef(a.thread_id, a.run_id))
+        for attempt in range(ADMIT_TRIES):
+            try:
+                result = await self._run("admit", a.thread_id, dataclasses.asdict(a), (meta_key,))
+                break
+            except StoreUnavailable as exc:
+                if not exc.retryable or attempt == ADMIT_TRIES - 1:
+                    raise
+                log.warning("admission of run %s not confirmed (%s); trying again with the same nonce", a.run_id, exc)
+                await asyncio.sleep(0.1 * 2**attempt)
         history = [e for e in (_execution(raw) for raw in _as_list(result.get("history"))) if e is not None]
         return AdmitResult(_execution(result.get("execution")), history, _execution(result.get("expired")), int(result["fence"]))
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import msgspec
 
-from store.base import Admission, AdmitResult, CancelResult, Lease, Progress, Rejected, Rejection, RenewResult
+from store.base import RESTART_WINDOW_SECONDS, Admission, AdmitResult, CancelResult, Lease, Progress, Rejected, Rejection, RenewResult
 from store.limits import MAX_ANSWERED_IDS, MAX_HISTORY, MAX_RUN_RECORDS
 from store.records import TERMINAL, ActiveRun, Binding, Execution, ExecutionStatus, PendingInterrupt, RunRecord, ThreadState
 
@@ -75,21 +75,30 @@ def _check_binding(state: ThreadState, a: Admission) -> None:
 
 
 def _record_run(state: ThreadState, a: Admission, execution_id: str, now: float) -> None:
-    state.runs[a.run_id] = RunRecord(digest=a.digest, execution_id=execution_id, at=now, fence=state.fence)
+    state.runs[a.run_id] = RunRecord(digest=a.digest, execution_id=execution_id, at=now, fence=state.fence, nonce=a.nonce)
     if len(state.runs) > MAX_RUN_RECORDS:
         oldest = sorted(state.runs, key=lambda run_id: state.runs[run_id].fence)
         for run_id in oldest[: len(state.runs) - MAX_RUN_RECORDS]:
             del state.runs[run_id]
 
 
-def _refusal(state: ThreadState, a: Admission) -> Rejected | None:
+def _unstarted(state: ThreadState, a: Admission, known: RunRecord, started: bool, now: float) -> bool:
+    """The same request as a run that was admitted but never started (its admission's answer was lost): no events
+    were logged for it, and it is recent. True: it may be admitted again once nobody holds its lease."""
+    return a.restart_unstarted and known.digest == a.digest and not started and now - known.at < RESTART_WINDOW_SECONDS
+
+
+def _refusal(state: ThreadState, a: Admission, started: bool, now: float) -> Rejected | None:
     """Why this admission is refused (binding, idempotency, busy, resume-required), or None."""
     try:
         _check_binding(state, a)
     except Rejected as refusal:
         return refusal
     known = state.runs.get(a.run_id)
-    if known is not None:
+    if known is not None and _unstarted(state, a, known, started, now):
+        if state.active is not None and state.active.run_id == a.run_id:
+            return Rejected(Rejection.THREAD_BUSY)  # its orphaned lease has not expired yet: retry shortly
+    elif known is not None:
         return Rejected(Rejection.DUPLICATE_RUN_ID if known.digest == a.digest else Rejection.RUN_ID_CONFLICT, "runId")
     if state.active is not None:
         return Rejected(Rejection.THREAD_BUSY)
@@ -99,14 +108,30 @@ def _refusal(state: ThreadState, a: Admission) -> Rejected | None:
     return None
 
 
+def _repeat(state: ThreadState, a: Admission) -> AdmitResult | None:
+    """The grant an earlier try of this very admission (same nonce) made, while it still holds the lease."""
+    known = state.runs.get(a.run_id)
+    active = state.active
+    if not a.nonce or known is None or known.nonce != a.nonce or active is None:
+        return None
+    if active.run_id != a.run_id or active.fence != known.fence:
+        return None
+    history = [e for e in map(_copy, state.history) if e is not None]
+    return AdmitResult(_copy(state.execution), history, None, known.fence)
+
+
 def admit(
-    state: ThreadState | None, a: Admission, now: float, lease_seconds: float, live_owner: str | None
+    state: ThreadState | None, a: Admission, now: float, lease_seconds: float, live_owner: str | None, started: bool = True
 ) -> tuple[ThreadState | None, AdmitResult | Rejected]:
-    """The new state to save (None: nothing changed) and the result, or the refusal the store raises after saving."""
+    """The new state to save (None: nothing changed) and the result, or the refusal the store raises after saving.
+    `started`: whether the run `a.run_id` ever logged an event (for restarting one that never started)."""
     if state is None:
         state = ThreadState(thread_id=a.thread_id, updated_at=now)
+    repeat = _repeat(state, a)
+    if repeat is not None:
+        return None, repeat
     expired, changed = expire_and_reap(state, now, live_owner)
-    refusal = _refusal(state, a)
+    refusal = _refusal(state, a, started, now)
     if refusal is not None:
         return (state if changed else None), refusal
     current = state.execution

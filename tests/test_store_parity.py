@@ -6,13 +6,14 @@ out of the comparison; everything else, including which run records and executio
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
 
-from store import Admission, Lease, PendingInterrupt, Progress
+from store import Admission, Lease, PendingInterrupt, Progress, Rejected, Rejection
 from store.limits import MAX_ANSWERED_IDS, MAX_HISTORY, MAX_RUN_RECORDS
 from store.memory import MemoryStore
 from store.redis import RedisStore
@@ -86,7 +87,22 @@ async def expiry_and_lost_lease(store, advance: Advance) -> None:
     await store.admit(admission(store, "r3", "e3"))  # e2 is lost, r3 holds the lease
 
 
-SCENARIOS = [many_runs_and_executions, interrupt_resume_and_cancel, expiry_and_lost_lease]
+async def retried_and_unstarted_admissions(store, advance: Advance) -> None:
+    tried = dataclasses.replace(admission(store, "r1", "e1"), nonce="n1", restart_unstarted=True)
+    first = await store.admit(tried)
+    assert (await store.admit(tried)).fence == first.fence  # the same try again: the grant it made, nothing new
+    retry = dataclasses.replace(tried, nonce="n2", new_execution_id="e2")  # the client's retry after a lost answer
+    with pytest.raises(Rejected) as busy:
+        await store.admit(retry)
+    assert busy.value.reason is Rejection.THREAD_BUSY  # the orphaned lease still holds the thread
+    await advance(0.4)  # it runs out
+    assert (await store.admit(retry)).fence == first.fence + 1  # never started: admitted again
+    with pytest.raises(Rejected) as duplicate:
+        await store.admit(dataclasses.replace(retry, nonce="n3", restart_unstarted=False))
+    assert duplicate.value.reason is Rejection.DUPLICATE_RUN_ID
+
+
+SCENARIOS = [many_runs_and_executions, interrupt_resume_and_cancel, expiry_and_lost_lease, retried_and_unstarted_admissions]
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=lambda f: f.__name__)

@@ -146,6 +146,8 @@ class RunEngine:
             is_resume=prepared.is_resume,
             new_execution_id=f"exec-{uuid.uuid4().hex}",
             owner=self.store.owner_id,
+            nonce=uuid.uuid4().hex,
+            restart_unstarted=self.reattach,  # only where every run that starts leaves a log behind
         )
         admitting = asyncio.ensure_future(self.store.admit(admission))
         try:

@@ -54,6 +54,10 @@ class RedisEventLog(EventLog):
     def _keys(self, ref: LogRef) -> tuple[str, str, str]:
         return _keys(ref, self._state_key(ref.thread_key))
 
+    def meta_key(self, ref: LogRef) -> str:
+        """The key whose existence says the run logged its first events (read by the admit script)."""
+        return self._keys(ref)[1]
+
     async def create(self, ref: LogRef, meta: LogMeta) -> None:
         stream, info, _ = self._keys(ref)
         fields = {"ros": meta.ros_digest, "digest": meta.request_digest, "owner": meta.owner, "execution": meta.execution_id, "ended": "0"}

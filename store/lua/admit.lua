@@ -1,6 +1,10 @@
--- Admission in one atomic step: expire interrupts and reap a dead owner's lease, then check the binding,
--- run-id idempotency, busy and resume-required, then record the run id and take the lease (fence + 1).
--- ARGV[1]: {thread_id, run_id, digest, cwd, user_id, ros_invocation_id, is_resume, new_execution_id, owner}.
+-- Admission in one atomic step: a repeated try of the same admission (same nonce) gets the grant it made;
+-- otherwise expire interrupts and reap a dead owner's lease, then check the binding, run-id idempotency
+-- (a recent run of the same request that never logged an event may be admitted again once its lease is free),
+-- busy and resume-required, then record the run id and take the lease (fence + 1).
+-- KEYS[1]: the thread's state, KEYS[2]: the run's event log meta (only its existence is read).
+-- ARGV[1]: {thread_id, run_id, digest, cwd, user_id, ros_invocation_id, is_resume, new_execution_id, owner,
+--           nonce, restart_unstarted}.
 -- Returns {execution, history, expired, fence} or {error, field}.
 local key, a = KEYS[1], cjson.decode(ARGV[1])
 local now = server_now()
@@ -8,6 +12,11 @@ local doc = load(key)
 if doc == nil then
   doc = {thread_id = a.thread_id, updated_at = now, binding = NULL, runs = {}, active = NULL,
          execution = NULL, history = {}, fence = 0}
+end
+local prior = doc.runs[a.run_id]
+if prior ~= nil and a.nonce ~= '' and prior.nonce == a.nonce and not is_null(doc.active)
+    and doc.active.run_id == a.run_id and doc.active.fence == prior.fence then
+  return reply({execution = doc.execution, history = doc.history, expired = NULL, fence = prior.fence})
 end
 local expired, changed = expire_and_reap(doc, now)
 local function refused(reason, field)
@@ -23,7 +32,11 @@ if not is_null(doc.binding) then
   if bound_user ~= user then return refused('THREAD_BINDING_CONFLICT', 'forwardedProps.iacCode.userId') end
 end
 local known = doc.runs[a.run_id]
-if known ~= nil then
+local unstarted = known ~= nil and a.restart_unstarted and known.digest == a.digest
+    and redis.call('EXISTS', KEYS[2]) == 0 and now - known.at < RESTART_WINDOW
+if unstarted then
+  if not is_null(doc.active) and doc.active.run_id == a.run_id then return refused('THREAD_BUSY') end
+elseif known ~= nil then
   if known.digest == a.digest then return refused('DUPLICATE_RUN_ID', 'runId') end
   return refused('RUN_ID_CONFLICT', 'runId')
 end
@@ -42,7 +55,7 @@ end
 local execution_id = ''
 if not is_null(cur) then execution_id = cur.execution_id end
 doc.fence = doc.fence + 1
-doc.runs[a.run_id] = {digest = a.digest, execution_id = execution_id, at = now, fence = doc.fence}
+doc.runs[a.run_id] = {digest = a.digest, execution_id = execution_id, at = now, fence = doc.fence, nonce = a.nonce}
 -- Keep the MAX_RUNS newest run records: the lowest fence goes first (rules._record_run).
 local ids = {}
 for id, record in pairs(doc.runs) do table.insert(ids, {id = id, fence = record.fence or 0}) end
