@@ -64,6 +64,7 @@ class Settings(Struct, kw_only=True):
     event_log_retention: float = 600.0  # how long an ended run's events can be replayed
     event_log_max_events: int = 50_000  # newest events kept per run
     event_log_max_bytes: int = 16 * 1024 * 1024  # bytes of events kept per run
+    redis_min_replicas: int = 0  # --redis-durability replicated[:N]: writes wait for N replicas (0: asynchronous)
     redis_max_connections: int = 64  # Redis commands in flight per replica; more wait (bounded) for a free one
     ws_ping_seconds: float = 20.0
     shutdown_grace_seconds: float = 30.0

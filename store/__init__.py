@@ -29,6 +29,7 @@ def open_store(
     clock: Clock = time.time,
     redis_max_connections: int = 64,
     log_retention: float = 600.0,
+    redis_min_replicas: int = 0,
 ) -> ThreadStore:
     """`memory`, `file` (or `file:///path`), or Redis: `redis://`, `rediss://`, `redis+sentinel://`, `redis+cluster://`.
 
@@ -52,6 +53,7 @@ def open_store(
             lease_seconds=lease_seconds,
             max_connections=redis_max_connections,
             log_retention=log_retention,
+            min_replicas=redis_min_replicas,
         )
     raise ValueError(
         f"--store {spec!r} (AGUI_GATEWAY_STORE) is not a store: use 'file', 'file:///path', 'memory', or redis://, rediss://, "

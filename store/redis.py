@@ -46,6 +46,12 @@ _LIST_FIELDS = ("pending", "answered_ids", "open_steps")
 _encoder = msgspec.json.Encoder()
 PROBE_TTL_MS = 10_000
 SLOT_WAIT_SECONDS = 5.0  # how long a command may wait for a free connection before the store counts as unavailable
+DURABLE_SCRIPTS = frozenset({"admit", "accept_resume", "save_interrupt", "finish_run", "cancel"})
+REPLICA_WAIT_MS = 1000  # --redis-durability replicated: how long a write waits for its replicas' acknowledgement
+FAILOVER_STARTS = ("+try-failover", "+failover-state-select-slave", "+selected-slave", "+failover-state-send-slaveof-noone")
+FAILOVER_ENDS = ("+switch-master", "-failover-abort-no-good-slave", "-failover-abort-not-elected")  # not +failover-end: it
+# comes before the switch, while the pool still points at the old master
+FAILOVER_PAUSE_SECONDS = 10.0  # longest wait of state writes during a Sentinel failover
 ADMIT_TRIES = 3  # an admission whose reply was lost is tried again this many times in all, with the same nonce
 POOL_HEADROOM = 8  # pooled connections beyond the gate (the pool itself never refuses)
 T = TypeVar("T")
@@ -113,6 +119,16 @@ def _pending_wire(pending: list[PendingInterrupt]) -> list[dict[str, Any]]:
     ]
 
 
+def sentinel_hosts(url: str) -> list[tuple[str, int]]:
+    """The sentinels of a `redis+sentinel://h:p[,h:p]/service[/db]` URL."""
+    netloc = urlparse(url).netloc.split("@")[-1]
+    return [(h.rsplit(":", 1)[0], int(h.rsplit(":", 1)[1]) if ":" in h else 26379) for h in netloc.split(",")]
+
+
+def _text(value: Any) -> str:
+    return value.decode(errors="replace") if isinstance(value, bytes) else str(value)
+
+
 def connect(url: str, *, blocking: bool = False, max_connections: int | None = None) -> Any:
     """`redis://`, `rediss://`, `redis+sentinel://h:p[,h:p]/service[/db]`, `redis+cluster://h:p`."""
     timeouts: dict[str, Any] = {"socket_connect_timeout": 2.0, "socket_timeout": None if blocking else 5.0}
@@ -122,7 +138,7 @@ def connect(url: str, *, blocking: bool = False, max_connections: int | None = N
     if parsed.scheme in ("redis+sentinel", "rediss+sentinel"):
         from redis.asyncio.sentinel import Sentinel
 
-        hosts = [(h.rsplit(":", 1)[0], int(h.rsplit(":", 1)[1]) if ":" in h else 26379) for h in parsed.netloc.split("@")[-1].split(",")]
+        hosts = sentinel_hosts(url)
         parts = [p for p in parsed.path.split("/") if p]
         service, db = parts[0], int(parts[1]) if len(parts) > 1 else 0
         sentinel = Sentinel(hosts, ssl=parsed.scheme.startswith("rediss"), **timeouts)
@@ -140,9 +156,17 @@ class RedisStore(ThreadStore):
     needs_renewal = True
 
     def __init__(
-        self, url: str, *, retention_seconds: float, lease_seconds: float = 10.0, max_connections: int = 64, log_retention: float = 600.0
+        self,
+        url: str,
+        *,
+        retention_seconds: float,
+        lease_seconds: float = 10.0,
+        max_connections: int = 64,
+        log_retention: float = 600.0,
+        min_replicas: int = 0,
     ) -> None:
         self.url = url
+        self.min_replicas = min_replicas  # 0: asynchronous replication (a failover can lose acknowledged writes)
         self.lease_seconds = lease_seconds
         self.owner_id = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         # Commands wait for one of `max_connections` slots (at most SLOT_WAIT_SECONDS) instead of failing when
@@ -159,12 +183,22 @@ class RedisStore(ThreadStore):
         }
         self.scripts = {name: self.client.register_script(script_source(name, bounds)) for name in SCRIPTS}
         self._listener: asyncio.Task[None] | None = None
+        self._failovers: asyncio.Task[None] | None = None
+        self._writes_open = asyncio.Event()  # cleared while Sentinel runs a failover
+        self._writes_open.set()
         self._sub_client: Any = None
         self._log = RedisEventLog(self.client, lambda: connect(url, blocking=True), self._command, thread_key, log_retention)
         self.events = self._log
 
     async def _command(self, operation: Callable[[], Awaitable[T]]) -> T:
-        """One command through the gate: wait for a free slot (bounded), run it; Redis errors become StoreUnavailable."""
+        """One command through the gate: wait while a Sentinel failover is under way and for a free slot (both
+        bounded), run it; Redis errors become StoreUnavailable."""
+        if not self._writes_open.is_set():  # state and event-log writes alike must reach the new master
+            try:
+                async with asyncio.timeout(FAILOVER_PAUSE_SECONDS):
+                    await self._writes_open.wait()
+            except TimeoutError:
+                raise StoreUnavailable("redis: a failover is under way", retryable=True) from None
         try:
             async with asyncio.timeout(SLOT_WAIT_SECONDS):
                 await self._slots.acquire()
@@ -179,8 +213,30 @@ class RedisStore(ThreadStore):
             self._slots.release()
 
     async def _call(self, name: str, key: str, argument: dict[str, Any], extra_keys: tuple[str, ...] = ()) -> Any:
-        script, args = self.scripts[name], [_encoder.encode(argument)]
-        return await self._command(lambda: script(keys=[key, *extra_keys], args=args))
+        script, args, keys = self.scripts[name], [_encoder.encode(argument)], [key, *extra_keys]
+        if self.min_replicas and name in DURABLE_SCRIPTS:
+            return await self._command(lambda: self._replicated(script, keys, args))
+        return await self._command(lambda: script(keys=keys, args=args))
+
+    async def _replicated(self, script: Any, keys: list[str], args: list[bytes]) -> Any:
+        """The script, then WAIT on the same connection: the reply counts only once `min_replicas` replicas have
+        the write. Fewer (a master cut off from its replicas, or one being demoted) is a retryable failure, and
+        the pool is dropped so that the next command finds the current master."""
+        async with self.client.pipeline(transaction=False) as pipe:
+            await script(keys=keys, args=args, client=pipe)
+            pipe.wait(self.min_replicas, REPLICA_WAIT_MS)
+            result, acknowledged = await pipe.execute()
+        if int(acknowledged) < self.min_replicas:
+            await self._drop_connections()
+            raise StoreUnavailable(f"redis: the write reached {acknowledged} of {self.min_replicas} replica(s)", retryable=True)
+        return result
+
+    async def _drop_connections(self) -> None:
+        """Forget every pooled connection: the next command connects afresh (through Sentinel, to the master)."""
+        try:
+            await self.client.connection_pool.disconnect()
+        except Exception:
+            log.debug("dropping pooled connections failed", exc_info=True)
 
     async def _run(self, name: str, thread_id: str, argument: dict[str, Any], extra_keys: tuple[str, ...] = ()) -> dict[str, Any]:
         """One script, one round trip; a refusal in the reply becomes Rejected."""
@@ -268,6 +324,48 @@ class RedisStore(ThreadStore):
 
     async def listen_for_cancels(self, on_cancel: Callable[[str, str], None]) -> None:
         self._listener = asyncio.create_task(self._listen(on_cancel))
+        if urlparse(self.url).scheme in ("redis+sentinel", "rediss+sentinel"):
+            self._failovers = asyncio.create_task(self._follow_failovers())
+
+    async def _follow_failovers(self) -> None:
+        """Sentinel's failover events. From the moment a failover starts (before the replica is promoted) state
+        writes wait; at `+switch-master` every pooled connection is dropped and writes resume on the new master.
+        Without this the old master goes on accepting writes until Sentinel demotes it, and then discards them."""
+        delay = 0.1
+        while True:
+            try:
+                for host, port in sentinel_hosts(self.url):
+                    watcher = aioredis.Redis(host=host, port=port, socket_connect_timeout=2.0)
+                    pubsub = watcher.pubsub()
+                    try:
+                        await pubsub.subscribe(*FAILOVER_STARTS, *FAILOVER_ENDS)
+                        delay = 0.1
+                        while True:
+                            message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=1.0)
+                            if message and message.get("type") == "message":
+                                await self._failover_event(_text(message["channel"]), _text(message["data"]))
+                    finally:
+                        self._writes_open.set()
+                        await pubsub.aclose()
+                        await watcher.aclose()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - the next sentinel, or the same one again, with backoff
+                log.warning("sentinel watch lost (%s); retrying in %.1fs", type(exc).__name__, delay)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 5.0)
+
+    async def _failover_event(self, channel: str, data: str) -> None:
+        if channel in FAILOVER_STARTS and self._writes_open.is_set():
+            log.warning("sentinel failover under way (%s): state writes wait for the new master", channel)
+            self._writes_open.clear()
+            asyncio.get_running_loop().call_later(FAILOVER_PAUSE_SECONDS, self._writes_open.set)  # never wait forever
+        elif channel == "+switch-master":
+            log.warning("sentinel switched the master (%s): reconnecting", data)
+            await self._drop_connections()
+            self._writes_open.set()
+        elif channel in FAILOVER_ENDS:
+            self._writes_open.set()
 
     async def _listen(self, on_cancel: Callable[[str, str], None]) -> None:
         channel = f"agui:cancel:{self.owner_id}"
@@ -304,8 +402,9 @@ class RedisStore(ThreadStore):
 
     async def close(self) -> None:
         await self.events.close()
-        if self._listener is not None:
-            self._listener.cancel()
+        for task in (self._listener, self._failovers):
+            if task is not None:
+                task.cancel()
         for client in (self.client, self._sub_client):
             if client is not None:
                 try:

@@ -25,6 +25,9 @@ FLAGS = [
     "--default-cwd",
     "--retention",
     "--interrupt-ttl",
+    "--redis-durability",
+    "--max-reattach-grace-seconds",
+    "--event-log-retention",
     "--log-level",
     "--log-format",
 ]
@@ -86,6 +89,9 @@ CONFIG_ERRORS = [
     (["--agent", "json:no_factory"], {}, ["--agent", "no_factory"]),
     (["--store", "bogus"], {}, ["--store", "AGUI_GATEWAY_STORE", "bogus"]),
     (["--allowed-cwd", "relative"], {}, ["absolute", "relative"]),
+    (["--redis-durability", "replicated:0"], {}, ["--redis-durability", "AGUI_GATEWAY_REDIS_DURABILITY", "replicated:0"]),
+    (["--max-reattach-grace-seconds", "-1"], {}, ["--max-reattach-grace-seconds", "-1"]),
+    (["--event-log-retention", "later"], {}, ["--event-log-retention", "later"]),
 ]
 
 

@@ -108,6 +108,7 @@ def create_app(
         clock=clock,
         redis_max_connections=settings.redis_max_connections,
         log_retention=settings.event_log_retention,
+        redis_min_replicas=settings.redis_min_replicas,
     )
     store = InstrumentedStore(store)
     agent = agent or load_agent(settings.agent, settings.agent_token)

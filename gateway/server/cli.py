@@ -8,7 +8,19 @@ import sys
 from typing import Any
 
 from gateway import __version__
-from gateway.server.options import ENV_PREFIX, ConfigError, Parser, algorithms, duration, env_name, integer, network, rate, seconds
+from gateway.server.options import (
+    ENV_PREFIX,
+    ConfigError,
+    Parser,
+    algorithms,
+    durability,
+    duration,
+    env_name,
+    integer,
+    network,
+    rate,
+    seconds,
+)
 from gateway.settings import Settings, default_allowed_roots, default_state_dir
 
 ROOTS_HELP = ", ".join(default_allowed_roots())
@@ -174,6 +186,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _opt(
         p,
+        "--redis-durability",
+        "async",
+        "Redis store: 'async' (a failover may lose acknowledged writes), or 'replicated[:N]': admission, interrupt, "
+        "finish and cancel writes wait (up to 1 s) until N replicas (default 1) have them, else 503",
+        type=durability("--redis-durability"),
+    )
+    _opt(
+        p,
         "--redis-max-connections",
         "64",
         "Redis store: commands in flight per replica; more wait up to 5 s for a free connection instead of failing",
@@ -274,6 +294,7 @@ def settings_from_args(argv: list[str] | None = None) -> Settings:
         ws_ping_seconds=args.ws_ping_seconds,
         shutdown_grace_seconds=args.shutdown_grace_seconds,
         redis_max_connections=args.redis_max_connections,
+        redis_min_replicas=args.redis_durability,
         send_timeout_seconds=args.send_timeout_seconds,
         header_timeout_seconds=args.header_timeout_seconds,
         body_timeout_seconds=args.body_timeout_seconds,

@@ -100,3 +100,18 @@ class Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> Any:
         raise ConfigError(message)
+
+
+def durability(flag: str) -> Callable[[str], int]:
+    """`async` -> 0; `replicated` -> 1; `replicated:N` -> N: how many replicas must have each state write."""
+    allowed = "'async', 'replicated' or 'replicated:<replicas>' (1 to 16)"
+
+    def convert(text: str) -> int:
+        mode, _, count = text.partition(":")
+        if mode == "async" and not count:
+            return 0
+        if mode == "replicated" and (not count or (count.isdigit() and 1 <= int(count) <= 16)):
+            return int(count or 1)
+        raise _refuse(flag, text, allowed)
+
+    return convert

@@ -1,0 +1,127 @@
+"""A graceful Sentinel failover (`SENTINEL FAILOVER`) during a steady stream of runs and interrupts through two
+gateways: nothing acknowledged is lost (no finished run admitted again, no interrupt unknown afterwards) and
+nothing is admitted twice."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import threading
+import time
+
+import httpx
+import pytest
+
+from tests.support import Gateway, RedisServer, free_port, pending_interrupt, post_sse, run_body
+
+pytestmark = pytest.mark.redis
+
+
+def cli(port: int, *args: str) -> str:
+    return subprocess.run([shutil.which("redis-cli"), "-p", str(port), *args], capture_output=True, text=True, timeout=10).stdout
+
+
+class SentinelSet:
+    """A master, one replica and one sentinel on loopback."""
+
+    def __init__(self, tmp_path) -> None:
+        self.master = RedisServer(tmp_path / "m").start() if (tmp_path / "m").mkdir() is None else None
+        (tmp_path / "r").mkdir()
+        self.replica = RedisServer(tmp_path / "r", "--replicaof", "127.0.0.1", str(self.master.port)).start()
+        self.port = free_port()
+        config = tmp_path / "sentinel.conf"
+        config.write_text(
+            f"port {self.port}\nbind 127.0.0.1\ndir {tmp_path}\n"
+            f"sentinel monitor mymaster 127.0.0.1 {self.master.port} 1\n"
+            "sentinel down-after-milliseconds mymaster 1000\nsentinel failover-timeout mymaster 4000\n"
+        )
+        self.sentinel = subprocess.Popen([shutil.which("redis-server"), str(config), "--sentinel"], stdout=subprocess.DEVNULL)
+        self.url = f"redis+sentinel://127.0.0.1:{self.port}/mymaster/0"
+        self.wait_for(
+            lambda: (
+                "slave0:" in cli(self.master.port, "info", "replication")
+                and "master_link_status:up" in cli(self.replica.port, "info", "replication")
+            )
+        )
+        self.wait_for(lambda: str(self.master.port) in cli(self.port, "sentinel", "get-master-addr-by-name", "mymaster"))
+        self.wait_for(
+            lambda: (
+                "num-slaves" in cli(self.port, "sentinel", "master", "mymaster")
+                and cli(self.port, "sentinel", "replicas", "mymaster").strip() != ""
+            )
+        )
+
+    @staticmethod
+    def wait_for(check, seconds: float = 15) -> None:
+        deadline = time.monotonic() + seconds
+        while not check():
+            assert time.monotonic() < deadline, "the Redis set did not settle"
+            time.sleep(0.1)
+
+    def master_port(self) -> int:
+        return int(cli(self.port, "sentinel", "get-master-addr-by-name", "mymaster").split()[1])
+
+    def stop(self) -> None:
+        self.sentinel.kill()
+        self.sentinel.wait()
+        self.replica.stop()
+        self.master.stop()
+
+
+@pytest.mark.parametrize("durability", ["async", "replicated"])
+def test_a_graceful_failover_loses_nothing_acknowledged(tmp_path, durability):
+    redis_set = SentinelSet(tmp_path)
+    gateways = [
+        Gateway(tmp_path, "--store", redis_set.url, "--allowed-cwd", "/tmp", "--redis-durability", durability).start() for _ in range(2)
+    ]
+    finished: list[dict] = []
+    interrupted: list[tuple[dict, dict]] = []
+    stop = threading.Event()
+
+    def steady(index: int) -> None:
+        with httpx.Client(timeout=30) as http:
+            count = 0
+            while not stop.is_set():
+                count += 1
+                url = gateways[count % 2].url + "/"
+                body = run_body("/tool deploy {}" if count % 3 == 0 else "hello")
+                result = post_sse(http, url, body)
+                if result.status != 200 or not result.events:
+                    continue
+                terminal = result.terminal
+                if terminal["type"] == "RUN_FINISHED" and terminal["outcome"]["type"] == "success":
+                    finished.append(body)
+                elif terminal["type"] == "RUN_FINISHED" and terminal["outcome"]["type"] == "interrupt":
+                    interrupted.append((body, pending_interrupt(result)))
+                time.sleep(0.02)
+
+    workers = [threading.Thread(target=steady, args=(i,)) for i in range(3)]
+    try:
+        old = redis_set.master_port()
+        for worker in workers:
+            worker.start()
+        time.sleep(1.5)
+        assert "OK" in cli(redis_set.port, "sentinel", "failover", "mymaster")
+        redis_set.wait_for(lambda: redis_set.master_port() != old)
+        time.sleep(8)  # the old master is turned into a replica meanwhile; runs go on
+        stop.set()
+        for worker in workers:
+            worker.join()
+        redis_set.wait_for(lambda: "role:slave" in cli(old, "info", "replication"), 30)
+        assert len(finished) > 20 and len(interrupted) > 5
+        with httpx.Client(timeout=30) as http:
+            again = [post_sse(http, gateways[0].url + "/", body).status for body in finished]
+            admitted_again = sum(status == 200 for status in again)
+            lost = 0
+            for body, interrupt in interrupted:
+                entry = [{"interruptId": interrupt["id"], "status": "resolved", "payload": {"decision": "allow_once"}}]
+                resumed = post_sse(http, gateways[1].url + "/", run_body(None, thread=body["threadId"], resume=entry))
+                lost += resumed.terminal.get("code") in ("UNKNOWN_INTERRUPT", "EXECUTION_LOST") if resumed.events else 1
+        assert (admitted_again, lost) == (0, 0), (
+            f"{admitted_again} of {len(finished)} runs ran again, {lost} of {len(interrupted)} interrupts lost"
+        )
+    finally:
+        stop.set()
+        for gateway in gateways:
+            gateway.stop()
+        redis_set.stop()
