@@ -1,5 +1,5 @@
 """Runs per second and time to RUN_STARTED with the Redis store versus the memory store, on one and two replicas,
-and the Redis round trips per run.
+the cost of `--redis-durability replicated` (a replica Redis attached), and the Redis round trips per run.
 
 Usage: python -m bench.store_bench [--runs 2000] [--concurrency 16]
 Starts its own redis-server on a free loopback port. Each run is a short plain-text turn on its own thread.
@@ -22,10 +22,14 @@ import redis
 from bench.flood import body, free_port, gateway_command, spawn
 
 
-def start_redis(directory: str) -> tuple[subprocess.Popen, int]:
+def start_redis(directory: str, *extra: str) -> tuple[subprocess.Popen, int]:
     port = free_port()
     proc = subprocess.Popen(
-        [shutil.which("redis-server"), "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", directory],
+        [
+            shutil.which("redis-server"),
+            *("--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", directory),
+            *extra,
+        ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
@@ -38,11 +42,11 @@ def start_redis(directory: str) -> tuple[subprocess.Popen, int]:
     raise RuntimeError("redis-server did not start")
 
 
-def start_gateways(store: str, count: int, state_dir: str) -> list[tuple[subprocess.Popen, str]]:
+def start_gateways(store: str, count: int, state_dir: str, *extra: str) -> list[tuple[subprocess.Popen, str]]:
     servers = []
     for _ in range(count):
         port = free_port()
-        servers.append(spawn(gateway_command(port, state_dir, "--store", store), port, "/ping"))
+        servers.append(spawn(gateway_command(port, state_dir, "--store", store, *extra), port, "/ping"))
     return servers
 
 
@@ -84,41 +88,44 @@ def main() -> None:
     results = {}
     with tempfile.TemporaryDirectory() as directory:
         redis_proc, port = start_redis(directory)
+        replica_dir = tempfile.mkdtemp(dir=directory)
+        replica_proc, _ = start_redis(replica_dir, "--replicaof", "127.0.0.1", str(port))
         db = redis.Redis(port=port)
+        configs = [("memory", 1), ("redis", 1), ("replicated", 1), ("redis", 2)]
         try:
-            for replicas in (1, 2):
-                for kind in ("memory", "redis"):
-                    store = "memory" if kind == "memory" else f"redis://127.0.0.1:{port}/0"
-                    if kind == "memory" and replicas == 2:
-                        continue  # the memory store cannot be shared: two replicas would not be one service
-                    servers = start_gateways(store, replicas, directory)
-                    try:
-                        urls = [url for _, url in servers]
-                        asyncio.run(load(urls, 100, args.concurrency))  # warm-up
-                        db.config_resetstat()
-                        rate, latency = asyncio.run(load(urls, args.runs, args.concurrency))
-                        stats = db.info("commandstats")
-                        # Client round trips: the scripts (EVALSHA/EVAL). The GET/SET/TIME inside a script are
-                        # counted by commandstats too, but they run inside Redis in the same round trip.
-                        trips = sum(
-                            stats.get(k, {}).get("calls", 0)
-                            for k in ("cmdstat_evalsha", "cmdstat_eval", "cmdstat_publish", "cmdstat_getdel")
-                        )
-                        results[(kind, replicas)] = (rate, latency, trips / args.runs if kind == "redis" else 0.0)
-                    finally:
-                        for proc, _ in servers:
-                            proc.terminate()
-                            proc.wait()
+            for kind, replicas in configs:
+                store = "memory" if kind == "memory" else f"redis://127.0.0.1:{port}/0"
+                extra = ("--redis-durability", "replicated") if kind == "replicated" else ()
+                servers = start_gateways(store, replicas, directory, *extra)
+                try:
+                    urls = [url for _, url in servers]
+                    asyncio.run(load(urls, 100, args.concurrency))  # warm-up
+                    db.config_resetstat()
+                    rate, latency = asyncio.run(load(urls, args.runs, args.concurrency))
+                    stats = db.info("commandstats")
+                    # Client round trips: the scripts (EVALSHA/EVAL). The GET/SET/TIME inside a script are
+                    # counted by commandstats too, but they run inside Redis in the same round trip.
+                    trips = sum(
+                        stats.get(k, {}).get("calls", 0) for k in ("cmdstat_evalsha", "cmdstat_eval", "cmdstat_publish", "cmdstat_getdel")
+                    )
+                    results[(kind, replicas)] = (rate, latency, trips / args.runs if kind != "memory" else 0.0)
+                finally:
+                    for proc, _ in servers:
+                        proc.terminate()
+                        proc.wait()
         finally:
-            redis_proc.terminate()
-            redis_proc.wait()
+            for proc in (replica_proc, redis_proc):
+                proc.terminate()
+                proc.wait()
     print(f"{args.runs} short runs, {args.concurrency} concurrent clients:")
     for (kind, replicas), (rate, latency, trips) in results.items():
-        extra = f", {trips:.2f} Redis round trips per run" if kind == "redis" else ""
-        print(f"  {kind:6s} x{replicas}: {rate:8.0f} runs/s, median time to RUN_STARTED {latency:6.2f} ms{extra}")
+        extra = f", {trips:.2f} Redis round trips per run" if kind != "memory" else ""
+        print(f"  {kind:10s} x{replicas}: {rate:8.0f} runs/s, median time to RUN_STARTED {latency:6.2f} ms{extra}")
     memory = results[("memory", 1)][0]
     print(f"  redis x1 / memory x1 = {results[('redis', 1)][0] / memory:.2f}x   (target >= 0.7x)")
     print(f"  redis x2 / memory x1 = {results[('redis', 2)][0] / memory:.2f}x")
+    replicated = results[("replicated", 1)][0]
+    print(f"  replicated x1 / redis x1 (async) = {replicated / results[('redis', 1)][0]:.2f}x   (the price of WAIT 1)")
 
 
 if __name__ == "__main__":

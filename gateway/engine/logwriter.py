@@ -15,6 +15,7 @@ from store.eventlog import EventLog, LogMeta, LogRef
 
 log = logging.getLogger("agui.engine")
 FINISH_SECONDS = 10.0  # how long the end of a run may wait for its log to be written
+FIRST_FLUSH_DELAY = 0.02  # the first write waits this long, so a short run writes its whole log once, at its end
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,6 +35,7 @@ class LogWriter:
         self._pending: list[Entry] = []
         self._task: asyncio.Task[None] | None = None
         self._created = False
+        self._writing = False  # the drain task is past its first delay: let it finish rather than cancel it
 
     @property
     def ref(self) -> LogRef:
@@ -48,6 +50,9 @@ class LogWriter:
     async def _drain(self) -> None:
         delay = 0.05
         try:
+            if not self._created:
+                await asyncio.sleep(FIRST_FLUSH_DELAY)
+            self._writing = True
             while self._pending:
                 first = self._first()
                 batch = [entry for entry in self._pending if entry[0] >= first] if self._pending[0][0] < first else self._pending
@@ -62,26 +67,27 @@ class LogWriter:
                     await asyncio.sleep(delay)
                     delay = min(delay * 2, 1.0)
         finally:
-            self._task = None
+            self._task, self._writing = None, False
 
-    async def _write(self, batch: list[Entry], first: int) -> None:
-        if not self._created:
-            await self._log.create(self._ref, self._meta)
-            self._created = True
-        if batch:
-            await self._log.append(self._ref, batch, first)
+    async def _write(self, batch: list[Entry], first: int, end: int | None = None) -> None:
+        create = None if self._created else self._meta
+        await self._log.write(self._ref, batch, first, create=create, end=end)
+        self._created = True
 
     async def finish(self, stream: EventStream) -> None:
         """The run has ended: write what is left (all of the ring, for logs written only now) and mark the end."""
         try:
             async with asyncio.timeout(FINISH_SECONDS):
-                if self._log.live_writes:
-                    while self._task is not None:
-                        await asyncio.shield(self._task)
-                    await self._write([], stream.first)
+                if self._task is not None and not self._created and not self._writing:
+                    self._task.cancel()  # still in its first delay: nothing was sent, the full write below has it all
+                    self._task = None
+                while self._task is not None:
+                    await asyncio.shield(self._task)
+                if not self._log.live_writes or not self._created:  # nothing written yet: all of it, in one write
+                    self._pending = []
+                    await self._write(stream.entries(stream.first - 1), stream.first, end=stream.head)
                 else:
-                    await self._write(stream.entries(stream.first - 1), stream.first)
-                await self._log.end(self._ref, stream.head)
+                    await self._write([], stream.first, end=stream.head)
         except (TimeoutError, StoreUnavailable) as exc:
             if self._task is not None:
                 self._task.cancel()

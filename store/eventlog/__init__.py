@@ -73,6 +73,17 @@ class EventLog(abc.ABC):
     async def read(self, ref: LogRef, after: int, limit: int) -> LogRead | None:
         """Up to `limit` entries after position `after`; None when there is no such log."""
 
+    async def write(
+        self, ref: LogRef, entries: list[Entry], first_kept: int, *, create: LogMeta | None = None, end: int | None = None
+    ) -> None:
+        """Open (`create`), append and end (`end`: the head) in one step where the log can (Redis: one call)."""
+        if create is not None:
+            await self.create(ref, create)
+        if entries:
+            await self.append(ref, entries, first_kept)
+        if end is not None:
+            await self.end(ref, end)
+
     async def wait(self, ref: LogRef, after: int, timeout: float) -> None:
         """Return when an entry after `after` may exist, or after `timeout` (shared logs block on the server)."""
         return

@@ -59,37 +59,33 @@ class RedisEventLog(EventLog):
         return self._keys(ref)[1]
 
     async def create(self, ref: LogRef, meta: LogMeta) -> None:
-        stream, info, _ = self._keys(ref)
-        fields = {"ros": meta.ros_digest, "digest": meta.request_digest, "owner": meta.owner, "execution": meta.execution_id, "ended": "0"}
-
-        async def write() -> None:
-            async with self._client.pipeline(transaction=False) as pipe:
-                pipe.delete(stream)
-                pipe.hset(info, mapping=fields)
-                pipe.pexpire(info, LIVE_TTL_MS)
-                await pipe.execute()
-
-        await self._command(write)
+        await self.write(ref, [], 1, create=meta)
 
     async def append(self, ref: LogRef, entries: list[Entry], first_kept: int) -> None:
-        """One script call per flushed batch (one command to encode, not one per event)."""
-        args: list[int | bytes] = [first_kept, LIVE_TTL_MS]
-        for position, data in entries:
-            args += (position, data)
-        keys = [self._keys(ref)[0]]
-        await self._command(lambda: self._append(keys=keys, args=args))
+        await self.write(ref, entries, first_kept)
 
     async def end(self, ref: LogRef, head: int) -> None:
+        await self.write(ref, [], head + 1, end=head)
+
+    async def write(
+        self, ref: LogRef, entries: list[Entry], first_kept: int, *, create: LogMeta | None = None, end: int | None = None
+    ) -> None:
+        """One script call whatever it does (open, append a flushed batch, end): one command to encode, one trip."""
         stream, info, _ = self._keys(ref)
-
-        async def write() -> None:
-            async with self._client.pipeline(transaction=False) as pipe:
-                pipe.hset(info, mapping={"ended": "1", "head": str(head)})
-                pipe.pexpire(info, int(TOMBSTONE_SECONDS * 1000))
-                pipe.pexpire(stream, self._retention_ms)
-                await pipe.execute()
-
-        await self._command(write)
+        control: dict[str, object] = {"first_kept": first_kept, "live_ttl_ms": LIVE_TTL_MS}
+        if create is not None:
+            control["meta"] = {
+                "ros": create.ros_digest,
+                "digest": create.request_digest,
+                "owner": create.owner,
+                "execution": create.execution_id,
+            }
+        if end is not None:
+            control.update(end_head=end, retention_ms=self._retention_ms, tombstone_ms=int(TOMBSTONE_SECONDS * 1000))
+        args: list[int | bytes] = [json.dumps(control).encode()]
+        for position, data in entries:
+            args += (position, data)
+        await self._command(lambda: self._append(keys=[stream, info], args=args))
 
     async def read(self, ref: LogRef, after: int, limit: int) -> LogRead | None:
         stream, info, _ = self._keys(ref)
