@@ -166,6 +166,7 @@ class RedisStore(ThreadStore):
         min_replicas: int = 0,
     ) -> None:
         self.url = url
+        self._cluster = urlparse(url).scheme in ("redis+cluster", "rediss+cluster")
         self.min_replicas = min_replicas  # 0: asynchronous replication (a failover can lose acknowledged writes)
         self.lease_seconds = lease_seconds
         self.owner_id = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
@@ -318,7 +319,10 @@ class RedisStore(ThreadStore):
     async def notify_cancel(self, owner: str, thread_id: str, execution_id: str) -> None:
         """Wake the owner at once; if this message is lost its renewal timer still sees the durable intent."""
         try:
-            await self._command(lambda: self.client.publish(f"agui:cancel:{owner}", json.dumps([thread_id, execution_id])))
+            message = json.dumps([thread_id, execution_id])
+            channel = f"agui:cancel:{owner}"
+            publish = self.client.spublish if self._cluster else self.client.publish  # Cluster: sharded pub/sub
+            await self._command(lambda: publish(channel, message))
         except StoreUnavailable:
             log.warning("cancel wake-up not published; the owner will see the intent on its next renewal")
 
@@ -373,13 +377,20 @@ class RedisStore(ThreadStore):
         while True:
             try:
                 self._sub_client = self._sub_client or connect(self.url, blocking=True)
+                if self._cluster:
+                    await self._sub_client.initialize()  # the slot map, which a sharded subscription needs first
                 pubsub = self._sub_client.pubsub()
-                await pubsub.subscribe(channel)
+                # On a Cluster a plain SUBSCRIBE only hears its own node: the channel is sharded (SSUBSCRIBE, the
+                # node owning its slot), and redis-py moves the subscription when the slot moves.
+                await (pubsub.ssubscribe(channel) if self._cluster else pubsub.subscribe(channel))
                 delay = 0.1
                 try:
                     while True:
-                        message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=1.0)
-                        if message and message.get("type") == "message":
+                        if self._cluster:
+                            message = await pubsub.get_sharded_message(ignore_subscribe_messages=True, timeout=1.0)
+                        else:
+                            message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=1.0)
+                        if message and message.get("type") in ("message", "smessage"):
                             thread_id, execution_id = json.loads(message["data"])
                             on_cancel(thread_id, execution_id)
                 finally:

@@ -125,3 +125,51 @@ def test_a_graceful_failover_loses_nothing_acknowledged(tmp_path, durability):
         for gateway in gateways:
             gateway.stop()
         redis_set.stop()
+
+
+def test_a_killed_master_loses_nothing_acknowledged_when_writes_are_replicated(tmp_path):
+    import os
+    import signal
+
+    redis_set = SentinelSet(tmp_path)
+    gateways = [
+        Gateway(tmp_path, "--store", redis_set.url, "--allowed-cwd", "/tmp", "--redis-durability", "replicated").start() for _ in range(2)
+    ]
+    try:
+        with httpx.Client(timeout=60) as http:
+            finished, interrupted = [], []
+            for index in range(12):
+                body = run_body("/tool deploy {}" if index % 3 == 0 else "hello")
+                result = post_sse(http, gateways[index % 2].url + "/", body)
+                assert result.status == 200
+                (interrupted if index % 3 == 0 else finished).append((body, result))
+            os.kill(redis_set.replica.proc.pid, signal.SIGSTOP)  # the replica lags: nothing can be acknowledged
+            try:
+                lagging = post_sse(http, gateways[0].url + "/", run_body("while the replica lags"))
+                assert lagging.status == 503 and b"STATE_PERSISTENCE_FAILED" in lagging.raw
+            finally:
+                os.kill(redis_set.replica.proc.pid, signal.SIGCONT)
+            old = redis_set.master_port()
+            redis_set.master.proc.kill()  # SIGKILL: Sentinel promotes the replica
+            redis_set.master.proc.wait()
+            redis_set.wait_for(lambda: redis_set.master_port() != old, 30)
+            # With no replica left every write is refused (replicated:1); the old master comes back and Sentinel
+            # makes it a replica of the new one, as it would in production.
+            refused = post_sse(http, gateways[1].url + "/", run_body("no replica at all"))
+            assert refused.status == 503
+            redis_set.master.start()
+            deadline = time.monotonic() + 30
+            while post_sse(http, gateways[1].url + "/", run_body("after the failover")).status != 200:
+                assert time.monotonic() < deadline, "the gateways did not follow the new master"
+                time.sleep(0.5)
+            for body, _ in finished:  # every acknowledged run is still known: nothing runs twice
+                again = post_sse(http, gateways[0].url + "/", body)
+                assert again.status == 409 and b"DUPLICATE_RUN_ID" in again.raw
+            for body, result in interrupted:  # every acknowledged interrupt survived
+                entry = [{"interruptId": pending_interrupt(result)["id"], "status": "resolved", "payload": {"decision": "allow_once"}}]
+                resumed = post_sse(http, gateways[1].url + "/", run_body(None, thread=body["threadId"], resume=entry))
+                assert resumed.terminal["type"] == "RUN_FINISHED" and resumed.terminal["outcome"]["type"] == "success", resumed.terminal
+    finally:
+        for gateway in gateways:
+            gateway.stop()
+        redis_set.stop()

@@ -1,5 +1,6 @@
 """Admission when Redis stalls (SIGSTOP): a lost reply never admits a run twice, and a client's retry of the same
-request after a 503 runs it exactly once, instead of DUPLICATE_RUN_ID for a run that never ran."""
+request after a 503 (with `Last-Event-ID`, to follow its run) runs it exactly once, instead of DUPLICATE_RUN_ID
+for a run that never ran."""
 
 from __future__ import annotations
 
@@ -64,7 +65,7 @@ def test_a_client_retry_after_a_503_runs_the_request_exactly_once(stalling):
     deadline = time.monotonic() + 20
     with httpx.Client(timeout=60) as http:
         while True:
-            again = post_sse(http, gateway.url + "/", body)
+            again = post_sse(http, gateway.url + "/", body, headers={"last-event-id": "0"})
             outcomes.append(again.status)
             if again.status == 200:
                 break
@@ -73,5 +74,7 @@ def test_a_client_retry_after_a_503_runs_the_request_exactly_once(stalling):
             time.sleep(0.5)
     assert again.terminal["outcome"] == {"type": "success"}
     assert "DUPLICATE_RUN_ID" not in str(outcomes)
-    duplicate = post_sse(httpx.Client(timeout=60), gateway.url + "/", body)  # now it ran: the contract's answer
+    duplicate = post_sse(httpx.Client(timeout=60), gateway.url + "/", body)  # a plain retry: the contract's answer
     assert duplicate.status == 409 and b"DUPLICATE_RUN_ID" in duplicate.raw
+    replay = post_sse(httpx.Client(timeout=60), gateway.url + "/", body, headers={"last-event-id": "0"})
+    assert replay.status == 200 and replay.events == again.events  # and a retry that follows it replays the one run

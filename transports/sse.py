@@ -122,7 +122,7 @@ async def _start_or_attach(
             if error.code is not ErrorCode.EXECUTION_NOT_FOUND:
                 error.language = prepared.language
                 raise
-    return await services.engine.start(prepared, caller)
+    return await services.engine.start(prepared, caller, retry=last is not None)
 
 
 async def _run(request: Request, services: TransportServices, agentcore: bool) -> Response:

@@ -63,8 +63,10 @@ class RunEngine:
         """Runs admitted and not yet settled (a settled run may still be finishing its event log)."""
         return self._unsettled
 
-    async def start(self, prepared: PreparedRun, caller: Caller = ANONYMOUS) -> RunHandle:
-        """Admit atomically (binding, idempotency, busy, resume-required); raise GatewayError before any event."""
+    async def start(self, prepared: PreparedRun, caller: Caller = ANONYMOUS, *, retry: bool = False) -> RunHandle:
+        """Admit atomically (binding, idempotency, busy, resume-required); raise GatewayError before any event.
+        `retry`: the client retries this request to follow its run (it sent `Last-Event-ID`): a run of the same
+        request that was admitted but never started (its answer was lost) is admitted again instead of refused."""
         check_user_id(caller, prepared.user_id)
         if not self.accepting:
             raise GatewayError(ErrorCode.SHUTTING_DOWN)
@@ -77,7 +79,7 @@ class RunEngine:
         )
         try:
             with trace.use_span(run_span, end_on_exit=False), tracing.span("agui.admission"):
-                run = await self._admit(prepared, thread_key(caller, prepared.run.thread_id), run_span)
+                run = await self._admit(prepared, thread_key(caller, prepared.run.thread_id), run_span, retry)
         except BaseException as exc:
             run_span.set_attribute("agui.outcome", exc.code.name if isinstance(exc, GatewayError) else "error")
             run_span.end()
@@ -134,7 +136,7 @@ class RunEngine:
         metrics.REATTACHES.labels("log").inc()
         return LogHandle(events, ref, thread_id, read, after, language, cancel)
 
-    async def _admit(self, prepared: PreparedRun, key: str, run_span: Span) -> Run:
+    async def _admit(self, prepared: PreparedRun, key: str, run_span: Span, retry: bool) -> Run:
         ext = prepared.workspace.extension
         admission = Admission(
             thread_id=key,
@@ -147,7 +149,7 @@ class RunEngine:
             new_execution_id=f"exec-{uuid.uuid4().hex}",
             owner=self.store.owner_id,
             nonce=uuid.uuid4().hex,
-            restart_unstarted=self.reattach,  # only where every run that starts leaves a log behind
+            restart_unstarted=retry and self.reattach,  # only where every run that starts leaves a log behind
         )
         admitting = asyncio.ensure_future(self.store.admit(admission))
         try:
