@@ -6,6 +6,7 @@ import shutil
 import subprocess
 import time
 
+import httpx
 import pytest
 
 from tests.support import Gateway, RedisServer, free_port, pending_interrupt, post_sse, run_body, session_of
@@ -148,3 +149,62 @@ def test_runs_through_redis_sentinel(tmp_path, client):
         sentinel.kill()
         sentinel.wait()
         master.stop()
+
+
+def test_a_reshard_under_load_refuses_nothing_falsely(tmp_path, cluster):
+    """Slots move between nodes (MIGRATE, then ASK and MOVED redirects) while runs are admitted on two gateways:
+    no new run id is refused as a duplicate, no 500, no 503."""
+    import threading
+
+    url = f"redis+cluster://127.0.0.1:{cluster[0].port}"
+    gateways = [Gateway(tmp_path, "--store", url, "--allowed-cwd", "/tmp").start() for _ in range(2)]
+    answers: list[tuple[int, bytes]] = []
+    stop = threading.Event()
+
+    def steady(index: int) -> None:
+        with httpx.Client(timeout=60) as http:
+            count = 0
+            while not stop.is_set():
+                count += 1
+                result = post_sse(http, gateways[(index + count) % 2].url + "/", run_body(f"hello {count}"))
+                answers.append((result.status, result.raw if result.status != 200 else b""))
+
+    def node_id(port: int) -> str:
+        return subprocess.run(
+            [shutil.which("redis-cli"), "-p", str(port), "cluster", "myid"], capture_output=True, text=True
+        ).stdout.strip()
+
+    workers = [threading.Thread(target=steady, args=(i,)) for i in range(3)]
+    try:
+        for worker in workers:
+            worker.start()
+        time.sleep(1)
+        for source, target in ((cluster[0], cluster[1]), (cluster[1], cluster[2])):
+            moved = subprocess.run(
+                [
+                    shutil.which("redis-cli"),
+                    "--cluster",
+                    "reshard",
+                    f"127.0.0.1:{cluster[0].port}",
+                    "--cluster-from",
+                    node_id(source.port),
+                    "--cluster-to",
+                    node_id(target.port),
+                    "--cluster-slots",
+                    "1500",
+                    "--cluster-yes",
+                ],
+                capture_output=True,
+                text=True,
+                timeout=120,
+            )
+            assert moved.returncode == 0, moved.stdout[-2000:] + moved.stderr
+        time.sleep(1)
+    finally:
+        stop.set()
+        for worker in workers:
+            worker.join()
+        for gateway in gateways:
+            gateway.stop()
+    refused = [(status, raw[:200]) for status, raw in answers if status != 200]
+    assert len(answers) > 50 and refused == [], refused[:5]
