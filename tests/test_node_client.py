@@ -16,11 +16,16 @@ pytestmark = pytest.mark.node
 NODE_DIR = os.path.join(ROOT, "tests", "node")
 
 
-def drive(url: str, steps: list[dict]) -> dict:
+def drive(url: str, steps: list[dict], **extra: object) -> dict:
+    """Run `steps` through run_agent.mjs (`kind="ws"`: the gateway's WebSocketAgent, from transports/ui/)."""
     node = shutil.which("node")
     assert node, "Node.js is required for these tests (.ci/run installs it)"
     assert os.path.isdir(os.path.join(NODE_DIR, "node_modules", "@ag-ui", "client")), "run `npm ci` in tests/node"
-    config = {"url": url, "threadId": "node-" + uuid.uuid4().hex[:10], "steps": steps}
+    library = os.path.join(NODE_DIR, ".lib")  # beside node_modules, so its bare imports resolve there
+    os.makedirs(library, exist_ok=True)
+    for name in ("ws-agent.js", "ws-mux.js"):
+        shutil.copy(os.path.join(ROOT, "transports", "ui", name), library)
+    config = {"url": url, "threadId": extra.pop("threadId", None) or "node-" + uuid.uuid4().hex[:10], "steps": steps, **extra}
     done = subprocess.run([node, "run_agent.mjs", json.dumps(config)], cwd=NODE_DIR, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)

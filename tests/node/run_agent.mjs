@@ -1,6 +1,9 @@
-// Drives the gateway with the reference TypeScript client (@ag-ui/client HttpAgent) and prints a JSON report.
-// Input (argv[2]): {"url", "threadId", "steps": [{"message"?, "forwardedProps", "answer"?: {"status","payload"?}}]}
-// Each step is one runAgent call; a step with "answer" resumes every pending interrupt with it.
+// Drives the gateway with the reference TypeScript client (@ag-ui/client HttpAgent, or the gateway's
+// WebSocketAgent built on it) and prints a JSON report.
+// Input (argv[2]): {"url", "threadId", "kind"?: "http"|"ws", "token"?, "steps": [{"message"?, "forwardedProps",
+// "answer"?: {"status","payload"?}, "abortAfter"?: <events>}]}
+// Each step is one runAgent call; a step with "answer" resumes every pending interrupt with it; "abortAfter"
+// calls abortRun() once that many events arrived.
 import { HttpAgent, buildResumeArray } from "@ag-ui/client";
 
 const config = JSON.parse(process.argv[2]);
@@ -13,7 +16,15 @@ for (const level of ["warn", "error"]) {
   };
 }
 
-const agent = new HttpAgent({ url: config.url, threadId: config.threadId, headers: config.headers ?? {} });
+async function makeAgent() {
+  if (config.kind !== "ws") return new HttpAgent({ url: config.url, threadId: config.threadId, headers: config.headers ?? {} });
+  const { WebSocketAgent } = await import("./.lib/ws-agent.js"); // the served module, copied beside node_modules
+  const { WebSocket } = await import("ws");
+  const url = config.url.replace(/^http/, "ws") + "/ws";
+  return new WebSocketAgent({ url, threadId: config.threadId, WebSocket, token: config.token, graceSeconds: 30 });
+}
+
+const agent = await makeAgent();
 const report = { runs: [], warnings };
 for (const step of config.steps) {
   const events = [];
@@ -32,6 +43,7 @@ for (const step of config.steps) {
     await agent.runAgent(params, {
       onEvent({ event }) {
         events.push(event);
+        if (step.abortAfter && events.length === step.abortAfter) setTimeout(() => agent.abortRun(), 0);
       },
     });
   } catch (err) {
@@ -42,3 +54,4 @@ for (const step of config.steps) {
 }
 report.messages = agent.messages.map((m) => ({ role: m.role, content: m.content ?? null, toolCalls: m.toolCalls?.length ?? 0 }));
 process.stdout.write(JSON.stringify(report));
+process.exit(0); // a WebSocketAgent's shared socket stays open for the next run

@@ -1,0 +1,56 @@
+// WebSocketAgent: an @ag-ui/client agent that runs over the gateway's multiplexed WebSocket. Swap
+// `new HttpAgent({ url })` for `new WebSocketAgent({ url })` and keep everything else (runAgent, subscribers,
+// messages, state, pendingInterrupts, resume). Runs share one socket per URL, survive a dropped connection
+// (reconnect and reattach from the last event), and abortRun() cancels the run on the gateway.
+import { AbstractAgent } from "@ag-ui/client";
+import { Observable } from "rxjs";
+
+import { MuxSocket } from "./ws-mux.js";
+
+export { MuxSocket };
+
+export class WebSocketAgent extends AbstractAgent {
+  /** @param {import("./ws-agent").WebSocketAgentConfig} config */
+  constructor({ url, token, graceSeconds, WebSocket, fetch, ...config }) {
+    super(config);
+    this.url = url;
+    this.socketOptions = { token: typeof token === "function" ? token : () => token || "", graceSeconds, WebSocket, fetch };
+    this.current = null;
+  }
+
+  run(input) {
+    return new Observable((subscriber) => {
+      let ended = false;
+      const mux = MuxSocket.for(this.url, this.socketOptions);
+      const started = mux.run(input, {
+        onEvent: (event) => {
+          subscriber.next(event);
+          if (event.type === "RUN_FINISHED" || event.type === "RUN_ERROR") {
+            ended = true;
+            subscriber.complete();
+          }
+        },
+        onError: (error) => {
+          ended = true;
+          subscriber.error(error);
+        },
+      });
+      this.current = started;
+      return () => {
+        if (!ended) started.then((run) => run.cancel()); // unsubscribed early (abortRun): cancel on the gateway
+      };
+    });
+  }
+
+  abortRun() {
+    this.current?.then((run) => run.cancel());
+    super.abortRun();
+  }
+
+  clone() {
+    const copy = super.clone();
+    copy.url = this.url;
+    copy.socketOptions = this.socketOptions;
+    return copy;
+  }
+}
