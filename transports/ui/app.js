@@ -10,7 +10,8 @@
 // event id seen. The gateway sends each event exactly once across the drop, so no text repeats or goes missing.
 
 import { apply, compact, emptyView, LOCAL_ERROR, RESUME, USER } from "./protocol.js";
-import { attachSse, cancelExecution, runSse, SocketLink } from "./transport.js";
+import { attachSse, cancelExecution, GRACE_SECONDS, runSse } from "./transport.js";
+import { MuxSocket } from "./ws-mux.js";
 import { PageView } from "./view.js";
 
 const $ = (id) => document.getElementById(id);
@@ -71,20 +72,24 @@ function setStatus(text) {
   pageView.status(view);
 }
 
-const link = new SocketLink({
-  token,
-  onEvent: record,
-  onStatus: (text) => {
-    if (!view.running) setStatus(text);
-  },
-  onDrop: () => {
-    if (view.running && !page.live) record({ type: LOCAL_ERROR, message: "Connection lost.", status: "Disconnected" });
-  },
-  onReopen: () => {
-    if (page.live && page.live.transport === "ws") link.attach(page.live, cursor); // the run went on meanwhile
-  },
-  wanted: () => transport() === "ws" || Boolean(page.live && page.live.transport === "ws"),
-});
+function makeLink() {
+  const scheme = location.protocol === "https:" ? "wss" : "ws";
+  return new MuxSocket({
+    url: `${scheme}://${location.host}/ws`,
+    token: async () => token(),
+    graceSeconds: GRACE_SECONDS,
+    onStatus: (text) => {
+      if (!view.running || text === "Reconnecting…") setStatus(text);
+    },
+    keepAlive: () => transport() === "ws",
+  });
+}
+
+let link = makeLink(); // one multiplexed socket; runs in flight are attached again by itself after a drop
+const failed = (error) => {
+  page.live = null;
+  record({ type: LOCAL_ERROR, message: `Could not reach the gateway: ${error.message}`, status: "Not connected" });
+};
 
 function runInput(text, resume) {
   if (!resume) page.ros = newId("ui"); // a new turn is a new execution; resumes keep its identity
@@ -110,10 +115,9 @@ async function run(text, resume) {
   record(text ? { type: USER, text } : { type: RESUME });
   try {
     if (page.live.transport === "sse") await followSse(() => runSse(input, token(), record));
-    else await link.run(input);
+    else await link.run(input, { onEvent: record, onError: failed });
   } catch (error) {
-    page.live = null;
-    record({ type: LOCAL_ERROR, message: `Could not reach the gateway: ${error.message}`, status: "Not connected" });
+    failed(error);
   }
 }
 
@@ -142,7 +146,7 @@ function resumeLive() {
   view.running = true;
   setStatus("Reconnecting…");
   if (live.transport === "sse") followSse(() => attachSse(live, null, token(), record));
-  else link.attach(live, null).catch(() => {}); // a refused socket reconnects, then attaches (onReopen)
+  else link.attach(live, null, { onEvent: record, onError: failed });
 }
 
 async function cancel() {
@@ -182,11 +186,15 @@ function wire() {
   $("token").addEventListener("change", () => {
     window.sessionStorage.setItem("agui.token", $("token").value.trim());
     link.close();
+    link = makeLink();
   });
   $("new-thread").addEventListener("click", newThread);
   for (const radio of document.querySelectorAll("input[name=transport]")) {
     radio.addEventListener("change", () => {
-      if (transport() === "sse") link.close();
+      if (transport() === "sse") {
+        link.close();
+        link = makeLink();
+      }
       setStatus(transport() === "sse" ? "SSE" : "Not connected");
     });
   }

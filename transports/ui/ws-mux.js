@@ -25,14 +25,16 @@ export class MuxSocket {
    * @param {typeof WebSocket} [options.WebSocket] a WebSocket class (default: the global one)
    * @param {typeof fetch} [options.fetch] for tickets (default: the global one)
    * @param {(status: string) => void} [options.onStatus] "Connected", "Reconnecting…"
+   * @param {() => boolean} [options.keepAlive] reconnect after a drop even with no run in flight (the page)
    */
-  constructor({ url, token, graceSeconds = 60, WebSocket: Socket, fetch: fetcher, onStatus } = {}) {
+  constructor({ url, token, graceSeconds = 60, WebSocket: Socket, fetch: fetcher, onStatus, keepAlive } = {}) {
     this.url = url;
     this.token = token || (() => "");
     this.graceSeconds = graceSeconds;
     this.Socket = Socket || globalThis.WebSocket;
     this.fetch = fetcher || globalThis.fetch?.bind(globalThis);
     this.onStatus = onStatus || (() => {});
+    this.keepAlive = keepAlive || (() => false);
     this.streams = new Map(); // stream id -> {onEvent, onError, lastEventId, attach}
     this.socket = null;
     this.ready = null;
@@ -94,7 +96,11 @@ export class MuxSocket {
     if (this.socket !== socket) return;
     this.socket = null;
     this.ready = null;
-    if (this.closed || this.streams.size === 0) return;
+    this.#schedule();
+  }
+
+  #schedule() {
+    if (this.closed || (this.streams.size === 0 && !this.keepAlive())) return;
     this.onStatus("Reconnecting…");
     const wait = this.delay * (0.8 + Math.random() * 0.4);
     this.delay = Math.min(this.delay * 2, 10_000);
@@ -102,12 +108,12 @@ export class MuxSocket {
   }
 
   async #reattach() {
+    if (this.socket || this.closed) return;
     try {
       const socket = await this.open();
       for (const [id, stream] of this.streams) socket.send(JSON.stringify({ op: "attach", id, ...stream.attach, lastEventId: stream.lastEventId || "" }));
     } catch {
-      this.#dropped(this.socket);
-      if (!this.socket) setTimeout(() => this.#reattach(), this.delay);
+      this.#schedule();
     }
   }
 
