@@ -69,3 +69,27 @@ def test_a_token_is_exchanged_for_a_ticket(start_gateway):
     report = drive(server.url, [{"message": "with a ticket", "forwardedProps": IAC}], kind="ws", token="agent-token")
     assert check_run(report["runs"][0])["outcome"] == {"type": "success"}
     assert httpx.get(server.url + "/ui/ws-agent.js").headers["content-type"].startswith(("text/javascript", "application/javascript"))
+
+
+def test_ten_concurrent_runs_share_one_socket(start_gateway):
+    from tests.support import free_port
+
+    metrics = free_port()
+    server = start_gateway("--metrics-port", str(metrics))
+    report = drive(
+        server.url,
+        [{"message": "/slow 1", "forwardedProps": IAC}],
+        kind="ws",
+        parallel=10,
+        metricsUrl=f"http://127.0.0.1:{metrics}/metrics",
+    )
+    assert [check_run(run)["outcome"] for run in report["runs"]] == [{"type": "success"}] * 10
+    assert report["sockets"] == 1  # counted on the gateway while the shared socket is open
+
+
+def test_a_bad_token_is_a_clear_error_not_a_reconnect_loop(start_gateway):
+    server = start_gateway(env={"AGUI_GATEWAY_AUTH_TOKEN": "agent-token"})
+    report = drive(server.url, [{"message": "refused", "forwardedProps": IAC}], kind="ws", token="expired-token", quiet=False)
+    assert "ticket refused (401)" in report["runs"][0]["error"]
+    assert report["warnings"] == ["error: Agent execution failed: Error: ticket refused (401)"]  # @ag-ui/client's own log
+    assert server.logs().count("/ws/tickets") <= 2  # one refused ticket request, no loop behind it

@@ -16,6 +16,7 @@ from gateway.protocol import events as e
 Entry = tuple[int, bytes]  # (position, the event's JSON)
 _encode = e.encode_json
 MAX_LAG = 1024  # events an attached follower may trail the producer by before the backend is slowed down
+YIELD_EVERY = 64  # puts between two turns given to the rest of the loop
 _COMPACT_AT = 1024  # trimmed entries physically dropped in chunks of at least this many
 
 
@@ -59,6 +60,7 @@ class EventStream:
         self._advanced: asyncio.Future[None] | None = None
         self._on_detached = on_detached
         self._on_append = on_append
+        self._puts = 0
         self._pause_at = math.inf  # the producer waits once the head passes this (slowest follower + MAX_LAG)
 
     @property
@@ -88,6 +90,9 @@ class EventStream:
         while self.head > self._pause_at:  # an attached follower trails too far: wait for it
             self._advanced = self._advanced or asyncio.get_running_loop().create_future()
             await asyncio.shield(self._advanced)
+        self._puts += 1
+        if not self._puts % YIELD_EVERY:  # a backend that never awaits must not starve the loop (log writer, others)
+            await asyncio.sleep(0)
 
     async def close(self) -> None:
         """No event follows: followers end after what is held."""
