@@ -16,7 +16,7 @@ from gateway.protocol import events as e
 Entry = tuple[int, bytes]  # (position, the event's JSON)
 _encode = e.encode_json
 MAX_LAG = 1024  # events an attached follower may trail the producer by before the backend is slowed down
-YIELD_EVERY = 64  # puts between two turns given to the rest of the loop
+YIELD_EVERY = 256  # puts between two turns given to the rest of the loop
 _COMPACT_AT = 1024  # trimmed entries physically dropped in chunks of at least this many
 
 

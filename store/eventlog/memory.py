@@ -13,8 +13,11 @@ MAX_ENDED_LOGS = 10_000  # ended runs kept for replay; the oldest go first
 
 @dataclass(slots=True)
 class _Log:
+    """Positions are implicit (`first` + index): thousands of kept logs must not mean millions of tuples."""
+
     meta: LogMeta
-    entries: list[Entry] = field(default_factory=list)
+    first: int = 1
+    data: list[bytes] = field(default_factory=list)
     ended_at: float | None = None
     head: int = 0
 
@@ -32,11 +35,14 @@ class MemoryEventLog(EventLog):
 
     async def append(self, ref: LogRef, entries: list[Entry], first_kept: int) -> None:
         log = self._logs.get(ref)
-        if log is None:
+        if log is None or not entries:
             return
-        log.entries.extend(entries)
-        if log.entries and log.entries[0][0] < first_kept:
-            log.entries = [entry for entry in log.entries if entry[0] >= first_kept]
+        if not log.data:
+            log.first = entries[0][0]
+        log.data.extend([data for _, data in entries])
+        if log.first < first_kept:
+            del log.data[: first_kept - log.first]
+            log.first = first_kept
 
     async def end(self, ref: LogRef, head: int) -> None:
         log = self._logs.get(ref)
@@ -51,10 +57,11 @@ class MemoryEventLog(EventLog):
             return None
         if log.ended_at is not None and log.ended_at + self.retention_seconds <= self.clock():
             return LogRead(log.meta, [], log.head + 1, True)  # a tombstone: the events expired
-        entries = log.entries
-        first = entries[0][0] if entries else after + 1
+        first = log.first if log.data else after + 1
         start = max(0, after + 1 - first)
-        return LogRead(log.meta, entries[start : start + limit], first, log.ended_at is not None)
+        chunk = log.data[start : start + limit]
+        entries = list(zip(range(first + start, first + start + len(chunk)), chunk, strict=True))
+        return LogRead(log.meta, entries, first, log.ended_at is not None)
 
     async def purge_expired(self) -> int:
         now = self.clock()
@@ -63,5 +70,5 @@ class MemoryEventLog(EventLog):
             del self._logs[key]
         for log in self._logs.values():
             if log.ended_at is not None and log.ended_at + self.retention_seconds <= now:
-                log.entries = []
+                log.data = []
         return len(old)
