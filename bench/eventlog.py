@@ -14,7 +14,6 @@ import argparse
 import asyncio
 import os
 import random
-import shutil
 import statistics
 import subprocess
 import tempfile
@@ -23,18 +22,7 @@ import time
 import httpx
 
 from bench.flood import body, free_port, gateway_command, measure, spawn
-
-
-def start_redis(directory: str) -> tuple[subprocess.Popen, str]:
-    server = shutil.which("redis-server")
-    assert server, "redis-server is required"
-    port = free_port()
-    proc = subprocess.Popen(
-        [server, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", directory],
-        stdout=subprocess.DEVNULL,
-    )
-    time.sleep(0.3)
-    return proc, f"redis://127.0.0.1:{port}/0"
+from bench.store_bench import start_redis
 
 
 def gateway(state_dir: str, *extra: str) -> tuple[subprocess.Popen, str]:
@@ -94,7 +82,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as state:
-        redis, redis_url = start_redis(state)
+        redis, redis_port = start_redis(state)  # waits until it answers
+        redis_url = f"redis://127.0.0.1:{redis_port}/0"
         procs = {
             "log on": gateway(os.path.join(state, "a"), "--store", "memory"),
             "log off": gateway(os.path.join(state, "b"), "--store", "memory", "--max-reattach-grace-seconds", "0"),

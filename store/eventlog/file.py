@@ -35,7 +35,6 @@ class FileEventLog(EventLog):
         self.retention_seconds = retention_seconds
         self.clock = clock
         os.makedirs(directory, mode=0o700, exist_ok=True)
-        self._first: dict[LogRef, int] = {}  # live runs: the first position still in their file
         self._kept: dict[LogRef, int] = {}  # live runs: the first position their bounds keep (recorded at the end)
         self._meta: dict[LogRef, _Meta] = {}
 
@@ -57,7 +56,7 @@ class FileEventLog(EventLog):
 
     async def create(self, ref: LogRef, meta: LogMeta) -> None:
         record = _Meta(meta.ros_digest, meta.request_digest, meta.owner, meta.execution_id)
-        self._meta[ref], self._first[ref] = record, 1
+        self._meta[ref] = record
         log_path, meta_path = self._paths(ref)
         await self._io(self._create, log_path, meta_path, record)
 
@@ -68,13 +67,11 @@ class FileEventLog(EventLog):
     async def append(self, ref: LogRef, entries: list[Entry], first_kept: int) -> None:
         log_path, meta_path = self._paths(ref)
         lines = b"".join(b"%d %s\n" % (position, data) for position, data in entries)
-        first = self._first.get(ref, 1)
+        meta = self._meta.get(ref)  # its `first` is the first position still in the file
         self._kept[ref] = first_kept
         head = entries[-1][0] if entries else first_kept
-        compact = first_kept - first > max(1024, head - first_kept)
-        await self._io(self._append, log_path, meta_path, lines, first_kept if compact else 0, self._meta.get(ref))
-        if compact:
-            self._first[ref] = first_kept
+        compact = meta is not None and first_kept - meta.first > max(1024, head - first_kept)
+        await self._io(self._append, log_path, meta_path, lines, first_kept if compact else 0, meta)
 
     def _append(self, log_path: str, meta_path: str, lines: bytes, compact_to: int, meta: _Meta | None) -> None:
         with open(log_path, "ab") as handle:
@@ -90,7 +87,6 @@ class FileEventLog(EventLog):
 
     async def end(self, ref: LogRef, head: int) -> None:
         meta = self._meta.pop(ref, None)
-        self._first.pop(ref, None)
         kept = self._kept.pop(ref, 1)
         if meta is None:
             return
