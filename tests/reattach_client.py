@@ -101,3 +101,11 @@ def assert_exactly_once(parts: list[list[Positioned]]) -> list[dict[str, Any]]:
     positions = [position for position, _ in positioned]
     assert positions == list(range(1, len(positions) + 1)), positions[:50]
     return [event for _, event in positioned]
+
+
+def attach_after(base: str, body: dict, position: int) -> SseStream:
+    """Attach by the GET route with `Last-Event-ID: <position>` (the run's own rosInvocationId); must succeed."""
+    status, stream = open_get(events_url(base, body, rosInvocationId="inv-1"), {"last-event-id": str(position)})
+    assert status == 200, stream
+    assert isinstance(stream, SseStream)
+    return stream

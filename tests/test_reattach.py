@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from tests.a2a_agent import A2AAgentServer
-from tests.reattach_client import GRACE, assert_exactly_once, events_url, open_get, open_post, ws_attach
+from tests.reattach_client import GRACE, assert_exactly_once, attach_after, events_url, open_get, open_post, ws_attach
 from tests.support import Gateway, assert_well_formed_run, post_sse, run_body, session_of
 from tests.test_websocket import verify_with_node, ws_url
 
@@ -44,9 +44,7 @@ def reference(url: str, text: str) -> list[dict]:
 
 def attach_by(method: str, gateway, body: dict, last: int) -> list:
     if method == "get":
-        status, stream = open_get(events_url(gateway.url, body, rosInvocationId="inv-1"), {"last-event-id": str(last)})
-        assert status == 200, stream
-        return stream.rest()
+        return attach_after(gateway.url, body, last).rest()
     if method == "post":
         return open_post(gateway.url + "/", body, {"last-event-id": str(last)}).rest()
     frame = {"op": "attach", "threadId": body["threadId"], "runId": body["runId"], "rosInvocationId": "inv-1", "lastEventId": str(last)}
@@ -182,9 +180,7 @@ def test_an_interrupt_reached_while_detached_is_kept_and_seen(gateway, client):
     stream = open_post(gateway.url + "/", body, GRACE)
     head = stream.take(1)
     stream.drop()
-    status, rest = open_get(events_url(gateway.url, body, rosInvocationId="inv-1"), {"last-event-id": str(head[-1][0])})
-    assert status == 200
-    events = assert_exactly_once([head, rest.rest()])
+    events = assert_exactly_once([head, attach_after(gateway.url, body, head[-1][0]).rest()])
     interrupt = events[-1]["outcome"]["interrupts"][0]
     entry = [{"interruptId": interrupt["id"], "status": "resolved", "payload": {"decision": "allow_once"}}]
     resumed = post_sse(client, gateway.url + "/", run_body(None, thread=body["threadId"], resume=entry))
@@ -220,9 +216,7 @@ def test_a_run_started_on_one_replica_is_followed_from_another(two_replicas):
     first = open_post(a.url + "/", body, GRACE)
     head = first.take(4)
     first.drop()
-    status, stream = open_get(events_url(b.url, body, rosInvocationId="inv-1"), {"last-event-id": str(head[-1][0])})
-    assert status == 200
-    events = assert_exactly_once([head, stream.rest()])
+    events = assert_exactly_once([head, attach_after(b.url, body, head[-1][0]).rest()])
     assert_well_formed_run(events)
     assert events[-1]["outcome"] == {"type": "success"}  # the owner kept it going: B's follower was seen
     verify_with_node([events])
@@ -240,14 +234,12 @@ def test_twenty_drops_during_a_flood_across_replicas_lose_and_repeat_nothing(two
     for attempt in range(20):
         server = (a, b)[attempt % 2]
         last = received[-1][-1][0]
-        status, stream = open_get(events_url(server.url, body, rosInvocationId="inv-1"), {"last-event-id": str(last)})
-        assert status == 200, stream
+        stream = attach_after(server.url, body, last)
         part = stream.take(chooser.randint(50, 1500))
         stream.drop()
         if part:
             received.append(part)
-    status, stream = open_get(events_url(b.url, body, rosInvocationId="inv-1"), {"last-event-id": str(received[-1][-1][0])})
-    received.append(stream.rest())
+    received.append(attach_after(b.url, body, received[-1][-1][0]).rest())
     events = assert_exactly_once(received)
     assert_well_formed_run(events)
     assert sum(event["type"] == "TEXT_MESSAGE_CONTENT" for event in events) == 20000
