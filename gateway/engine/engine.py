@@ -27,6 +27,11 @@ from gateway.errors import ErrorCode, GatewayError
 from store import Admission, AdmitResult, ExecutionStatus, Lease, Progress, ThreadStore
 from store.eventlog import LogRef, ros_digest
 
+# A run's log is written behind its stream (the first write ~20 ms after it starts): a client that drops and
+# attaches to another replica at once may look before it exists, so an unknown run is looked up a few more times.
+LOG_APPEAR_TRIES = 4
+LOG_APPEAR_PAUSE = 0.05
+
 log = logging.getLogger("agui.engine")
 
 
@@ -121,6 +126,11 @@ class RunEngine:
         ref, events = LogRef(key, run_id), self.store.events
         try:
             read = await events.read(ref, after, READ_LIMIT)
+            for _ in range(LOG_APPEAR_TRIES):  # a run started on another replica a moment ago: its log's first write
+                if read is not None:
+                    break
+                await asyncio.sleep(LOG_APPEAR_PAUSE)
+                read = await events.read(ref, after, READ_LIMIT)
         except STORE_FAILURES as exc:
             raise store_error(exc) from None
         if read is None:
