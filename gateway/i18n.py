@@ -228,6 +228,16 @@ _MESSAGES: dict[str, dict[str, str]] = {
         "de": "Das Agenten-Backend ist nicht verfügbar.",
         "id": "Backend agen tidak tersedia.",
     },
+    "SESSION_BACKUP_NOT_READY": {
+        "en": "The agent's session backup is not ready yet; retry the answer shortly.",
+        "pt": "O backup da sessão do agente ainda não está pronto; repita a resposta em instantes.",
+        "zh": "智能体的会话备份尚未就绪；请稍后重试回答。",
+        "es": "La copia de la sesión del agente aún no está lista; reintente la respuesta en breve.",
+        "ja": "エージェントのセッションのバックアップがまだ準備できていません。少し待ってから回答を再送してください。",
+        "fr": "La sauvegarde de session de l'agent n'est pas encore prête ; renvoyez la réponse sous peu.",
+        "de": "Die Sitzungssicherung des Agenten ist noch nicht bereit; die Antwort bitte gleich erneut senden.",
+        "id": "Cadangan sesi agen belum siap; kirim ulang jawaban sebentar lagi.",
+    },
     "A2A_PROTOCOL_ERROR": {
         "en": "The agent backend broke the identity mapping ({field}).",
         "pt": "O backend do agente violou o mapeamento de identidades ({field}).",

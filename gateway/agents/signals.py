@@ -12,11 +12,16 @@ class Signal(Struct, kw_only=True):
 
 
 class TextDelta(Signal):
+    """Assistant text. Deltas with one `message_id` form one message; messages with different ids may interleave."""
+
     text: str
+    message_id: str | None = None  # the agent's own id, kept as the AG-UI message id; None: the gateway picks one
 
 
 class TextEnd(Signal):
-    """The current assistant message is complete (the next TextDelta opens a new one)."""
+    """The message `message_id` is complete; None completes every open message (the next TextDelta opens a new one)."""
+
+    message_id: str | None = None
 
 
 class ReasoningDelta(Signal):
@@ -60,9 +65,12 @@ class StepFinish(Signal):
 
 
 class PipelineEvent(Signal):
+    """A pipeline fact with no standard event. `envelope`, when the agent sent one, is the CUSTOM value as it came."""
+
     event_type: str
     data: dict[str, Any]
     event_id: str | None = None
+    envelope: dict[str, Any] | None = None
 
 
 class Artifact(Signal):
@@ -72,12 +80,16 @@ class Artifact(Signal):
 class ActivitySnapshot(Signal):
     activity_type: str
     content: dict[str, Any]
+    message_id: str | None = None  # a stable id makes a later snapshot replace this one
+    replace: bool | None = None
 
 
 class Usage(Signal):
     input_tokens: int | None = None
     output_tokens: int | None = None
     reasoning_tokens: int | None = None
+    total_tokens: int | None = None  # when the agent reports its own total, it is summed instead of input + output
+    cached_input_tokens: int | None = None
     model: str | None = None
     provider: str | None = None
 
@@ -86,6 +98,11 @@ class SessionInfo(Signal):
     context_id: str | None = None
     task_id: str | None = None
     session_id: str | None = None
+
+
+class Accepted(Signal):
+    """The backend took a resume's answers. Any other non-failure signal says the same; this one is for a backend
+    whose first word after taking the answers is a failure (an answer that cancels the task)."""
 
 
 class InterruptRequest(Struct, kw_only=True):

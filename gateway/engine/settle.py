@@ -78,7 +78,8 @@ def _terminal_events(run: Run, outcome: Outcome) -> list[e.Event]:
 
 def _error_event(run: Run, error: GatewayError) -> e.RunError:
     metadata = with_request_id({"threadId": run.thread_id, "runId": run.lease.run_id})  # the run's task inherited it
-    return e.RunError(code=error.code.name, message=message_for(error, run.prepared.language), metadata=metadata)
+    usage = run.translator.usage or None
+    return e.RunError(code=error.code.name, message=message_for(error, run.prepared.language), metadata=metadata, usage=usage)
 
 
 def _progress(run: Run) -> Progress:

@@ -26,7 +26,8 @@ class Translator:
         self.session = session
         self.sequence = sequence
         self.session_sent = False
-        self.text_id: str | None = None
+        self.texts: dict[str | None, str] = {}  # open messages: the agent's message id (None: unnamed) -> AG-UI id
+        self.text_ids_used: set[str] = set()
         self.reasoning_id: str | None = None
         self.tools: list[str] = []
         self.steps: list[str] = list(open_steps)
@@ -34,9 +35,9 @@ class Translator:
 
     # -- spans -----------------------------------------------------------------
     def _close_text(self, out: list[e.Event]) -> None:
-        if self.text_id is not None:
-            out.append(e.TextMessageEnd(message_id=self.text_id))
-            self.text_id = None
+        for message_id in self.texts.values():
+            out.append(e.TextMessageEnd(message_id=message_id))
+        self.texts.clear()
 
     def _close_reasoning(self, out: list[e.Event]) -> None:
         if self.reasoning_id is not None:
@@ -79,6 +80,8 @@ class Translator:
     # -- the mapping table ---------------------------------------------------------
     def translate(self, signal: s.Signal) -> list[e.Event]:
         out: list[e.Event] = []
+        if isinstance(signal, s.Accepted):
+            return out
         if isinstance(signal, s.SessionInfo):
             # Identities are recorded; the event itself goes out once, before the first other event.
             for key, value in (("contextId", signal.context_id), ("taskId", signal.task_id), ("sessionId", signal.session_id)):
@@ -96,13 +99,30 @@ class Translator:
         if not signal.text:
             return
         self._close_reasoning(out)
-        if self.text_id is None:
-            self.text_id = _new_id("msg")
-            out.append(e.TextMessageStart(message_id=self.text_id, role="assistant"))
-        out.append(e.TextMessageContent(message_id=self.text_id, delta=signal.text))
+        key = signal.message_id
+        message_id = self.texts.get(key)
+        if message_id is None:
+            message_id = self._text_id(key)
+            self.texts[key] = message_id
+            out.append(e.TextMessageStart(message_id=message_id, role="assistant"))
+        out.append(e.TextMessageContent(message_id=message_id, delta=signal.text))
+
+    def _text_id(self, key: str | None) -> str:
+        """The agent's id when it names one, made unique if that message was already closed in this run."""
+        if key is None:
+            return _new_id("msg")
+        message_id, n = key, 1
+        while message_id in self.text_ids_used:
+            n += 1
+            message_id = f"{key}.{n}"
+        self.text_ids_used.add(message_id)
+        return message_id
 
     def _text_end(self, signal: s.TextEnd, out: list[e.Event]) -> None:
-        self._close_text(out)
+        if signal.message_id is None:
+            self._close_text(out)
+        elif signal.message_id in self.texts:
+            out.append(e.TextMessageEnd(message_id=self.texts.pop(signal.message_id)))
 
     def _reasoning(self, signal: s.ReasoningDelta, out: list[e.Event]) -> None:
         if not signal.text:
@@ -138,7 +158,7 @@ class Translator:
         out.append(e.ToolCallResult(message_id=_new_id("tool"), tool_call_id=signal.tool_call_id, content=signal.content))
 
     def _tool_progress(self, signal: s.ToolProgress, out: list[e.Event]) -> None:
-        out.append(self._custom(TOOL_PROGRESS_EVENT, {"toolCallId": signal.tool_call_id, **signal.data}))
+        out.append(self._custom(TOOL_PROGRESS_EVENT, {"schemaVersion": 1, "toolCallId": signal.tool_call_id, **signal.data}))
 
     def _step_start(self, signal: s.StepStart, out: list[e.Event]) -> None:
         self._close_messages(out)
@@ -147,19 +167,30 @@ class Translator:
             out.append(e.StepStarted(step_name=signal.name))
 
     def _step_finish(self, signal: s.StepFinish, out: list[e.Event]) -> None:
+        """Closes the step; a step that never opened in this run (nor was re-opened) is shown as a zero-length pair."""
+        self._close_messages(out)
         if signal.name in self.steps:
-            self._close_messages(out)
             self.steps.remove(signal.name)
-            out.append(e.StepFinished(step_name=signal.name))
+        else:
+            out.append(e.StepStarted(step_name=signal.name))
+        out.append(e.StepFinished(step_name=signal.name))
 
     def _pipeline(self, signal: s.PipelineEvent, out: list[e.Event]) -> None:
-        out.append(self._custom(PIPELINE_EVENT, {"eventType": signal.event_type, **signal.data}, signal.event_id))
+        envelope = signal.envelope
+        if envelope is not None and envelope.get("eventId") and isinstance(envelope.get("sequence"), int):
+            out.append(e.Custom(name=PIPELINE_EVENT, value=envelope))  # the agent's envelope, as it came
+            return
+        value = {"eventType": signal.event_type, **signal.data} if envelope is None else envelope
+        out.append(self._custom(PIPELINE_EVENT, value, signal.event_id))
 
     def _artifact(self, signal: s.Artifact, out: list[e.Event]) -> None:
         out.append(self._custom(ARTIFACT_EVENT, signal.data))
 
     def _activity(self, signal: s.ActivitySnapshot, out: list[e.Event]) -> None:
-        out.append(e.ActivitySnapshot(message_id=_new_id("activity"), activity_type=signal.activity_type, content=signal.content))
+        message_id = signal.message_id or _new_id("activity")
+        out.append(
+            e.ActivitySnapshot(message_id=message_id, activity_type=signal.activity_type, content=signal.content, replace=signal.replace)
+        )
 
     def _usage(self, signal: s.Usage, out: list[e.Event]) -> None:
         self._add_usage(signal)
@@ -170,12 +201,15 @@ class Translator:
         if entry is None:
             entry = e.TokenUsage(provider=signal.provider, model=signal.model)
             self.usage.append(entry)
-        for name in ("input_tokens", "output_tokens", "reasoning_tokens"):
+        for name in ("input_tokens", "output_tokens", "reasoning_tokens", "cached_input_tokens"):
             value = getattr(signal, name)
             if value is not None:
                 setattr(entry, name, (getattr(entry, name) or 0) + value)
-        if entry.input_tokens is not None and entry.output_tokens is not None:
-            entry.total_tokens = entry.input_tokens + entry.output_tokens
+        total = signal.total_tokens
+        if total is None and signal.input_tokens is not None and signal.output_tokens is not None:
+            total = signal.input_tokens + signal.output_tokens  # a report without its own total
+        if total is not None:
+            entry.total_tokens = (entry.total_tokens or 0) + total
 
     def identities(self) -> dict[str, str]:
         return {k: v for k, v in self.session.items() if k in ("contextId", "taskId", "sessionId") and v is not None}

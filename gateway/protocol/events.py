@@ -28,6 +28,7 @@ class TokenUsage(Struct, rename="camel", omit_defaults=True):
     output_tokens: int | None = None
     total_tokens: int | None = None
     reasoning_tokens: int | None = None
+    cached_input_tokens: int | None = None
 
 
 class Interrupt(Struct, rename="camel", omit_defaults=True):
@@ -63,6 +64,7 @@ class RunFinished(Event, tag="RUN_FINISHED"):
 class RunError(Event, tag="RUN_ERROR"):
     message: str
     code: str | None = None
+    usage: list[TokenUsage] | None = None  # what the run consumed before it failed (the schema allows extra fields)
 
 
 class TextMessageStart(Event, tag="TEXT_MESSAGE_START"):

@@ -73,3 +73,37 @@ def test_open_steps_of_an_interrupted_execution_reopen():
     t = translator(open_steps=["plan", "apply"])
     assert [e.step_name for e in t.reopen_steps()] == ["plan", "apply"]
     assert [e.step_name for e in t.close_all()] == ["apply", "plan"]
+
+
+def test_messages_named_by_the_agent_interleave_and_keep_its_ids():
+    t = translator()
+    t.translate(s.TextDelta(text="a1", message_id="A"))
+    events = t.translate(s.TextDelta(text="b1", message_id="B")) + t.translate(s.TextDelta(text="a2", message_id="A"))
+    assert [(type(e).__name__, e.message_id) for e in events] == [
+        ("TextMessageStart", "B"),
+        ("TextMessageContent", "B"),
+        ("TextMessageContent", "A"),
+    ]
+    assert [e.message_id for e in t.translate(s.TextEnd(message_id="A"))] == ["A"]
+    again = t.translate(s.TextDelta(text="a3", message_id="A"))
+    assert again[0].message_id == "A.2", "a closed message is never reopened under its id"
+    assert sorted(e.message_id for e in t.close_all()) == ["A.2", "B"]
+
+
+def test_a_step_finished_that_never_opened_is_a_zero_length_pair():
+    assert kinds(translator().translate(s.StepFinish(name="step:x"))) == ["Custom", "StepStarted", "StepFinished"]
+
+
+def test_an_agent_envelope_is_the_custom_value_unchanged():
+    envelope = {"eventId": "evt-1", "sequence": 7, "eventType": "stack_progress", "pipelineRunId": "p", "data": {}}
+    t = translator(sequence=40)
+    [custom] = t.translate(s.PipelineEvent(event_type="stack_progress", data={}, event_id="evt-1", envelope=envelope))[1:]
+    assert custom.name == PIPELINE_EVENT and custom.value == envelope and t.sequence == 40
+
+
+def test_reported_totals_are_summed_as_reported():
+    t = translator()
+    t.translate(s.Usage(input_tokens=10, output_tokens=5, total_tokens=20, cached_input_tokens=4, model="m"))
+    t.translate(s.Usage(input_tokens=1, output_tokens=2, model="m"))
+    [entry] = t.usage
+    assert (entry.total_tokens, entry.cached_input_tokens) == (23, 4)
