@@ -7,7 +7,6 @@ request and every CancelTask is recorded in `calls` for the tests to inspect.
 from __future__ import annotations
 
 import asyncio
-import json
 import threading
 import time
 from typing import Any
@@ -39,6 +38,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
+from tests.a2a_wire import RuntimeWire
 from tests.support import free_port
 
 S = TaskState
@@ -54,27 +54,65 @@ def iac(**signals: Any) -> dict[str, Any]:
     return {"iac_code": signals}
 
 
+def permission(task_id: str, input_id: str, tool_use_id: str, tool: str, prompt: str, **extra: Any) -> dict[str, Any]:
+    """A permission input envelope as `input_required.permission_input_envelope` builds it."""
+    return {
+        "schemaVersion": 1,
+        "kind": "permission",
+        "requestTaskId": task_id,
+        "inputId": input_id,
+        "toolUseId": tool_use_id,
+        "toolName": tool,
+        "title": f"Run {tool}",
+        "prompt": prompt,
+        "options": [{"id": "allow_once", "label": "Allow once"}, {"id": "deny", "label": "Deny"}],
+        "required": True,
+        **extra,
+    }
+
+
+def envelope(seq: int, kind: str, **extra: Any) -> dict[str, Any]:
+    """A pipeline envelope as `pipeline_events._envelope` builds it."""
+    return {
+        "schemaVersion": "1.0",
+        "extensionUri": "urn:iac-code:a2a:pipeline-events:v1",
+        "eventId": f"evt-{seq}",
+        "sequence": seq,
+        "createdAt": f"2026-11-30T00:00:{seq:02d}Z",
+        "eventType": kind,
+        "pipelineRunId": "prun-1",
+        "pipelineName": "selling_solution_first",
+        "status": "working",
+        **extra,
+    }
+
+
 class ScriptedAgent(AgentExecutor):
     def __init__(self) -> None:
         self.calls: list[dict[str, Any]] = []
         self.refuse_next_answer = 0
+        self.refusal_data: Any = None  # the `data` of the refusal's JSON-RPC error
         self.last_input = ""
+        self.scripts: dict[str, str] = {}  # task id -> the script that runs it
+        self.decisions: dict[str, dict[str, str]] = {}  # task id -> sideband answers so far (input id -> decision)
+        self.expected_answers: dict[str, int] = {}  # task id -> sideband answers it waits for
 
     async def execute(self, context: RequestContext, queue: EventQueue) -> None:
         message = MessageToDict(context.message) if context.message else {}
         self.calls.append({"method": "SendStreamingMessage", "message": message, "taskId": context.task_id})
         up = TaskUpdater(queue, context.task_id, context.context_id)
-        if not context.current_task:
-            await queue.enqueue_event(
-                Task(id=context.task_id, context_id=context.context_id, status=TaskStatus(state=S.TASK_STATE_SUBMITTED))
-            )
         data_parts = [p.get("data") for p in message.get("parts", []) if "data" in p]
-        if context.current_task is not None and (data_parts or message.get("parts")):
+        if context.current_task is not None and message.get("taskId"):
             await self.answer(up, message, data_parts)
             return
         self.last_input = context.get_user_input() or "plain"
-        script = self.last_input.split()[0].lstrip("/")
-        await getattr(self, "script_" + script.replace("-", "_"), self.script_plain)(up, queue)
+        script = self.last_input.split()[0].lstrip("/").replace("-", "_")
+        self.scripts[context.task_id] = script
+        if script != "history":
+            await queue.enqueue_event(
+                Task(id=context.task_id, context_id=context.context_id, status=TaskStatus(state=S.TASK_STATE_SUBMITTED))
+            )
+        await getattr(self, "script_" + script, self.script_plain)(up, queue)
 
     async def cancel(self, context: RequestContext, queue: EventQueue) -> None:
         self.calls.append({"method": "CancelTask", "taskId": context.task_id})
@@ -86,23 +124,29 @@ class ScriptedAgent(AgentExecutor):
             await up.update_status(S.TASK_STATE_WORKING, message=text_message(up, chunk))
         await up.complete()
 
+    async def script_bare(self, up: TaskUpdater, queue: EventQueue) -> None:
+        """The same turn; the wire strips every result's wrapper key (`result` is the payload itself)."""
+        await self.script_plain(up, queue)
+
     async def script_rich(self, up: TaskUpdater, queue: EventQueue) -> None:
+        """One ordinary turn as the runtime streams it, ending with the final text repeat and INPUT_REQUIRED."""
         await up.update_status(S.TASK_STATE_WORKING, metadata=iac(iacCodeSessionId="sess-1"))
         await up.update_status(S.TASK_STATE_WORKING, metadata=iac(thinking={"type": "raw_thinking", "text": "Thinking about it."}))
-        await up.update_status(S.TASK_STATE_WORKING, message=text_message(up, "Let me check. "))
+        await up.update_status(S.TASK_STATE_WORKING, message=text_message(up, "Let me check. ", f"{up.task_id}-message"))
         await up.update_status(S.TASK_STATE_WORKING, metadata=iac(tool={"status": "started", "toolUseId": "tu-1", "name": "ros_validate"}))
         await up.update_status(
-            S.TASK_STATE_WORKING, metadata=iac(tool={"status": "input_complete", "toolUseId": "tu-1", "toolInput": {"template": "vpc"}})
+            S.TASK_STATE_WORKING, metadata=iac(tool={"status": "input_delta", "toolUseId": "tu-1", "name": "ros_validate"})
+        )
+        await up.update_status(
+            S.TASK_STATE_WORKING,
+            metadata=iac(tool={"status": "input_complete", "toolUseId": "tu-1", "name": "ros_validate", "toolInput": {"template": "vpc"}}),
         )
         await up.update_status(S.TASK_STATE_WORKING, metadata=iac(tool={"status": "progress", "toolUseId": "tu-1", "progress": 0.5}))
-        await up.update_status(
-            S.TASK_STATE_WORKING, metadata=iac(tool={"status": "completed", "toolUseId": "tu-1", "result": {"valid": True}})
-        )
-        await up.update_status(
-            S.TASK_STATE_WORKING, metadata=iac(tool={"status": "completed", "toolUseId": "tu-1", "result": {"valid": True}})
-        )
-        await up.update_status(S.TASK_STATE_WORKING, message=text_message(up, "All good.", "agent-msg-2"))
-        # As the runtime ends a turn: the whole answer again, under another message id, marked assistantFinal.
+        for _ in range(2):  # the result is reported twice: shown once
+            await up.update_status(
+                S.TASK_STATE_WORKING, metadata=iac(tool={"status": "completed", "toolUseId": "tu-1", "result": {"valid": True}})
+            )
+        await up.update_status(S.TASK_STATE_WORKING, message=text_message(up, "All good.", f"{up.task_id}-message"))
         await up.update_status(
             S.TASK_STATE_WORKING,
             message=text_message(up, "Let me check. All good.", f"{up.task_id}-working"),
@@ -112,39 +156,81 @@ class ScriptedAgent(AgentExecutor):
             TaskArtifactUpdateEvent(
                 task_id=up.task_id,
                 context_id=up.context_id,
-                artifact=Artifact(artifact_id="art-1", name="template.yaml", parts=[Part(text="ROSTemplateFormatVersion: 2015-09-01")]),
+                artifact=Artifact(
+                    artifact_id="art-1",
+                    name="template.yaml",
+                    parts=[Part(url="file:///ws/template.yaml", filename="template.yaml", media_type="text/yaml")],
+                    metadata=_struct(
+                        {
+                            "uri": "file:///ws/template.yaml",
+                            "mediaType": "text/yaml",
+                            "byteSize": 42,
+                            "sha256": "ab" * 32,
+                            "sourcePath": "template.yaml",
+                        }
+                    ),
+                ),
+                append=False,
+                last_chunk=True,
             )
         )
-        await up.update_status(
-            S.TASK_STATE_WORKING, metadata=iac(usage={"inputTokens": 10, "outputTokens": 5, "totalTokens": 15, "model": "qwen"})
-        )
-        await up.update_status(
-            S.TASK_STATE_WORKING, metadata=iac(usage={"inputTokens": 1, "outputTokens": 2, "totalTokens": 3, "model": "qwen"})
-        )
+        usage = {"provider": "dashscope", "model": "qwen", "inputTokens": 10, "outputTokens": 5, "totalTokens": 20, "cachedInputTokens": 4}
+        await up.update_status(S.TASK_STATE_WORKING, metadata=iac(usage=usage))
+        usage = {"provider": "dashscope", "model": "qwen", "inputTokens": 1, "outputTokens": 2, "totalTokens": 3}
+        await up.update_status(S.TASK_STATE_WORKING, metadata=iac(usage=usage))
         await up.update_status(S.TASK_STATE_INPUT_REQUIRED)  # the normal end of a turn for this runtime
 
-    async def script_pipeline(self, up: TaskUpdater, queue: EventQueue) -> None:
-        def env(seq: int, kind: str, **extra: Any) -> dict[str, Any]:
-            return {"eventId": f"ev-{seq}", "sequence": seq, "eventType": kind, **extra}
+    async def script_final_only(self, up: TaskUpdater, queue: EventQueue) -> None:
+        """A turn whose only text is the final status (nothing was streamed): it is shown."""
+        await up.update_status(S.TASK_STATE_WORKING, metadata=iac(tool={"status": "started", "toolUseId": "tu-f", "name": "ls"}))
+        await up.update_status(S.TASK_STATE_WORKING, metadata=iac(tool={"status": "completed", "toolUseId": "tu-f", "result": "ok"}))
+        await up.update_status(
+            S.TASK_STATE_WORKING,
+            message=text_message(up, "Only at the end.", f"{up.task_id}-working"),
+            metadata=iac(assistantFinal={"complete": True}),
+        )
+        await up.update_status(S.TASK_STATE_INPUT_REQUIRED)
 
-        await up.update_status(S.TASK_STATE_WORKING, metadata=iac(pipeline=env(1, "step_started", step="plan")))
-        await up.update_status(S.TASK_STATE_WORKING, metadata=iac(pipeline=env(2, "pipeline_started", data={"pipelineName": "selling"})))
+    async def script_pipeline(self, up: TaskUpdater, queue: EventQueue) -> None:
+        """A pipeline turn: steps, two candidates writing in parallel, tools, usage and customs, single and batched."""
+        await up.update_status(
+            S.TASK_STATE_WORKING, metadata=iac(pipeline=envelope(1, "pipeline_started", scope="pipeline", iacCodeSessionId="sess-p"))
+        )
         await up.update_status(
             S.TASK_STATE_WORKING,
             metadata=iac(
-                pipelineBatch={
-                    "events": [
-                        env(3, "text_delta", data={"text": "Planning. "}),
-                        env(4, "candidate_started", candidate="cand-a"),
-                        env(4, "candidate_started", candidate="cand-a"),  # duplicate: dropped
-                        env(5, "step_finished", step="plan"),
-                        env(6, "internal_only_event"),  # not allow-listed: dropped
-                    ]
-                }
+                pipeline=envelope(2, "step_started", scope="step", step={"id": "plan", "runId": "step-plan-1", "index": 0, "total": 2})
             ),
         )
-        await up.update_status(S.TASK_STATE_WORKING, metadata=iac(pipeline=env(2, "pipeline_started")))  # old sequence: dropped
-        await up.update_status(S.TASK_STATE_WORKING, metadata=iac(pipeline=env(7, "pipeline_completed", data={"ok": True})))
+        a = {"id": "cand-a", "runId": "crun-a", "index": 0, "attempt": 1}
+        b = {"id": "cand-b", "runId": "crun-b", "index": 1, "attempt": 1}
+        step = {"id": "generate", "runId": "cs-1"}
+        batch = [
+            envelope(3, "candidate_started", scope="candidate", candidate=a, taskId=up.task_id),
+            envelope(4, "candidate_step_started", scope="candidate_step", candidate=a, candidateStep=step),
+            envelope(5, "candidate_step_started", scope="candidate_step", candidate=b, candidateStep=step),
+            envelope(6, "text_delta", scope="candidate_step", candidate=a, candidateStep=step, data={"text": "A says hi. "}),
+            envelope(7, "text_delta", scope="candidate_step", candidate=b, candidateStep=step, data={"text": "B says hi. "}),
+            envelope(8, "text_delta", scope="candidate_step", candidate=a, candidateStep=step, data={"text": "A is done."}),
+            envelope(8, "text_delta", scope="candidate_step", candidate=a, data={"text": "dropped: old sequence"}),
+            envelope(9, "thinking_delta", scope="step", data={"type": "raw_thinking", "text": "Weighing them."}),
+            envelope(10, "tool_started", scope="step", data={"toolUseId": "pt-1", "toolName": "bash", "input": {"command": "pwd"}}),
+            envelope(11, "tool_result", scope="step", data={"toolUseId": "pt-1", "toolName": "bash", "isError": False, "result": "/ws"}),
+            envelope(12, "usage", data={"provider": "dashscope", "model": "qwen", "inputTokens": 7, "outputTokens": 3, "totalTokens": 10}),
+            envelope(13, "candidate_step_completed", scope="candidate_step", candidate=a, candidateStep=step),
+            envelope(14, "candidate_step_failed", scope="candidate_step", candidate=b, candidateStep=step, data={"error": "quota"}),
+            envelope(15, "internal_only_event"),  # not allow-listed: dropped
+        ]
+        batch.insert(4, dict(batch[3]))  # the same eventId twice: dropped
+        await up.update_status(
+            S.TASK_STATE_WORKING,
+            metadata=iac(pipelineBatch={"schemaVersion": "1.0", "extensionUri": "urn:iac-code:a2a:pipeline-events:v1", "events": batch}),
+        )
+        await up.update_status(
+            S.TASK_STATE_WORKING,
+            metadata=iac(pipeline=envelope(16, "step_completed", scope="step", step={"id": "plan", "runId": "step-plan-1"})),
+        )
+        await up.update_status(S.TASK_STATE_WORKING, metadata=iac(pipeline=envelope(17, "pipeline_completed", status="completed")))
         await up.complete()
 
     async def script_permission(self, up: TaskUpdater, queue: EventQueue) -> None:
@@ -152,56 +238,90 @@ class ScriptedAgent(AgentExecutor):
         await up.update_status(
             S.TASK_STATE_WORKING, metadata=iac(tool={"status": "input_complete", "toolUseId": "tu-9", "inputSummary": "stack vpc"})
         )
-        await up.update_status(
-            S.TASK_STATE_INPUT_REQUIRED,
-            metadata=iac(
-                input={
-                    "required": True,
-                    "inputId": "in-perm-1",
-                    "kind": "permission",
-                    "toolUseId": "tu-9",
-                    "toolName": "deploy",
-                    "title": "Deploy the stack",
-                    "purpose": "Creates cloud resources",
-                    "safeSummary": "deploy vpc",
-                    "prompt": "Allow deploy?",
-                    "requestTaskId": up.task_id,
-                    "options": [{"id": "allow_once", "label": "Allow once"}, {"id": "deny", "label": "Deny"}],
-                }
-            ),
+        envelope = permission(
+            up.task_id, "in-perm-1", "tu-9", "deploy", "Allow deploy?", title="Deploy the stack", purpose="Creates cloud resources"
         )
+        envelope.update(safeSummary="deploy vpc", effect="cloud_write", isReadOnly=False, contextId=up.context_id)
+        await up.update_status(S.TASK_STATE_INPUT_REQUIRED, metadata=iac(input=envelope, permission={"pending": True}))
+
+    async def script_permission_session(self, up: TaskUpdater, queue: EventQueue) -> None:
+        """A permission in a turn that has an iac-code session (so a resume restores it first)."""
+        await up.update_status(S.TASK_STATE_WORKING, metadata=iac(iacCodeSessionId="sess-r"))
+        await self.script_permission(up, queue)
+
+    async def script_permission_early(self, up: TaskUpdater, queue: EventQueue) -> None:
+        """A permission whose answer stream ends right after `inputReceived` while the task goes on."""
+        await self.script_permission(up, queue)
+
+    async def script_two_permissions(self, up: TaskUpdater, queue: EventQueue) -> None:
+        """Two parallel sub-pipeline permissions pending at once: each answer is its own SendMessage."""
+        self.expected_answers[up.task_id] = 2
+        pending = [
+            permission(up.task_id, "perm-a", "tu-a", "bash", "Run bash?", subPipelineId="sub-a"),
+            permission(up.task_id, "perm-b", "tu-b", "deploy", "Deploy?", subPipelineId="sub-b"),
+        ]
+        await up.update_status(S.TASK_STATE_INPUT_REQUIRED, metadata=iac(pendingPermissions=pending))
 
     async def script_question(self, up: TaskUpdater, queue: EventQueue) -> None:
-        await up.update_status(
-            S.TASK_STATE_INPUT_REQUIRED,
-            metadata=iac(
-                input={
-                    "required": True,
-                    "inputId": "in-q-1",
-                    "kind": "ask_user_question",
-                    "question": "Which region?",
-                    "options": [{"id": "cn-hangzhou", "label": "Hangzhou"}, {"id": "cn-beijing", "label": "Beijing"}],
-                    "allowFreeText": True,
-                }
-            ),
-        )
+        question = {
+            "required": True,
+            "inputId": "ask-tu-q",
+            "kind": "ask_user_question",
+            "toolUseId": "tu-q",
+            "prompt": "Which region?",
+            "question": "Which region?",
+            "options": [{"id": "cn-hangzhou", "label": "Hangzhou"}, {"id": "cn-beijing", "label": "Beijing"}, "cn-shanghai"],
+            "allowFreeText": True,
+            "freeTextPrompt": "Or type one",
+        }
+        await up.update_status(S.TASK_STATE_INPUT_REQUIRED, metadata=iac(input=question))
 
     async def script_candidates(self, up: TaskUpdater, queue: EventQueue) -> None:
-        await up.update_status(
-            S.TASK_STATE_INPUT_REQUIRED,
-            metadata=iac(
-                input={
-                    "required": True,
-                    "inputId": "in-c-1",
-                    "kind": "candidate_selection",
-                    "title": "Pick one",
-                    "options": [
-                        {"id": "c1", "label": "Small", "summary": "1 AZ", "cost": 10},
-                        {"id": "c2", "label": "Large", "summary": "3 AZ", "cost": 90},
-                    ],
-                }
-            ),
-        )
+        options = [
+            {
+                "id": "c1",
+                "label": "Small",
+                "summary": "1 AZ",
+                "architectureDiagram": "graph TD; a-->b",
+                "totalMonthlyCost": 10,
+                "costItems": [{"name": "ecs", "cost": 10}],
+            },
+            {
+                "id": "c2",
+                "label": "Large",
+                "summary": "3 AZ",
+                "architectureDiagram": "graph TD; a-->c",
+                "totalMonthlyCost": 90,
+                "costItems": [],
+            },
+        ]
+        selection = {"required": True, "inputId": "in-c-1", "kind": "candidate_selection", "title": "Pick one", "options": options}
+        await up.update_status(S.TASK_STATE_INPUT_REQUIRED, metadata=iac(input=selection))
+
+    async def script_confirm(self, up: TaskUpdater, queue: EventQueue) -> None:
+        options = [{"id": "go", "label": "Deploy", "action": "deploy"}, {"id": "tweak", "label": "Adjust", "action": "adjust"}]
+        confirmation = {
+            "required": True,
+            "inputId": "confirm-1",
+            "kind": "deployment_confirmation",
+            "title": "Deploy now?",
+            "options": options,
+        }
+        await up.update_status(S.TASK_STATE_INPUT_REQUIRED, metadata=iac(input=confirmation))
+
+    async def script_resource(self, up: TaskUpdater, queue: EventQueue) -> None:
+        selection = {
+            "schemaVersion": 1,
+            "kind": "cloud_resource_selection",
+            "requestTaskId": up.task_id,
+            "contextId": up.context_id,
+            "inputId": "resource-" + "0" * 32,
+            "toolUseId": "tu-r",
+            "prompt": "Pick a VPC",
+            "required": True,
+            "selector": {"id": "vpc", "associationProperty": "ALIYUN::ECS::VPCId", "outputKind": "id", "profileHash": "h1"},
+        }
+        await up.update_status(S.TASK_STATE_INPUT_REQUIRED, metadata=iac(input=selection))
 
     async def script_pending(self, up: TaskUpdater, queue: EventQueue) -> None:
         await queue.enqueue_event(
@@ -214,18 +334,45 @@ class ScriptedAgent(AgentExecutor):
         )
 
     async def script_pipeline_ask(self, up: TaskUpdater, queue: EventQueue) -> None:
-        await up.update_status(
-            S.TASK_STATE_WORKING, metadata=iac(pipeline={"eventId": "pa-1", "sequence": 1, "eventType": "step_started", "step": "select"})
+        step = {"id": "select", "runId": "step-select-1"}
+        await up.update_status(S.TASK_STATE_WORKING, metadata=iac(pipeline=envelope(1, "step_started", scope="step", step=step)))
+        await up.update_status(S.TASK_STATE_WORKING, metadata=iac(pipeline=envelope(2, "pipeline_started")))
+        selection = {"required": True, "inputId": "in-pa-1", "kind": "candidate_selection", "options": [{"id": "c1", "label": "Small"}]}
+        await up.update_status(S.TASK_STATE_INPUT_REQUIRED, metadata=iac(input=selection))
+
+    async def script_history(self, up: TaskUpdater, queue: EventQueue) -> None:
+        """The turn's text only in the Task snapshot's history (no status text)."""
+        history = [
+            Message(message_id="u-1", role=Role.ROLE_USER, parts=[Part(text="history")], context_id=up.context_id, task_id=up.task_id),
+            text_message(up, "From the history. ", "h-1"),
+            text_message(up, "Still history.", "h-2"),
+        ]
+        await queue.enqueue_event(
+            Task(id=up.task_id, context_id=up.context_id, status=TaskStatus(state=S.TASK_STATE_WORKING), history=history)
         )
+        await up.update_status(S.TASK_STATE_INPUT_REQUIRED)
+
+    async def script_early(self, up: TaskUpdater, queue: EventQueue) -> None:
+        """The reply stream ends after the first text; the task goes on, for SubscribeToTask to follow."""
         await up.update_status(
-            S.TASK_STATE_WORKING, metadata=iac(pipeline={"eventId": "pa-2", "sequence": 2, "eventType": "pipeline_started"})
+            S.TASK_STATE_WORKING, message=text_message(up, "One, ", f"{up.task_id}-message"), metadata=iac(testCutStream=True)
         )
+        await asyncio.sleep(0.5)
+        for chunk in ("two, ", "three."):
+            await up.update_status(S.TASK_STATE_WORKING, message=text_message(up, chunk, f"{up.task_id}-message"))
+            await asyncio.sleep(0.05)
+        await up.update_status(S.TASK_STATE_INPUT_REQUIRED)
+
+    async def script_after_completed(self, up: TaskUpdater, queue: EventQueue) -> None:
+        """COMPLETED, then (added by the wire) one more frame and a reply that stays open."""
+        await up.update_status(S.TASK_STATE_WORKING, message=text_message(up, "Done."))
+        await up.update_status(S.TASK_STATE_COMPLETED, metadata=iac(testLateFrame=True))
+
+    async def script_usage_fail(self, up: TaskUpdater, queue: EventQueue) -> None:
         await up.update_status(
-            S.TASK_STATE_INPUT_REQUIRED,
-            metadata=iac(
-                input={"required": True, "inputId": "in-pa-1", "kind": "candidate_selection", "options": [{"id": "c1", "label": "Small"}]}
-            ),
+            S.TASK_STATE_WORKING, metadata=iac(usage={"model": "qwen", "inputTokens": 5, "outputTokens": 1, "totalTokens": 6})
         )
+        await up.failed()
 
     async def script_fail(self, up: TaskUpdater, queue: EventQueue) -> None:
         await up.update_status(S.TASK_STATE_WORKING, message=text_message(up, "Trying... "))
@@ -267,12 +414,32 @@ class ScriptedAgent(AgentExecutor):
 
     # -- answers --------------------------------------------------------------------------------------
     async def answer(self, up: TaskUpdater, message: dict[str, Any], data_parts: list[Any]) -> None:
+        script = self.scripts.get(up.task_id, "")
+        if script == "two_permissions":
+            await up.update_status(S.TASK_STATE_WORKING)
+            await asyncio.sleep(0.3)
+            decided = ", ".join(f"{k}={v}" for k, v in sorted(self.decisions.get(up.task_id, {}).items()))
+            await up.update_status(S.TASK_STATE_WORKING, message=text_message(up, f"Decisions: {decided}.", "agent-msg-9"))
+            await up.complete()
+            return
         if data_parts:
-            decision = data_parts[0].get("decision")
-            if decision == "allow_once":
+            data = data_parts[0]
+            received = {
+                "kind": "permission",
+                "inputId": data.get("inputId"),
+                "toolUseId": data.get("toolUseId"),
+                "decision": data.get("decision"),
+            }
+            await up.update_status(S.TASK_STATE_WORKING, metadata=iac(inputReceived=received, testCutStream=script == "permission_early"))
+            if script == "permission_early":
+                await asyncio.sleep(0.5)  # the reply already ended: only SubscribeToTask sees what follows
+            # The runtime may repeat the input it just took: not a new interrupt.
+            repeat = permission(up.task_id, data.get("inputId"), data.get("toolUseId"), "deploy", "Allow deploy?")
+            await up.update_status(S.TASK_STATE_WORKING, metadata=iac(input=repeat))
+            if data.get("decision") == "allow_once":
                 await up.update_status(
                     S.TASK_STATE_WORKING,
-                    metadata=iac(tool={"status": "completed", "toolUseId": data_parts[0].get("toolUseId"), "result": "deployed"}),
+                    metadata=iac(tool={"status": "completed", "toolUseId": data.get("toolUseId"), "result": "deployed"}),
                 )
                 await up.update_status(S.TASK_STATE_WORKING, message=text_message(up, "Deployed.", "agent-msg-9"))
             else:
@@ -283,8 +450,16 @@ class ScriptedAgent(AgentExecutor):
         await up.complete()
 
 
+def _struct(values: dict[str, Any]) -> Any:
+    from google.protobuf.struct_pb2 import Struct
+
+    struct = Struct()
+    struct.update(values)
+    return struct
+
+
 class A2AAgentServer:
-    """The scripted agent on a free loopback port, in a background thread."""
+    """The scripted agent on a free loopback port, in a background thread, behind the runtime's wire habits."""
 
     def __init__(self) -> None:
         self.port = free_port()
@@ -302,27 +477,36 @@ class A2AAgentServer:
         )
         self.task_store = InMemoryTaskStore()
         self.rpc_methods: list[str] = []
+        self.requests: list[dict[str, Any]] = []  # every JSON-RPC request body, as sent
         self.traceparents: list[str] = []  # the W3C traceparent of each JSON-RPC request
         handler = DefaultRequestHandler(agent_executor=self.agent, task_store=self.task_store, agent_card=card)
-        self.restore_mode = "absent"  # absent (plain 404), ready, missing (404 JSON), retryable (409)
+        # absent (plain 404), ready, missing (404 JSON), retryable (409 nested, once), backup (409 SESSION_BACKUP_NOT_READY,
+        # once), unavailable (503, once)
+        self.restore_mode = "absent"
         self.pipeline_state: dict[str, Any] | None = None  # None: the extension is not offered
         extensions = [
             Route("/iac-code/session/ensure-restored", self._ensure_restored, methods=["POST"]),
             Route("/iac-code/pipeline/state", self._pipeline_state, methods=["GET"]),
         ]
         app = Starlette(routes=create_jsonrpc_routes(handler, "/") + create_agent_card_routes(card) + extensions)
-        self.server = uvicorn.Server(uvicorn.Config(self._refusing(app), host="127.0.0.1", port=self.port, log_level="warning"))
+        self.server = uvicorn.Server(uvicorn.Config(RuntimeWire(app, self), host="127.0.0.1", port=self.port, log_level="warning"))
         self.thread = threading.Thread(target=self.server.run, daemon=True)
 
     async def _ensure_restored(self, request: Request) -> Response:
         self.agent.calls.append({"method": "ensure-restored", "body": await request.json()})
-        if self.restore_mode == "absent":
+        mode = self.restore_mode
+        if mode == "absent":
             return PlainTextResponse("Not Found", status_code=404)
-        if self.restore_mode == "missing":
-            return JSONResponse({"status": "missing"}, status_code=404)
-        if self.restore_mode == "retryable":
+        if mode == "missing":
+            return JSONResponse({"status": "not_found"}, status_code=404)
+        if mode in ("retryable", "backup", "unavailable"):
             self.restore_mode = "ready"
-            return JSONResponse({"retryable": True}, status_code=409)
+        if mode == "retryable":
+            return JSONResponse({"error": {"code": "SESSION_LOCKED", "message": "busy", "retryable": True}}, status_code=409)
+        if mode == "backup":
+            return JSONResponse({"error": {"code": "SESSION_BACKUP_NOT_READY", "message": "syncing", "retryable": True}}, status_code=409)
+        if mode == "unavailable":
+            return JSONResponse({"error": "unavailable"}, status_code=503)
         return JSONResponse({"status": "restored"})
 
     async def _pipeline_state(self, request: Request) -> Response:
@@ -330,75 +514,6 @@ class A2AAgentServer:
         if self.pipeline_state is None:
             return PlainTextResponse("Not Found", status_code=404)
         return JSONResponse(self.pipeline_state)
-
-    def _refusing(self, app):
-        """While `agent.refuse_next_answer` > 0, an answer's reply stream starts with a JSON-RPC error (the task lives on)."""
-
-        async def wrapped(scope, receive, send):
-            if scope["type"] != "http" or scope["method"] != "POST" or scope["path"] != "/":
-                return await app(scope, receive, send)
-            chunks = []
-            while True:
-                message = await receive()
-                chunks.append(message.get("body", b""))
-                if not message.get("more_body"):
-                    break
-            body = json.loads(b"".join(chunks) or b"{}")
-            self.rpc_methods.append(body.get("method", ""))
-            self.traceparents.append(dict(scope["headers"]).get(b"traceparent", b"").decode())
-            replayed = [b"".join(chunks)]
-
-            async def replay():
-                # The body once, then the real channel (which reports the disconnect).
-                if replayed:
-                    return {"type": "http.request", "body": replayed.pop(), "more_body": False}
-                return await receive()
-
-            text = "".join(p.get("text", "") for p in (body.get("params", {}).get("message") or {}).get("parts", []))
-            if text == "deep-frame":
-                # A hostile agent: one frame whose metadata nests 300 levels deep.
-                nested = "[" * 300 + "1" + "]" * 300
-                frame = (
-                    '{"jsonrpc":"2.0","id":'
-                    + json.dumps(body.get("id"))
-                    + ',"result":{"task":{"id":"deep-task","contextId":'
-                    + json.dumps(body["params"]["message"]["contextId"])
-                    + ',"status":{"state":"TASK_STATE_WORKING"},"metadata":{"x":'
-                    + nested
-                    + "}}}}"
-                )
-                await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/event-stream")]})
-                await send({"type": "http.response.body", "body": f"data: {frame}\n\n".encode()})
-                return None
-            if not self.agent.refuse_next_answer:
-                return await app(scope, replay, send)
-            if text.startswith("drop"):
-                # A dropped connection: one frame, then the socket goes away mid-stream.
-                self.agent.refuse_next_answer -= 1
-                await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/event-stream")]})
-                frame = {
-                    "jsonrpc": "2.0",
-                    "id": body.get("id"),
-                    "result": {
-                        "task": {
-                            "id": "dropped-task",
-                            "contextId": body["params"]["message"]["contextId"],
-                            "status": {"state": "TASK_STATE_WORKING"},
-                        }
-                    },
-                }
-                await send({"type": "http.response.body", "body": f"data: {json.dumps(frame)}\n\n".encode(), "more_body": True})
-                raise ConnectionResetError("dropped on purpose")
-            if body.get("method") == "SendStreamingMessage" and body["params"]["message"].get("taskId"):
-                self.agent.refuse_next_answer -= 1
-                self.agent.calls.append({"method": "refused", "message": body["params"]["message"]})
-                error = json.dumps({"jsonrpc": "2.0", "id": body.get("id"), "error": {"code": -32603, "message": "not now (on purpose)"}})
-                await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/event-stream")]})
-                await send({"type": "http.response.body", "body": f"data: {error}\n\n".encode()})
-                return None
-            return await app(scope, replay, send)
-
-        return wrapped
 
     @property
     def calls(self) -> list[dict[str, Any]]:

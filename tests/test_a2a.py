@@ -35,6 +35,8 @@ def gateway_a2a(agent, tmp_path_factory):
         "/tmp",
         "--heartbeat-seconds",
         "0.5",
+        "--a2a-follow-idle-seconds",
+        "1",
     ).start()
     yield server
     server.stop()
@@ -85,30 +87,128 @@ def test_plain_text_agent(gateway_a2a, agent, client):
 def test_rich_runtime_signals(gateway_a2a, client):
     result = run(client, gateway_a2a, "rich")
     assert result.of("REASONING_START") and "Thinking about it." in "".join(e["delta"] for e in result.of("REASONING_MESSAGE_CONTENT"))
-    assert text_of(result) == "Let me check. All good.", "the final text is not repeated"
     assert [e["toolCallName"] for e in result.of("TOOL_CALL_START")] == ["ros_validate"]
     assert json.loads("".join(e["delta"] for e in result.of("TOOL_CALL_ARGS"))) == {"template": "vpc"}
     assert len(result.of("TOOL_CALL_RESULT")) == 1, "one result per call"
     progress = result.custom("iac-code.tool-progress.v1")
-    assert progress and progress[0]["toolCallId"] == "tu-1" and progress[0]["progress"] == 0.5
-    artifact = result.custom("iac-code.artifact.v1")[0]
-    assert artifact["artifactId"] == "art-1" and artifact["title"] == "template.yaml"
+    assert progress and progress[0]["toolCallId"] == "tu-1" and progress[0]["progress"] == 0.5 and progress[0]["schemaVersion"] == 1
     assert result.terminal["outcome"] == {"type": "success"}, "input-required without a required input ends the turn"
-    assert result.terminal["usage"] == [{"model": "qwen", "inputTokens": 11, "outputTokens": 7, "totalTokens": 18}]
     session = result.custom("iac-code.session.v1")
     assert len(session) == 1 and session[0]["sessionId"] == "sess-1"
 
 
-def test_pipeline_envelopes_single_and_batched(gateway_a2a, client):
-    result = run(client, gateway_a2a, "pipeline")
-    assert [(e["type"], e["stepName"]) for e in result.events if e["type"].startswith("STEP_")] == [
-        ("STEP_STARTED", "plan"),
-        ("STEP_FINISHED", "plan"),
+def test_the_final_text_repeat_is_not_shown_twice(gateway_a2a, client):
+    """The runtime's last WORKING status repeats the whole answer (assistantFinal, id `<task>-working`)."""
+    result = run(client, gateway_a2a, "rich")
+    assert text_of(result) == "Let me check. All good."
+    task_id = session_of(result.events)["taskId"]
+    assert {e["messageId"] for e in result.of("TEXT_MESSAGE_START")} <= {f"{task_id}-message", f"{task_id}-message.2"}
+    only_final = run(client, gateway_a2a, "final-only")
+    assert text_of(only_final) == "Only at the end.", "a final text with nothing streamed before is the answer"
+
+
+def test_usage_is_summed_with_reported_totals_and_cached_tokens(gateway_a2a, client):
+    result = run(client, gateway_a2a, "rich")
+    assert result.terminal["usage"] == [
+        {"provider": "dashscope", "model": "qwen", "inputTokens": 11, "outputTokens": 7, "totalTokens": 23, "cachedInputTokens": 4}
     ]
-    kinds = [v["eventType"] for v in result.custom("iac-code.pipeline.v1")]
-    assert kinds == ["pipeline_started", "candidate_started", "pipeline_completed"], "duplicates and unknown types dropped"
-    assert [v["eventId"] for v in result.custom("iac-code.pipeline.v1")] == ["ev-2", "ev-4", "ev-7"]
-    assert text_of(result) == "Planning. "
+    failed = run(client, gateway_a2a, "usage-fail")
+    assert failed.terminal["type"] == "RUN_ERROR" and failed.terminal["usage"] == [
+        {"model": "qwen", "inputTokens": 5, "outputTokens": 1, "totalTokens": 6}
+    ]
+
+
+def test_artifacts_keep_every_field(gateway_a2a, client):
+    artifact = run(client, gateway_a2a, "rich").custom("iac-code.artifact.v1")[0]
+    assert artifact["schemaVersion"] == 1 and artifact["artifactId"] == "art-1" and artifact["name"] == "template.yaml"
+    assert artifact["metadata"] == {
+        "uri": "file:///ws/template.yaml",
+        "mediaType": "text/yaml",
+        "byteSize": 42,
+        "sha256": "ab" * 32,
+        "sourcePath": "template.yaml",
+    }
+    assert artifact["parts"][0]["url"] == "file:///ws/template.yaml" and artifact["parts"][0]["filename"] == "template.yaml"
+
+
+def test_pipeline_steps_candidates_tools_and_customs(gateway_a2a, client):
+    result = run(client, gateway_a2a, "pipeline")
+    steps = [(e["type"], e["stepName"]) for e in result.events if e["type"].startswith("STEP_")]
+    assert steps == [
+        ("STEP_STARTED", "step:plan"),
+        ("STEP_STARTED", "candidate:cand-a:generate"),
+        ("STEP_STARTED", "candidate:cand-b:generate"),
+        ("STEP_FINISHED", "candidate:cand-a:generate"),
+        ("STEP_FINISHED", "candidate:cand-b:generate"),
+        ("STEP_FINISHED", "step:plan"),
+    ]
+    texts = {}
+    for event in result.of("TEXT_MESSAGE_CONTENT"):
+        texts.setdefault(event["messageId"], []).append(event["delta"])
+    assert {k: "".join(v) for k, v in texts.items()} == {
+        "pipeline-message:prun-1:candidate_step:crun-a:cs-1": "A says hi. A is done.",
+        "pipeline-message:prun-1:candidate_step:crun-b:cs-1": "B says hi. ",
+    }, "two candidates write two messages, and an old sequence is dropped"
+    assert [e["toolCallName"] for e in result.of("TOOL_CALL_START")] == ["bash"]
+    assert json.loads(result.of("TOOL_CALL_ARGS")[0]["delta"]) == {"command": "pwd"}
+    assert result.of("TOOL_CALL_RESULT")[0]["content"] == "/ws"
+    assert "Weighing them." in "".join(e["delta"] for e in result.of("REASONING_MESSAGE_CONTENT"))
+    customs = result.custom("iac-code.pipeline.v1")
+    assert [v["eventType"] for v in customs] == ["pipeline_started", "candidate_started", "candidate_step_failed", "pipeline_completed"]
+    started = customs[0]
+    for key in ("schemaVersion", "pipelineRunId", "createdAt", "status", "sequence", "eventId"):
+        assert key in started, key
+    assert (started["sequence"], started["eventId"], started["schemaVersion"]) == (1, "evt-1", "1.0")
+    assert customs[1]["taskId"] == session_of(result.events)["taskId"]
+    assert session_of(result.events)["sessionId"] == "sess-p", "the session id is read from pipeline envelopes"
+    assert result.terminal["usage"] == [{"provider": "dashscope", "model": "qwen", "inputTokens": 7, "outputTokens": 3, "totalTokens": 10}]
+
+
+def test_text_from_a_task_snapshots_history(gateway_a2a, client):
+    result = run(client, gateway_a2a, "history")
+    assert text_of(result) == "From the history. Still history." and result.terminal["outcome"] == {"type": "success"}
+
+
+def test_bare_results_without_a_wrapper_key(gateway_a2a, client):
+    result = run(client, gateway_a2a, "bare")
+    assert text_of(result) == "Hello from A2A" and result.terminal["outcome"] == {"type": "success"}
+
+
+def test_a_stream_that_ends_early_is_followed_with_subscribe(gateway_a2a, agent, client):
+    agent.rpc_methods.clear()
+    result = run(client, gateway_a2a, "early")
+    assert text_of(result) == "One, two, three." and result.terminal["outcome"] == {"type": "success"}
+    assert agent.rpc_methods[:2] == ["SendStreamingMessage", "SubscribeToTask"]
+    assert "CancelTask" not in agent.rpc_methods
+
+
+def test_nothing_is_read_after_completed(gateway_a2a, client):
+    import time
+
+    started = time.monotonic()
+    result = run(client, gateway_a2a, "after-completed")
+    assert result.terminal["outcome"] == {"type": "success"} and text_of(result) == "Done.", "the late frame is not read"
+    assert time.monotonic() - started < 8, "the gateway closes the reply at COMPLETED instead of waiting for its end"
+
+
+def test_new_turn_requests_carry_the_runtime_fields(gateway_a2a, agent, client):
+    import base64
+
+    png = base64.b64encode(b"\x89PNG\r\n\x1a\n" + b"\0" * 64).decode()
+    body = run_body("plain")
+    body["messages"][0]["content"] = [
+        {"type": "text", "text": "plain"},
+        {"type": "image", "source": {"type": "data", "value": png, "mimeType": "image/png"}},
+    ]
+    run(client, gateway_a2a, None, messages=body["messages"], thread=body["threadId"])
+    request = [r for r in agent.requests if r["method"] == "SendStreamingMessage"][-1]
+    assert request["params"]["configuration"] == {"acceptedOutputModes": ["text/plain"]}
+    message = request["params"]["message"]
+    assert "taskId" not in message and message["role"] == "ROLE_USER"
+    assert message["parts"][1] == {"data": {"filename": "image-1.png", "bytes": png}, "mediaType": "image/png"}
+    iac = message["metadata"]["iac_code"]
+    assert iac["cleanupOnly"] is False and iac["rosInvocationId"] == "inv-1" and iac["preferredLanguage"] == "en"
+    assert None not in iac.values()
 
 
 def test_permission_interrupt_and_allow(gateway_a2a, agent, client):
@@ -118,25 +218,30 @@ def test_permission_interrupt_and_allow(gateway_a2a, agent, client):
     interrupt = pending_interrupt(first)
     assert interrupt["id"] == "in-perm-1" and interrupt["reason"] == "tool_call" and interrupt["toolCallId"] == "tu-9"
     assert interrupt["message"] == "Allow deploy?" and interrupt["metadata"]["toolName"] == "deploy"
-    assert interrupt["metadata"]["title"] == "Deploy the stack" and interrupt["responseSchema"]["properties"]["decision"]["enum"] == [
-        "allow_once",
-        "deny",
-    ]
+    assert interrupt["metadata"]["title"] == "Deploy the stack" and interrupt["metadata"]["effect"] == "cloud_write"
+    assert interrupt["responseSchema"]["properties"]["decision"]["enum"] == ["allow_once", "deny"]
     task_id = first.custom("iac-code.session.v1")[0]["taskId"]
     entry = [{"interruptId": "in-perm-1", "status": "resolved", "payload": {"decision": "allow_once"}}]
-    second = run(client, gateway_a2a, None, thread=body["threadId"], resume=entry)
+    resume = run_body(None, thread=body["threadId"], resume=entry)
+    second = run(client, gateway_a2a, None, thread=body["threadId"], resume=entry, run=resume["runId"])
     sent = last_message(agent)
-    assert sent["taskId"] == task_id
-    data = sent["parts"][0]["data"]
-    assert data == {
-        "schemaVersion": 1.0,
-        "kind": "permission",
-        "requestTaskId": task_id,
-        "inputId": "in-perm-1",
-        "toolUseId": "tu-9",
-        "decision": "allow_once",
-    }
+    assert sent["taskId"] == task_id and sent["messageId"] == f"agui-resume-{resume['runId']}-in-perm-1"
+    assert sent["parts"] == [
+        {
+            "data": {
+                "schemaVersion": 1.0,
+                "kind": "permission",
+                "requestTaskId": task_id,
+                "inputId": "in-perm-1",
+                "toolUseId": "tu-9",
+                "decision": "allow_once",
+            },
+            "mediaType": "application/json",
+        }
+    ]
     assert second.of("TOOL_CALL_RESULT")[0]["content"] == "deployed" and text_of(second) == "Deployed."
+    assert second.terminal["outcome"] == {"type": "success"}, "the runtime repeating the answered inputId is no new interrupt"
+    assert not [c for c in agent.calls if c["method"] == "invalid-answer"]
     again = post_sse(client, gateway_a2a.url + "/", run_body(None, thread=body["threadId"], resume=entry))
     assert again.terminal["code"] == "RESUME_ALREADY_APPLIED"
 
@@ -149,23 +254,104 @@ def test_permission_cancelled_means_deny(gateway_a2a, agent, client):
     assert text_of(result) == "Not deployed."
 
 
+def test_an_answer_stream_that_ends_after_input_received_is_followed(gateway_a2a, agent, client):
+    body = run_body("permission-early")
+    post_sse(client, gateway_a2a.url + "/", body)
+    agent.rpc_methods.clear()
+    entry = [{"interruptId": "in-perm-1", "status": "resolved", "payload": {"decision": "allow_once"}}]
+    result = run(client, gateway_a2a, None, thread=body["threadId"], resume=entry)
+    assert result.terminal["outcome"] == {"type": "success"} and text_of(result) == "Deployed."
+    assert agent.rpc_methods == ["GetTask", "SendStreamingMessage", "SubscribeToTask"]
+    assert len(result.of("TOOL_CALL_RESULT")) == 1
+
+
+def test_two_pending_permissions_are_answered_one_message_each(gateway_a2a, agent, client):
+    body = run_body("two-permissions")
+    first = post_sse(client, gateway_a2a.url + "/", body)
+    interrupts = first.terminal["outcome"]["interrupts"]
+    assert [i["id"] for i in interrupts] == ["perm-a", "perm-b"] and all(i["metadata"]["sideband"] for i in interrupts)
+    agent.rpc_methods.clear()
+    entries = [
+        {"interruptId": "perm-a", "status": "resolved", "payload": {"decision": "allow_once"}},
+        {"interruptId": "perm-b", "status": "cancelled"},
+    ]
+    result = run(client, gateway_a2a, None, thread=body["threadId"], resume=entries)
+    assert result.terminal["outcome"] == {"type": "success"}, result.terminal
+    assert text_of(result) == "Decisions: perm-a=allow_once, perm-b=deny."
+    sent = [c["message"] for c in agent.calls if c["method"] == "SendMessage"][-2:]
+    assert [m["messageId"] for m in sent] == ["agui-resume-perm-a", "agui-resume-perm-b"]
+    assert all(len(m["parts"]) == 1 for m in sent), "one part per message, as the runtime requires"
+    assert agent.rpc_methods[:3] == ["GetTask", "SendMessage", "SendMessage"] and "GetTask" in agent.rpc_methods[3:]
+    assert not [c for c in agent.calls if c["method"] == "invalid-answer"]
+
+
 @pytest.mark.parametrize(
     "script, interrupt_id, payload, sent_text",
     [
-        ("question", "in-q-1", {"answer": "cn-beijing"}, "Beijing"),
-        ("question", "in-q-1", {"answer": "somewhere else"}, "somewhere else"),
-        ("candidates", "in-c-1", {"candidateId": "c2"}, "Large"),
+        ("question", "ask-tu-q", {"selectedId": "cn-beijing"}, "Beijing"),
+        ("question", "ask-tu-q", {"selectedId": "cn-shanghai"}, "cn-shanghai"),
+        ("question", "ask-tu-q", {"freeText": "somewhere else"}, "somewhere else"),
+        ("candidates", "in-c-1", {"selectedId": "c2"}, "Large"),
+        (
+            "confirm",
+            "confirm-1",
+            {"selectedId": "tweak", "parameterOverrides": {"Size": "xl"}},
+            '{"action": "adjust", "parameter_overrides": {"Size": "xl"}}',
+        ),
     ],
 )
-def test_question_and_candidate_answers_are_text(gateway_a2a, agent, client, script, interrupt_id, payload, sent_text):
+def test_question_selection_and_confirmation_answers_are_text(gateway_a2a, agent, client, script, interrupt_id, payload, sent_text):
     body = run_body(script)
     interrupt = pending_interrupt(post_sse(client, gateway_a2a.url + "/", body))
     assert interrupt["id"] == interrupt_id
-    result = run(
-        client, gateway_a2a, None, thread=body["threadId"], resume=[{"interruptId": interrupt_id, "status": "resolved", "payload": payload}]
-    )
-    assert last_message(agent)["parts"] == [{"text": sent_text}]
+    resume = run_body(None, thread=body["threadId"])
+    entry = [{"interruptId": interrupt_id, "status": "resolved", "payload": payload}]
+    result = run(client, gateway_a2a, None, thread=body["threadId"], resume=entry, run=resume["runId"])
+    sent = last_message(agent)
+    assert sent["parts"] == [{"text": sent_text}] and sent["messageId"] == f"agui-resume-{resume['runId']}"
     assert text_of(result) == f"You chose: {sent_text}"
+
+
+def test_selection_schemas_and_candidate_fields(gateway_a2a, client):
+    question = pending_interrupt(post_sse(client, gateway_a2a.url + "/", run_body("question")))
+    assert question["reason"] == "question" and question["metadata"]["allowFreeText"] is True
+    assert {tuple(sorted(choice["properties"])) for choice in question["responseSchema"]["oneOf"]} == {("selectedId",), ("freeText",)}
+    candidates = pending_interrupt(post_sse(client, gateway_a2a.url + "/", run_body("candidates")))
+    assert list(candidates["responseSchema"]["properties"]) == ["selectedId"], "no free text unless the agent allows it"
+    small = candidates["metadata"]["options"][0]
+    assert (
+        small["architectureDiagram"] == "graph TD; a-->b"
+        and small["totalMonthlyCost"] == 10
+        and small["costItems"] == [{"name": "ecs", "cost": 10}]
+    )
+    confirm = pending_interrupt(post_sse(client, gateway_a2a.url + "/", run_body("confirm")))
+    assert [o["action"] for o in confirm["metadata"]["options"]] == ["deploy", "adjust"]
+
+
+def test_a_cloud_resource_selection_answer(gateway_a2a, agent, client):
+    body = run_body("resource")
+    interrupt = pending_interrupt(post_sse(client, gateway_a2a.url + "/", body))
+    assert interrupt["metadata"]["selector"]["id"] == "vpc"
+    entry = [{"interruptId": interrupt["id"], "status": "resolved", "payload": {"value": "vpc-123", "label": "main"}}]
+    run(client, gateway_a2a, None, thread=body["threadId"], resume=entry)
+    sent = last_message(agent)
+    response = sent["metadata"]["iac_code"]["inputResponse"]
+    assert response["status"] == "selected" and response["selectorId"] == "vpc" and response["value"] == "vpc-123"
+    assert response["inputId"] == interrupt["id"] and response["requestTaskId"] == sent["taskId"]
+    prefix, _, encoded = sent["parts"][0]["text"].partition(" ")
+    assert prefix == "[iac-code:cloud_resource_selection]" and json.loads(encoded) == response
+
+
+def test_a_dismissed_question_cancels_the_task(gateway_a2a, agent, client):
+    body = run_body("question")
+    first = post_sse(client, gateway_a2a.url + "/", body)
+    task_id = session_of(first.events)["taskId"]
+    result = run(client, gateway_a2a, None, thread=body["threadId"], resume=[{"interruptId": "ask-tu-q", "status": "cancelled"}])
+    assert result.terminal["type"] == "RUN_ERROR" and result.terminal["code"] == "CANCELLED"
+    assert {"method": "CancelTask", "taskId": task_id} in agent.calls
+    assert not [r for r in agent.requests if (r["params"].get("message") or {}).get("taskId") == task_id], "no answer is sent"
+    turn = post_sse(client, gateway_a2a.url + "/", run_body("plain", thread=body["threadId"]))
+    assert turn.terminal["outcome"] == {"type": "success"}, "the dismissed interrupt no longer blocks the thread"
 
 
 def test_pending_permissions_on_the_task(gateway_a2a, client):
@@ -221,7 +407,7 @@ def test_rejected_answer_stays_pending_and_survives_a_restart(agent, start_gatew
     entry = [{"interruptId": "in-perm-1", "status": "resolved", "payload": {"decision": "allow_once"}}]
     agent.agent.refuse_next_answer = 1
     refused = post_sse(client, server.url + "/", run_body(None, thread=body["threadId"], resume=entry))
-    assert refused.terminal["type"] == "RUN_ERROR" and refused.terminal["code"] == "A2A_EXECUTION_FAILED"
+    assert refused.terminal["type"] == "RUN_ERROR" and refused.terminal["code"] == "A2A_UNAVAILABLE"
     assert agent.calls[-1]["method"] == "refused"
     # The interrupt is still pending: a normal turn is refused.
     assert (
@@ -276,22 +462,51 @@ def restore(agent):
 
 def test_session_restore_before_a_resume(gateway_a2a, restore, client):
     agent = restore
-    body = run_body("permission")
+    body = run_body("permission-session")
     first = post_sse(client, gateway_a2a.url + "/", body)
     task_id = first.custom("iac-code.session.v1")[0]["taskId"]
     entry = [{"interruptId": "in-perm-1", "status": "resolved", "payload": {"decision": "allow_once"}}]
-    agent.restore_mode = "retryable"
-    retry = run(client, gateway_a2a, None, thread=body["threadId"], resume=entry)
-    assert retry.terminal["code"] == "A2A_UNAVAILABLE" and "retry" in retry.terminal["message"]
+    for mode, code in (("retryable", "A2A_UNAVAILABLE"), ("backup", "SESSION_BACKUP_NOT_READY"), ("unavailable", "A2A_UNAVAILABLE")):
+        agent.restore_mode = mode
+        refused = run(client, gateway_a2a, None, thread=body["threadId"], resume=entry)
+        assert refused.terminal["code"] == code, (mode, refused.terminal)
+        assert "retry" in refused.terminal["message"].lower() or code == "A2A_UNAVAILABLE"
+        agent.restore_mode = mode  # each mode answers once, then is ready: set it again for the next round
     restored = [c for c in agent.calls if c["method"] == "ensure-restored"][-1]["body"]
-    assert restored == {"cwd": "/tmp/agui-tests/ws", "sessionId": None, "taskId": task_id}
-    ok = run(client, gateway_a2a, None, thread=body["threadId"], resume=entry)  # still pending; now ready
+    assert restored == {"cwd": "/tmp/agui-tests/ws", "sessionId": "sess-r", "taskId": task_id}
+    agent.restore_mode = "ready"
+    ok = run(client, gateway_a2a, None, thread=body["threadId"], resume=entry)  # still pending after every refusal
     assert ok.terminal["outcome"] == {"type": "success"} and text_of(ok) == "Deployed."
-    body = run_body("permission")
+    body = run_body("permission-session")
     post_sse(client, gateway_a2a.url + "/", body)
     agent.restore_mode = "missing"
     lost = run(client, gateway_a2a, None, thread=body["threadId"], resume=entry)
     assert lost.terminal["code"] == "EXECUTION_LOST"
+
+
+def test_no_session_restore_without_a_session_id(gateway_a2a, restore, client):
+    agent = restore
+    agent.restore_mode = "missing"
+    body = run_body("permission")
+    post_sse(client, gateway_a2a.url + "/", body)
+    before = len([c for c in agent.calls if c["method"] == "ensure-restored"])
+    entry = [{"interruptId": "in-perm-1", "status": "resolved", "payload": {"decision": "deny"}}]
+    result = run(client, gateway_a2a, None, thread=body["threadId"], resume=entry)
+    assert result.terminal["outcome"] == {"type": "success"}
+    assert len([c for c in agent.calls if c["method"] == "ensure-restored"]) == before, "never called with sessionId null"
+
+
+def test_a_session_backup_not_ready_refusal_of_the_answer_is_retryable(gateway_a2a, agent, client):
+    body = run_body("permission")
+    post_sse(client, gateway_a2a.url + "/", body)
+    entry = [{"interruptId": "in-perm-1", "status": "resolved", "payload": {"decision": "allow_once"}}]
+    agent.agent.refuse_next_answer, agent.agent.refusal_data = 1, {"code": "SESSION_BACKUP_NOT_READY", "retryable": True}
+    try:
+        refused = run(client, gateway_a2a, None, thread=body["threadId"], resume=entry)
+    finally:
+        agent.agent.refusal_data = None
+    assert refused.terminal["code"] == "SESSION_BACKUP_NOT_READY"
+    assert run(client, gateway_a2a, None, thread=body["threadId"], resume=entry).terminal["outcome"] == {"type": "success"}
 
 
 def test_pipeline_recovery_replays_missed_events_once(gateway_a2a, restore, client):
@@ -300,18 +515,20 @@ def test_pipeline_recovery_replays_missed_events_once(gateway_a2a, restore, clie
     first = run(client, gateway_a2a, None, messages=body["messages"], thread=body["threadId"])
     assert pending_interrupt(first)["id"] == "in-pa-1"
     agent.pipeline_state = {
-        "snapshot": {"phase": "selecting", "lastSequence": 4},
+        "snapshot": {"schemaVersion": "1.1", "pipelineRunId": "prun-1", "status": "waiting_input", "lastSequence": 4},
         "events": [
-            {"eventId": "pa-2", "sequence": 2, "eventType": "pipeline_started"},  # already seen: dropped
-            {"eventId": "pa-3", "sequence": 3, "eventType": "candidate_started", "candidate": "c1"},
+            {"eventId": "pa-0", "sequence": 2, "eventType": "pipeline_warning"},  # at or below the cursor: shown before
+            {"eventId": "pa-3", "sequence": 3, "eventType": "candidate_started", "candidate": {"id": "c1"}},
+            {"eventId": "pa-3", "sequence": 3, "eventType": "candidate_started", "candidate": {"id": "c1"}},  # twice: once
             {"eventId": "pa-4", "sequence": 4, "eventType": "stack_progress", "data": {"percent": 40}},
         ],
     }
-    entry = [{"interruptId": "in-pa-1", "status": "resolved", "payload": {"candidateId": "c1"}}]
+    entry = [{"interruptId": "in-pa-1", "status": "resolved", "payload": {"selectedId": "c1"}}]
     second = run(client, gateway_a2a, None, thread=body["threadId"], resume=entry)
     types = second.types()
     snapshot = second.of("ACTIVITY_SNAPSHOT")[0]
-    assert snapshot["activityType"] == "iac-code.pipeline.v1" and snapshot["content"]["lastSequence"] == 4
+    assert snapshot["activityType"] == "iac-code.pipeline.v1" and snapshot["messageId"] == "pipeline:prun-1" and snapshot["replace"] is True
+    assert snapshot["content"] == {"schemaVersion": 1, "pipelineRunId": "prun-1", "snapshot": agent.pipeline_state["snapshot"]}
     assert [v["eventId"] for v in second.custom("iac-code.pipeline.v1")] == ["pa-3", "pa-4"]
     assert types.index("ACTIVITY_SNAPSHOT") < types.index("TEXT_MESSAGE_START")
     params = [c for c in agent.calls if c["method"] == "pipeline-state"][-1]["params"]

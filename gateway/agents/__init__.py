@@ -7,12 +7,13 @@ import importlib
 from gateway.agents.base import AgentBackend, AgentRequest, ResumeAnswer
 
 
-def load_agent(spec: str, token: str | None = None) -> AgentBackend:
-    """`demo`, `a2a+http(s)://host:port/path` for an A2A 1.0 agent, or `module:factory` for a Python plug-in."""
+def load_agent(spec: str, token: str | None = None, *, follow_idle: float = 300.0) -> AgentBackend:
+    """`demo`, `a2a+http(s)://host:port/path` for an A2A 1.0 agent, or `module:factory` for a Python plug-in.
+    `follow_idle`: seconds of silence after which an A2A task followed with SubscribeToTask is given up."""
     if spec.startswith(("a2a+http://", "a2a+https://")):
         from gateway.agents.a2a import A2ABackend
 
-        return A2ABackend(spec[len("a2a+") :], token)
+        return A2ABackend(spec[len("a2a+") :], token, follow_idle=follow_idle)
     if spec == "demo":
         from gateway.agents.demo import DemoAgent
 

@@ -159,6 +159,13 @@ def build_parser() -> argparse.ArgumentParser:
         "longest grace window a client may ask for (AGUI-Reattach-Grace, reattachGraceSeconds); 0 turns the event log and reattach off",
         type=seconds("--max-reattach-grace-seconds", low=0),
     )
+    _opt(
+        p,
+        "--a2a-follow-idle-seconds",
+        "5m",
+        "an A2A task followed with SubscribeToTask (after its stream ended early) that is silent this long and still working fails",
+        type=duration("--a2a-follow-idle-seconds"),
+    )
     _opt(p, "--event-log-retention", "10m", "how long an ended run's events can be replayed", type=duration("--event-log-retention"))
     _opt(p, "--event-log-max-events", "50000", "newest events kept per run for reattach", type=integer("--event-log-max-events", 100))
     _opt(
@@ -289,6 +296,7 @@ def settings_from_args(argv: list[str] | None = None) -> Settings:
         lease_seconds=args.lease_seconds,
         max_reattach_grace_seconds=args.max_reattach_grace_seconds,
         event_log_retention=args.event_log_retention,
+        a2a_follow_idle_seconds=args.a2a_follow_idle_seconds,
         event_log_max_events=args.event_log_max_events,
         event_log_max_bytes=args.event_log_max_bytes,
         ws_ping_seconds=args.ws_ping_seconds,

@@ -1,4 +1,7 @@
-"""The A2A backend: drives an A2A 1.0 agent for each run (new turn or resume) and speaks only signals."""
+"""The A2A backend: drives the calls of one run (new turn or resume) against an A2A 1.0 agent, speaking only signals.
+
+Reading frames is `frames`, encoding what is sent is `messages`, the checks before an answer are `preflight`.
+"""
 
 from __future__ import annotations
 
@@ -11,12 +14,15 @@ from typing import Any
 import httpx
 
 from gateway.agents import signals as s
+from gateway.agents.a2a import messages
 from gateway.agents.a2a.client import A2AClient, A2AError, MalformedFrame
-from gateway.agents.a2a.mapping import FrameMapper, ProtocolViolation, normalise_state
+from gateway.agents.a2a.frames import TERMINAL_STATES, FrameReader, ProtocolViolation
+from gateway.agents.a2a.preflight import check_task, recover_pipeline, refused, restore, unavailable
 from gateway.agents.base import AgentBackend, AgentRequest
 
 log = logging.getLogger("agui.a2a")
 CANCEL_TIMEOUT = 5.0
+SUBSCRIBE_ATTEMPTS = 3  # SubscribeToTask streams that may end early, one after another, before GetTask decides
 
 
 def context_id_for(thread_id: str) -> str:
@@ -24,200 +30,178 @@ def context_id_for(thread_id: str) -> str:
     return "agui-" + hashlib.sha256(thread_id.encode("utf-8", "surrogatepass")).hexdigest()[:40]
 
 
-def iac_metadata(request: AgentRequest) -> dict[str, Any]:
-    """The request's options in snake case for `metadata.iac_code`; the only place secrets travel."""
-    options = request.options
-    values: dict[str, Any] = {
-        "cwd": request.cwd,
-        "rosInvocationId": options.invocation_id,
-        "preferredLanguage": request.language,
-        "iac_code_model": options.model,
-        "iac_code_api_key": options.api_key,
-        "thinking": options.thinking,
-        "user_id": options.user_id,
-        "channel": options.channel,
-        "candidatePresentation": options.candidate_presentation,
-        "run_mode": options.run_mode,
-        "pipeline_name": options.pipeline_name,
-        "cleanupOnly": options.cleanup_only,
-    }
-    cloud = options.cloud
-    if cloud is not None:
-        values.update(
-            alibaba_cloud_access_key_id=cloud.access_key_id,
-            alibaba_cloud_access_key_secret=cloud.access_key_secret,
-            alibaba_cloud_security_token=cloud.security_token,
-            alibaba_cloud_region_id=cloud.region_id,
-        )
-    return {k: v for k, v in values.items() if isinstance(v, (str, bool, int, dict)) and v != {}}  # UNSET/None dropped
+class EndRun(Exception):
+    """Ends the run with `failure`: an answer the agent did not take (no frame, or an error first; the interrupts
+    stay), or one whose taking ends the task."""
+
+    def __init__(self, failure: s.Failed) -> None:
+        super().__init__(failure.message)
+        self.failure = failure
 
 
 class A2ABackend(AgentBackend):
     name = "a2a"
 
-    def __init__(self, url: str, token: str | None = None) -> None:
+    def __init__(self, url: str, token: str | None = None, *, follow_idle: float = 300.0) -> None:
         self.client = A2AClient(url, token)
-
-    def _new_turn(self, request: AgentRequest, context_id: str) -> dict[str, Any]:
-        parts: list[dict[str, Any]] = [{"text": request.user_text}] if request.user_text else []
-        for index, (mime, data) in enumerate(request.images):
-            parts.append({"raw": data, "filename": f"image-{index}", "mediaType": mime})
-        return {
-            "messageId": request.message_id or f"msg-{request.run_id}",
-            "role": "ROLE_USER",
-            "contextId": context_id,
-            "parts": parts,
-            "metadata": {"iac_code": iac_metadata(request)},
-        }
-
-    def _answer(self, request: AgentRequest, context_id: str, task_id: str | None) -> dict[str, Any]:
-        inputs = (request.checkpoint or {}).get("inputs", {})
-        parts: list[dict[str, Any]] = []
-        for answer in request.resume:
-            meta = inputs.get(answer.interrupt_id, {})
-            payload = answer.payload if isinstance(answer.payload, dict) else {}
-            if meta.get("kind") == "permission":
-                decision = payload.get("decision", "deny") if answer.status == "resolved" else "deny"
-                parts.append(
-                    {
-                        "data": {
-                            "schemaVersion": 1,
-                            "kind": "permission",
-                            "requestTaskId": meta.get("requestTaskId") or task_id,
-                            "inputId": meta.get("inputId", answer.interrupt_id),
-                            "toolUseId": meta.get("toolUseId"),
-                            "decision": decision,
-                        },
-                        "mediaType": "application/json",
-                    }
-                )
-            else:
-                value = next(iter(payload.values()), "") if answer.status == "resolved" else ""
-                label = next((o["label"] for o in meta.get("options", []) if o.get("value") == value), None)
-                parts.append({"text": str(label or value) if answer.status == "resolved" else "(dismissed)"})
-        return {
-            "messageId": f"answer-{request.run_id}",
-            "role": "ROLE_USER",
-            "contextId": context_id,
-            "taskId": task_id,
-            "parts": parts,
-            "metadata": {"iac_code": iac_metadata(request)},
-        }
+        self.follow_idle = follow_idle
 
     async def run(self, request: AgentRequest) -> AsyncIterator[s.Signal]:
         context_id = context_id_for(request.thread_id)
         checkpoint = request.checkpoint or {}
-        task_id = checkpoint.get("taskId") if request.resume else None
-        mapper = FrameMapper(context_id, task_id, checkpoint.get("sessionId"), int(checkpoint.get("lastSequence", 0)))
-        message = self._answer(request, context_id, task_id) if request.resume else self._new_turn(request, context_id)
-        recovered: list[s.Signal] = []
-        if request.resume and task_id:
-            problem = await self._restore(request, checkpoint, task_id) or await self._preflight(context_id, task_id)
-            if problem is not None:
-                yield problem
-                return
-            recovered = await self._recover_pipeline(mapper, task_id)
+        if request.resume:
+            answered = frozenset(a.interrupt_id for a in request.resume)
+            reader = FrameReader(
+                context_id, checkpoint.get("taskId"), checkpoint.get("sessionId"), int(checkpoint.get("lastSequence") or 0), answered
+            )
+        else:
+            reader = FrameReader(context_id)
         finished = False
         try:
-            async for result in self.client.stream("SendStreamingMessage", {"message": message}):
-                signals = mapper.map(result)
-                if recovered and signals:
-                    # The answer is accepted at this first valid frame; only now replay what was missed.
-                    signals = signals[:1] + recovered + signals[1:]
-                    recovered = []
-                for signal in signals:
-                    yield signal
+            turn = self._resume(request, reader) if request.resume else self._new_turn(request, reader)
+            async for signal in turn:
+                yield signal
             finished = True
-        except ProtocolViolation as exc:
+        except EndRun as exc:
             finished = True
-            await self._cancel_task(mapper.task_id)
-            yield s.Failed(message=f"The agent broke the identity mapping: {exc}.", code="A2A_PROTOCOL_ERROR")
+            yield exc.failure
             return
-        except MalformedFrame as exc:
+        except (ProtocolViolation, MalformedFrame) as exc:
             finished = True
-            await self._cancel_task(mapper.task_id)
-            yield s.Failed(message=f"The agent sent {exc}.", code="A2A_PROTOCOL_ERROR")
+            await self._cancel_task(reader.task_id)
+            what = f"broke the identity mapping: {exc}" if isinstance(exc, ProtocolViolation) else f"sent {exc}"
+            yield s.Failed(message=f"The agent {what}.", code="A2A_PROTOCOL_ERROR")
             return
         except A2AError as exc:
             finished = True
-            yield s.Failed(message=f"The agent answered with an error: {str(exc)[:300]}", code="A2A_EXECUTION_FAILED")
+            failure = refused(exc)
+            if failure.code == "A2A_UNAVAILABLE":
+                failure = s.Failed(message=f"The agent answered with an error: {str(exc)[:300]}", code="A2A_EXECUTION_FAILED")
+            yield failure
             return
         except (httpx.HTTPError, OSError) as exc:
             finished = True
-            await self._cancel_task(mapper.task_id)
-            yield s.Failed(message=f"The agent is unavailable ({type(exc).__name__}).", code="A2A_UNAVAILABLE")
+            await self._cancel_task(reader.task_id)
+            yield unavailable(exc)
             return
         finally:
             if not finished:  # the run was cancelled or its client went away: stop the agent's task too
-                await self._cancel_task(mapper.task_id)
-        yield self._end(mapper)
+                await self._cancel_task(reader.task_id)
+        yield end_of(reader)
 
-    async def _restore(self, request: AgentRequest, checkpoint: dict[str, Any], task_id: str) -> s.Signal | None:
-        """`POST /iac-code/session/ensure-restored` before a resume, when the agent offers it."""
-        body = {"cwd": request.cwd, "sessionId": checkpoint.get("sessionId"), "taskId": task_id}
+    # -- a new turn ---------------------------------------------------------------------------------
+    async def _new_turn(self, request: AgentRequest, reader: FrameReader) -> AsyncIterator[s.Signal]:
+        message = messages.new_turn(request, reader.context_id)
+        async for signal in self._read(reader, self.client.stream("SendStreamingMessage", messages.params(message))):
+            yield signal
+        if not reader.stop and reader.task_id:
+            async for signal in self._follow(reader):
+                yield signal
+
+    # -- a resume -----------------------------------------------------------------------------------
+    async def _resume(self, request: AgentRequest, reader: FrameReader) -> AsyncIterator[s.Signal]:
+        if not reader.task_id:
+            raise EndRun(s.Failed(message="The execution has no agent task to answer.", code="EXECUTION_LOST"))
+        problem = await restore(self.client, request.cwd, reader.session_id, reader.task_id) or await check_task(self.client, reader)
+        if problem is not None:
+            raise EndRun(problem)
+        recovered = await recover_pipeline(self.client, reader)
+        outbound = messages.answers(request, reader.context_id, reader.task_id)
+        if any(item.cancels for item in outbound):
+            # A dismissed question or choice: the task cannot go on without it, so it is cancelled (§4).
+            await self._cancel_task(reader.task_id)
+            yield s.Accepted()
+            raise EndRun(s.Failed(message="The question was dismissed, so the agent's task was cancelled.", code="CANCELLED"))
+        taken = False
+        for index, item in enumerate(outbound):
+            assert item.message is not None
+            if item.streamed:
+                frames = self.client.stream("SendStreamingMessage", messages.params(item.message))
+                signals = self._read(reader, frames, first_is_acceptance=not taken)
+            else:
+                signals = self._send(reader, item.message, first_is_acceptance=not taken)
+            async for signal in signals:
+                if not taken:
+                    taken = True
+                    yield s.Accepted()
+                    for recovered_signal in recovered:  # what was missed, once the answer is accepted
+                        yield recovered_signal
+                yield signal
+            last = index == len(outbound) - 1
+            if reader.inputs or reader.state in TERMINAL_STATES:
+                return  # the task moved on (or ended) before the remaining answers: they are not sent
+            reader.stop = False if not last else reader.stop
+        if not outbound[-1].streamed:  # after sideband answers, GetTask says where the task is now
+            for signal in await self._snapshot(reader):
+                yield signal
+        if not reader.stop:
+            async for signal in self._follow(reader):
+                yield signal
+
+    async def _send(self, reader: FrameReader, message: dict[str, Any], *, first_is_acceptance: bool) -> AsyncIterator[s.Signal]:
+        """A sideband answer: SendMessage, whose reply only says it was taken."""
         try:
-            response = await self.client.extension("POST", "/iac-code/session/ensure-restored", json=body)
-        except httpx.HTTPError as exc:
-            return s.Failed(message=f"The agent is unavailable ({type(exc).__name__}).", code="A2A_UNAVAILABLE")
-        if response is None or response.status_code == 200:
-            return None
-        if response.status_code == 404:
-            return s.Failed(message="The agent could not restore the session.", code="EXECUTION_LOST")
-        if response.status_code == 409 and _json(response).get("retryable"):
-            return s.Failed(message="The agent is restoring the session; retry the answer.", code="A2A_UNAVAILABLE")
-        return s.Failed(message=f"Session restore failed (HTTP {response.status_code}).", code="A2A_EXECUTION_FAILED")
+            reply = await self.client.call("SendMessage", messages.params(message))
+        except A2AError as exc:
+            if first_is_acceptance:
+                raise EndRun(refused(exc)) from exc
+            raise
+        for signal in reader.read(reply if isinstance(reply, dict) else {}):
+            yield signal
 
-    async def _preflight(self, context_id: str, task_id: str) -> s.Signal | None:
-        """`GetTask` before a resume: the task must still exist, be the bound one, and wait for input."""
+    # -- reading -----------------------------------------------------------------------------------
+    async def _read(
+        self, reader: FrameReader, frames: AsyncIterator[dict[str, Any]], *, first_is_acceptance: bool = False, idle: float | None = None
+    ) -> AsyncIterator[s.Signal]:
+        """Map frames until the reader says stop (the stream is then closed, never read past its end). With
+        `idle`, a stream silent that long raises TimeoutError."""
+        seen = 0
         try:
-            task = await self.client.call("GetTask", {"id": task_id, "historyLength": 100})
-        except A2AError:
-            return s.Failed(message="The agent no longer knows the task this answer is for.", code="EXECUTION_LOST")
-        except (httpx.HTTPError, OSError) as exc:
-            return s.Failed(message=f"The agent is unavailable ({type(exc).__name__}).", code="A2A_UNAVAILABLE")
-        task = task if isinstance(task, dict) else {}
-        if task.get("id", task_id) != task_id or task.get("contextId", context_id) != context_id:
-            return s.Failed(message="The agent reports another task or context for this answer.", code="A2A_PROTOCOL_ERROR")
-        state = normalise_state((task.get("status") or {}).get("state"))
-        if state in ("completed", "canceled", "failed", "rejected"):
-            return s.Failed(message=f"The task already ended ({state}).", code="EXECUTION_LOST")
-        return None
+            while True:
+                try:
+                    result = await asyncio.wait_for(anext(frames), idle) if idle else await anext(frames)
+                except StopAsyncIteration:
+                    break
+                seen += 1
+                for signal in reader.read(result):
+                    yield signal
+                if reader.stop:
+                    return
+        except A2AError as exc:
+            if first_is_acceptance and seen == 0:
+                raise EndRun(refused(exc)) from exc
+            raise
+        finally:
+            await _close(frames)
+        if first_is_acceptance and seen == 0:
+            raise EndRun(s.Failed(message="The agent's answer stream ended before its first frame.", code="A2A_UNAVAILABLE"))
 
-    async def _recover_pipeline(self, mapper: FrameMapper, task_id: str) -> list[s.Signal]:
-        """`GET /iac-code/pipeline/state`: a snapshot, then the events missed since the last sequence seen."""
-        try:
-            response = await self.client.extension(
-                "GET", "/iac-code/pipeline/state", params={"taskId": task_id, "afterSequence": mapper.last_sequence}
-            )
-        except httpx.HTTPError:
-            return []
-        if response is None or response.status_code != 200:
-            return []
-        state = _json(response)
-        out: list[s.Signal] = []
-        snapshot = state.get("snapshot")
-        if isinstance(snapshot, dict):
-            out.append(s.ActivitySnapshot(activity_type="iac-code.pipeline.v1", content=snapshot))
-        for envelope in state.get("events") or []:
-            if isinstance(envelope, dict):
-                mapper.pipeline(envelope, out)
-        return out
+    async def _follow(self, reader: FrameReader) -> AsyncIterator[s.Signal]:
+        """The stream ended while the task still works: follow it with SubscribeToTask, then ask GetTask."""
+        for _ in range(SUBSCRIBE_ATTEMPTS):
+            frames = self.client.stream("SubscribeToTask", {"id": reader.task_id})
+            try:
+                async for signal in self._read(reader, frames, idle=self.follow_idle):
+                    yield signal
+            except A2AError as exc:
+                log.info("SubscribeToTask %s refused: %s", reader.task_id, str(exc)[:200])
+                break
+            except TimeoutError:
+                for signal in await self._snapshot(reader):
+                    yield signal
+                if reader.stop:
+                    return
+                await self._cancel_task(reader.task_id)
+                silent = f"The agent's task sent nothing for {self.follow_idle:g} s while still working; it was cancelled."
+                raise EndRun(s.Failed(message=silent, code="A2A_EXECUTION_FAILED")) from None
+            if reader.stop:
+                return
+        for signal in await self._snapshot(reader):
+            yield signal
 
-    def _end(self, mapper: FrameMapper) -> s.Signal:
-        if mapper.inputs:
-            checkpoint = {
-                "taskId": mapper.task_id,
-                "contextId": mapper.context_id,
-                "sessionId": mapper.session_id,
-                "lastSequence": mapper.last_sequence,
-                "inputs": {request.id: meta for request, meta in mapper.inputs},
-            }
-            return s.InputRequired(interrupts=[request for request, _ in mapper.inputs], checkpoint=checkpoint)
-        if mapper.state in ("completed", "input-required"):
-            return s.Completed()
-        if mapper.state == "canceled":
-            return s.Failed(message="The agent cancelled the task.", code="CANCELLED")
-        return s.Failed(message=f"The agent task ended in state '{mapper.state}'.", code="A2A_EXECUTION_FAILED")
+    async def _snapshot(self, reader: FrameReader) -> list[s.Signal]:
+        task = await self.client.call("GetTask", {"id": reader.task_id, "historyLength": 100})
+        return reader.read({"task": task.get("task", task) if isinstance(task, dict) else {}})
 
     async def _cancel_task(self, task_id: str | None) -> None:
         if not task_id:
@@ -234,9 +218,27 @@ class A2ABackend(AgentBackend):
         await self.client.aclose()
 
 
-def _json(response: httpx.Response) -> dict[str, Any]:
-    try:
-        body = response.json()
-    except ValueError:
-        return {}
-    return body if isinstance(body, dict) else {}
+def end_of(reader: FrameReader) -> s.Signal:
+    """The run's end from the last state seen (§6): inputs, success, a cancel, or a failure."""
+    if reader.inputs:
+        checkpoint = {
+            "taskId": reader.task_id,
+            "contextId": reader.context_id,
+            "sessionId": reader.session_id,
+            "lastSequence": reader.pipeline.cursor,
+            "inputs": {request.id: meta for request, meta in reader.inputs},
+        }
+        return s.InputRequired(interrupts=[request for request, _ in reader.inputs], checkpoint=checkpoint)
+    if reader.state in ("completed", "input-required"):
+        return s.Completed()
+    if reader.state == "canceled":
+        return s.Failed(message="The agent cancelled the task.", code="CANCELLED")
+    if reader.state in (None, "working", "submitted"):
+        return s.Failed(message="The agent's stream ended while the task was still working.", code="A2A_EXECUTION_FAILED")
+    return s.Failed(message=f"The agent task ended in state '{reader.state}'.", code="A2A_EXECUTION_FAILED")
+
+
+async def _close(frames: AsyncIterator[Any]) -> None:
+    aclose = getattr(frames, "aclose", None)
+    if aclose is not None:
+        await aclose()
