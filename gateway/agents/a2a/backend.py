@@ -81,13 +81,18 @@ class A2ABackend(AgentBackend):
             return
         except (httpx.HTTPError, OSError) as exc:
             finished = True
-            await self._cancel_task(reader.task_id)
+            await self._cancel_task(reader.task_id if self._owns_task(request, reader) else None)
             yield unavailable(exc)
             return
         finally:
-            if not finished:  # the run was cancelled or its client went away: stop the agent's task too
+            if not finished and self._owns_task(request, reader):  # cancelled, or its client went away: stop the task
                 await self._cancel_task(reader.task_id)
         yield end_of(reader)
+
+    @staticmethod
+    def _owns_task(request: AgentRequest, reader: FrameReader) -> bool:
+        """A resume the agent has not taken yet leaves the task alone: its interrupts stay answerable."""
+        return not request.resume or reader.frames > 0
 
     # -- a new turn ---------------------------------------------------------------------------------
     async def _new_turn(self, request: AgentRequest, reader: FrameReader) -> AsyncIterator[s.Signal]:
