@@ -11,6 +11,7 @@ from gateway import metrics, tracing
 from store import (
     Admission,
     AdmitResult,
+    Adopted,
     CancelResult,
     ExecutionStatus,
     Lease,
@@ -31,6 +32,7 @@ class InstrumentedStore(ThreadStore):
         self.needs_renewal = inner.needs_renewal
         self.lease_seconds = inner.lease_seconds
         self.events = inner.events
+        self.supports_adoption = inner.supports_adoption
 
     async def _timed(self, operation: str, call: Callable[[], Awaitable[T]]) -> T:
         started = time.perf_counter()
@@ -71,6 +73,15 @@ class InstrumentedStore(ThreadStore):
 
     async def renew(self, lease: Lease) -> RenewResult:
         return await self._timed("renew", lambda: self.inner.renew(lease))
+
+    async def mark_adoptable(self, lease: Lease, record: dict[str, Any], *, handoff: bool = False) -> bool:
+        return await self._timed("mark_adoptable", lambda: self.inner.mark_adoptable(lease, record, handoff=handoff))
+
+    async def adoption_candidates(self, limit: int) -> list[tuple[str, str]]:
+        return await self._timed("adoption_candidates", lambda: self.inner.adoption_candidates(limit))
+
+    async def adopt(self, thread_id: str, run_id: str) -> Adopted | None:
+        return await self._timed("adopt", lambda: self.inner.adopt(thread_id, run_id))
 
     async def put_ticket(self, digest: str, ttl_seconds: float, value: str) -> None:
         await self._timed("put_ticket", lambda: self.inner.put_ticket(digest, ttl_seconds, value))

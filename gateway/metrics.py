@@ -33,6 +33,8 @@ CANCELS = Counter("agui_cancels", "Cancels on purpose, by origin (extension, soc
 REATTACHES = Counter(
     "agui_reattaches", "Attaches to a run, by source (live: this replica's ring, log: the store's log) or refusal code.", ["source"]
 )
+ADOPTIONS = Counter("agui_adoptions", "Live runs this replica took over from a replica that stopped renewing (died, or drained).")
+HANDOFFS = Counter("agui_handoffs", "Live runs this replica handed to another while draining (their agent task went on).")
 DETACHED_RUNS = Gauge("agui_detached_runs", "Runs in flight on this replica that nobody follows (in their grace window).")
 AUTH_FAILURES = Counter("agui_auth_failures", "Refused credentials, by reason (missing, invalid, scope).", ["reason"])
 A2A_SECONDS = Histogram("agui_a2a_call_seconds", "A2A calls to the agent until their reply began, by method.", ["method"], buckets=_LATENCY)

@@ -5,6 +5,7 @@ import time
 from store.base import (
     Admission,
     AdmitResult,
+    Adopted,
     CancelResult,
     Clock,
     Lease,
@@ -64,6 +65,7 @@ def open_store(
 __all__ = [
     "Admission",
     "AdmitResult",
+    "Adopted",
     "CancelResult",
     "Clock",
     "Execution",

@@ -95,6 +95,15 @@ class RenewResult:
     cancel_requested: bool = False
 
 
+@dataclass(frozen=True, slots=True)
+class Adopted:
+    """A run this replica adopted: its new lease, the record its first owner left, and its execution (a copy)."""
+
+    lease: Lease
+    record: dict[str, Any]
+    execution: Execution | None
+
+
 @dataclass(slots=True)
 class CancelResult:
     status: Literal["cancelled", "already_terminal", "not_found", "lost"]
@@ -155,6 +164,22 @@ class ThreadStore(abc.ABC):
     @abc.abstractmethod
     async def take_token(self, caller: str, rate: float, burst: float) -> float:
         """Rate limit: take one token from the caller's bucket; 0 when allowed, else seconds to wait."""
+
+    # -- adoption of live runs by another replica (stores shared by replicas; the others say no) ------------
+    supports_adoption = False
+
+    async def mark_adoptable(self, lease: Lease, record: dict[str, Any], *, handoff: bool = False) -> bool:
+        """Leave (or update) how another replica can pick this live run up; with `handoff`, also give the lease
+        up now so that one does at once. False: the run no longer holds its lease (or cannot be adopted)."""
+        return False
+
+    async def adoption_candidates(self, limit: int) -> list[tuple[str, str]]:
+        """(thread key, run id) of adoptable runs whose lease ran out, oldest first."""
+        return []
+
+    async def adopt(self, thread_id: str, run_id: str) -> Adopted | None:
+        """Take over a run whose lease ran out, with the next fence; None when it is held, ended or gone."""
+        return None
 
     async def notify_cancel(self, owner: str, thread_id: str, execution_id: str) -> None:
         """Wake the replica that runs an execution so it cancels now (no-op for single-process stores)."""

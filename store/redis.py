@@ -25,6 +25,7 @@ from store.base import (
     RESTART_WINDOW_SECONDS,
     Admission,
     AdmitResult,
+    Adopted,
     CancelResult,
     Lease,
     Progress,
@@ -41,7 +42,8 @@ from store.records import Execution, ExecutionStatus, PendingInterrupt
 
 log = logging.getLogger("agui.store.redis")
 LUA_DIR = os.path.join(os.path.dirname(__file__), "lua")
-SCRIPTS = ("admit", "accept_resume", "save_interrupt", "finish_run", "cancel", "renew", "rate_limit")
+SCRIPTS = ("admit", "accept_resume", "save_interrupt", "finish_run", "cancel", "renew", "rate_limit", "adopt", "mark_adoptable")
+ADOPT_INDEX = "agui:adoptable"  # sorted set: [thread key, run id] of adoptable live runs, scored by lease end
 _LIST_FIELDS = ("pending", "answered_ids", "open_steps")
 _encoder = msgspec.json.Encoder()
 PROBE_TTL_MS = 10_000
@@ -54,6 +56,7 @@ FAILOVER_ENDS = ("+switch-master", "-failover-abort-no-good-slave", "-failover-a
 FAILOVER_PAUSE_SECONDS = 10.0  # longest wait of state writes during a Sentinel failover
 ADMIT_TRIES = 3  # an admission whose reply was lost is tried again this many times in all, with the same nonce
 POOL_HEADROOM = 8  # pooled connections beyond the gate (the pool itself never refuses)
+ADOPT_WINDOW_LEASES = 3  # an adoptable run whose lease ran out waits this many lease lifetimes for an adopter
 T = TypeVar("T")
 
 
@@ -181,6 +184,7 @@ class RedisStore(ThreadStore):
             "RETENTION_MS": int(retention_seconds * 1000),
             "LEASE_SECONDS": float(lease_seconds),
             "RESTART_WINDOW": RESTART_WINDOW_SECONDS,
+            "ADOPT_WINDOW": float(lease_seconds * ADOPT_WINDOW_LEASES),
         }
         self.scripts = {name: self.client.register_script(script_source(name, bounds)) for name in SCRIPTS}
         self._listener: asyncio.Task[None] | None = None
@@ -188,7 +192,9 @@ class RedisStore(ThreadStore):
         self._writes_open = asyncio.Event()  # cleared while Sentinel runs a failover
         self._writes_open.set()
         self._sub_client: Any = None
-        self._log = RedisEventLog(self.client, lambda: connect(url, blocking=True), self._command, thread_key, log_retention)
+        self._log = RedisEventLog(
+            self.client, lambda: connect(url, blocking=True), self._command, thread_key, log_retention, lease_seconds * ADOPT_WINDOW_LEASES
+        )
         self.events = self._log
 
     async def _command(self, operation: Callable[[], Awaitable[T]]) -> T:
@@ -293,7 +299,48 @@ class RedisStore(ThreadStore):
 
     async def renew(self, lease: Lease) -> RenewResult:
         result = await self._run("renew", lease.thread_id, {"lease": _lease(lease)})
+        if result.get("ok") and result.get("adoptable"):
+            await self._index(lease.thread_id, lease.run_id, float(result["until"]))
         return RenewResult(bool(result["ok"]), bool(result["cancel"]))
+
+    # -- adoption --------------------------------------------------------------------------------
+    supports_adoption = True
+
+    async def _index(self, thread_id: str, run_id: str, until: float) -> None:
+        """The adoption index is a hint beside the thread documents (a Cluster keeps them on other slots): the
+        adopt script decides, and a stale entry is corrected or dropped by the next scan."""
+        member = json.dumps([thread_id, run_id])
+        await self._command(lambda: self.client.zadd(ADOPT_INDEX, {member: until}))
+
+    async def mark_adoptable(self, lease: Lease, record: dict[str, Any], *, handoff: bool = False) -> bool:
+        result = await self._run(
+            "mark_adoptable", lease.thread_id, {"lease": _lease(lease), "record": json.dumps(record), "handoff": handoff}
+        )
+        if result.get("ok"):
+            await self._index(lease.thread_id, lease.run_id, float(result["until"]))
+        return bool(result.get("ok"))
+
+    async def adoption_candidates(self, limit: int) -> list[tuple[str, str]]:
+        now = await self.now()
+        members = await self._command(lambda: self.client.zrangebyscore(ADOPT_INDEX, "-inf", now, start=0, num=limit))
+        out: list[tuple[str, str]] = []
+        for member in members:
+            thread_id, run_id = json.loads(member)
+            out.append((str(thread_id), str(run_id)))
+        return out
+
+    async def adopt(self, thread_id: str, run_id: str) -> Adopted | None:
+        result = await self._run("adopt", thread_id, {"owner": self.owner_id, "run_id": run_id})
+        member = json.dumps([thread_id, run_id])
+        if result["status"] == "held":
+            await self._command(lambda: self.client.zadd(ADOPT_INDEX, {member: float(result["until"])}))
+            return None
+        if result["status"] == "gone":
+            await self._command(lambda: self.client.zrem(ADOPT_INDEX, member))
+            return None
+        lease = Lease(thread_id, run_id, str(result["execution_id"]), int(result["fence"]))
+        await self._index(thread_id, run_id, await self.now() + self.lease_seconds)
+        return Adopted(lease, json.loads(result["record"]), _execution(result.get("execution")))
 
     async def take_token(self, caller: str, rate: float, burst: float) -> float:
         key = "agui:rl:{" + hashlib.sha256(caller.encode()).hexdigest()[:32] + "}"

@@ -71,7 +71,7 @@ def permission(task_id: str, input_id: str, tool_use_id: str, tool: str, prompt:
     }
 
 
-def envelope(seq: int, kind: str, **extra: Any) -> dict[str, Any]:
+def envelope_of(seq: int, kind: str, **extra: Any) -> dict[str, Any]:
     """A pipeline envelope as `pipeline_events._envelope` builds it."""
     return {
         "schemaVersion": "1.0",
@@ -96,6 +96,7 @@ class ScriptedAgent(AgentExecutor):
         self.scripts: dict[str, str] = {}  # task id -> the script that runs it
         self.decisions: dict[str, dict[str, str]] = {}  # task id -> sideband answers so far (input id -> decision)
         self.expected_answers: dict[str, int] = {}  # task id -> sideband answers it waits for
+        self.envelopes: dict[str, list[dict[str, Any]]] = {}  # task id -> pipeline envelopes sent (pipeline/state "live")
 
     async def execute(self, context: RequestContext, queue: EventQueue) -> None:
         message = MessageToDict(context.message) if context.message else {}
@@ -194,32 +195,34 @@ class ScriptedAgent(AgentExecutor):
     async def script_pipeline(self, up: TaskUpdater, queue: EventQueue) -> None:
         """A pipeline turn: steps, two candidates writing in parallel, tools, usage and customs, single and batched."""
         await up.update_status(
-            S.TASK_STATE_WORKING, metadata=iac(pipeline=envelope(1, "pipeline_started", scope="pipeline", iacCodeSessionId="sess-p"))
+            S.TASK_STATE_WORKING, metadata=iac(pipeline=envelope_of(1, "pipeline_started", scope="pipeline", iacCodeSessionId="sess-p"))
         )
         await up.update_status(
             S.TASK_STATE_WORKING,
             metadata=iac(
-                pipeline=envelope(2, "step_started", scope="step", step={"id": "plan", "runId": "step-plan-1", "index": 0, "total": 2})
+                pipeline=envelope_of(2, "step_started", scope="step", step={"id": "plan", "runId": "step-plan-1", "index": 0, "total": 2})
             ),
         )
         a = {"id": "cand-a", "runId": "crun-a", "index": 0, "attempt": 1}
         b = {"id": "cand-b", "runId": "crun-b", "index": 1, "attempt": 1}
         step = {"id": "generate", "runId": "cs-1"}
         batch = [
-            envelope(3, "candidate_started", scope="candidate", candidate=a, taskId=up.task_id),
-            envelope(4, "candidate_step_started", scope="candidate_step", candidate=a, candidateStep=step),
-            envelope(5, "candidate_step_started", scope="candidate_step", candidate=b, candidateStep=step),
-            envelope(6, "text_delta", scope="candidate_step", candidate=a, candidateStep=step, data={"text": "A says hi. "}),
-            envelope(7, "text_delta", scope="candidate_step", candidate=b, candidateStep=step, data={"text": "B says hi. "}),
-            envelope(8, "text_delta", scope="candidate_step", candidate=a, candidateStep=step, data={"text": "A is done."}),
-            envelope(8, "text_delta", scope="candidate_step", candidate=a, data={"text": "dropped: old sequence"}),
-            envelope(9, "thinking_delta", scope="step", data={"type": "raw_thinking", "text": "Weighing them."}),
-            envelope(10, "tool_started", scope="step", data={"toolUseId": "pt-1", "toolName": "bash", "input": {"command": "pwd"}}),
-            envelope(11, "tool_result", scope="step", data={"toolUseId": "pt-1", "toolName": "bash", "isError": False, "result": "/ws"}),
-            envelope(12, "usage", data={"provider": "dashscope", "model": "qwen", "inputTokens": 7, "outputTokens": 3, "totalTokens": 10}),
-            envelope(13, "candidate_step_completed", scope="candidate_step", candidate=a, candidateStep=step),
-            envelope(14, "candidate_step_failed", scope="candidate_step", candidate=b, candidateStep=step, data={"error": "quota"}),
-            envelope(15, "internal_only_event"),  # not allow-listed: dropped
+            envelope_of(3, "candidate_started", scope="candidate", candidate=a, taskId=up.task_id),
+            envelope_of(4, "candidate_step_started", scope="candidate_step", candidate=a, candidateStep=step),
+            envelope_of(5, "candidate_step_started", scope="candidate_step", candidate=b, candidateStep=step),
+            envelope_of(6, "text_delta", scope="candidate_step", candidate=a, candidateStep=step, data={"text": "A says hi. "}),
+            envelope_of(7, "text_delta", scope="candidate_step", candidate=b, candidateStep=step, data={"text": "B says hi. "}),
+            envelope_of(8, "text_delta", scope="candidate_step", candidate=a, candidateStep=step, data={"text": "A is done."}),
+            envelope_of(8, "text_delta", scope="candidate_step", candidate=a, data={"text": "dropped: old sequence"}),
+            envelope_of(9, "thinking_delta", scope="step", data={"type": "raw_thinking", "text": "Weighing them."}),
+            envelope_of(10, "tool_started", scope="step", data={"toolUseId": "pt-1", "toolName": "bash", "input": {"command": "pwd"}}),
+            envelope_of(11, "tool_result", scope="step", data={"toolUseId": "pt-1", "toolName": "bash", "isError": False, "result": "/ws"}),
+            envelope_of(
+                12, "usage", data={"provider": "dashscope", "model": "qwen", "inputTokens": 7, "outputTokens": 3, "totalTokens": 10}
+            ),
+            envelope_of(13, "candidate_step_completed", scope="candidate_step", candidate=a, candidateStep=step),
+            envelope_of(14, "candidate_step_failed", scope="candidate_step", candidate=b, candidateStep=step, data={"error": "quota"}),
+            envelope_of(15, "internal_only_event"),  # not allow-listed: dropped
         ]
         batch.insert(4, dict(batch[3]))  # the same eventId twice: dropped
         await up.update_status(
@@ -228,9 +231,9 @@ class ScriptedAgent(AgentExecutor):
         )
         await up.update_status(
             S.TASK_STATE_WORKING,
-            metadata=iac(pipeline=envelope(16, "step_completed", scope="step", step={"id": "plan", "runId": "step-plan-1"})),
+            metadata=iac(pipeline=envelope_of(16, "step_completed", scope="step", step={"id": "plan", "runId": "step-plan-1"})),
         )
-        await up.update_status(S.TASK_STATE_WORKING, metadata=iac(pipeline=envelope(17, "pipeline_completed", status="completed")))
+        await up.update_status(S.TASK_STATE_WORKING, metadata=iac(pipeline=envelope_of(17, "pipeline_completed", status="completed")))
         await up.complete()
 
     async def script_permission(self, up: TaskUpdater, queue: EventQueue) -> None:
@@ -335,8 +338,8 @@ class ScriptedAgent(AgentExecutor):
 
     async def script_pipeline_ask(self, up: TaskUpdater, queue: EventQueue) -> None:
         step = {"id": "select", "runId": "step-select-1"}
-        await up.update_status(S.TASK_STATE_WORKING, metadata=iac(pipeline=envelope(1, "step_started", scope="step", step=step)))
-        await up.update_status(S.TASK_STATE_WORKING, metadata=iac(pipeline=envelope(2, "pipeline_started")))
+        await up.update_status(S.TASK_STATE_WORKING, metadata=iac(pipeline=envelope_of(1, "step_started", scope="step", step=step)))
+        await up.update_status(S.TASK_STATE_WORKING, metadata=iac(pipeline=envelope_of(2, "pipeline_started")))
         selection = {"required": True, "inputId": "in-pa-1", "kind": "candidate_selection", "options": [{"id": "c1", "label": "Small"}]}
         await up.update_status(S.TASK_STATE_INPUT_REQUIRED, metadata=iac(input=selection))
 
@@ -396,6 +399,30 @@ class ScriptedAgent(AgentExecutor):
 
     async def script_stuck(self, up: TaskUpdater, queue: EventQueue) -> None:
         await up.update_status(S.TASK_STATE_WORKING, message=text_message(up, "I will stop talking."))
+
+    async def script_long(self, up: TaskUpdater, queue: EventQueue) -> None:
+        """`long N [permission]`: N ticks of 0.1 s, each a text chunk (one message) and a pipeline event, then the
+        runtime's final text repeat and the end of the turn (or a permission). Slow enough to kill a replica in."""
+        words = self.last_input.split()
+        ticks = int(words[1]) if len(words) > 1 and words[1].isdigit() else 30
+        message_id = f"{up.task_id}-message"
+        envelopes = self.envelopes.setdefault(up.task_id, [])
+        for index in range(ticks):
+            envelope = {**envelope_of(index + 1, "stack_progress", data={"tick": index}), "taskId": up.task_id}
+            envelopes.append(envelope)
+            await up.update_status(
+                S.TASK_STATE_WORKING, message=text_message(up, f"w{index} ", message_id), metadata=iac(pipeline=envelope)
+            )
+            await asyncio.sleep(0.1)
+        if "permission" in words:
+            request = permission(up.task_id, "perm-long", "tu-long", "deploy", "Deploy now?")
+            await up.update_status(S.TASK_STATE_INPUT_REQUIRED, metadata=iac(input=request))
+            return
+        whole = "".join(f"w{index} " for index in range(ticks))
+        await up.update_status(
+            S.TASK_STATE_WORKING, message=text_message(up, whole, f"{up.task_id}-working"), metadata=iac(assistantFinal={"complete": True})
+        )
+        await up.update_status(S.TASK_STATE_INPUT_REQUIRED)
 
     async def script_slow(self, up: TaskUpdater, queue: EventQueue) -> None:
         for index in range(100):
@@ -483,7 +510,7 @@ class A2AAgentServer:
         # absent (plain 404), ready, missing (404 JSON), retryable (409 nested, once), backup (409 SESSION_BACKUP_NOT_READY,
         # once), unavailable (503, once)
         self.restore_mode = "absent"
-        self.pipeline_state: dict[str, Any] | None = None  # None: the extension is not offered
+        self.pipeline_state: Any = None  # None: the extension is not offered; "live": each task's own envelopes
         extensions = [
             Route("/iac-code/session/ensure-restored", self._ensure_restored, methods=["POST"]),
             Route("/iac-code/pipeline/state", self._pipeline_state, methods=["GET"]),
@@ -513,6 +540,11 @@ class A2AAgentServer:
         self.agent.calls.append({"method": "pipeline-state", "params": dict(request.query_params)})
         if self.pipeline_state is None:
             return PlainTextResponse("Not Found", status_code=404)
+        if self.pipeline_state == "live":  # the task's own envelopes after the cursor, as the runtime keeps them
+            after = int(request.query_params.get("afterSequence") or 0)
+            sent = self.agent.envelopes.get(request.query_params.get("taskId", ""), [])
+            snapshot = {"schemaVersion": "1.1", "pipelineRunId": "prun-1", "lastSequence": len(sent)}
+            return JSONResponse({"snapshot": snapshot, "events": [e for e in sent if e["sequence"] > after]})
         return JSONResponse(self.pipeline_state)
 
     @property

@@ -123,6 +123,34 @@ def test_question_with_free_text(page, gateway):
     expect(page.get_by_test_id("assistant").last).to_have_text("You answered: eu-central-1")
 
 
+@pytest.fixture(scope="module")
+def a2a_agent():
+    from tests.a2a_agent import A2AAgentServer
+
+    server = A2AAgentServer().start()
+    yield server
+    server.stop()
+
+
+def test_a2a_selections_are_answered_by_option_or_free_text(page, start_gateway, a2a_agent):
+    """The A2A agent's `{selectedId}` or `{freeText}` schema is one form: radio buttons and a text box."""
+    server = start_gateway("--agent", "a2a+" + a2a_agent.url)
+    open_ui(page, server)
+    send(page, "question")
+    form = page.get_by_test_id("interrupts")
+    expect(form).to_contain_text("Which region?")
+    form.get_by_label("Beijing").check()
+    page.get_by_test_id("answer").click()
+    expect(page.get_by_test_id("assistant").last).to_have_text("You chose: Beijing")
+    send(page, "question")
+    expect(form).to_contain_text("Which region?")
+    form.get_by_label("Or write your answer").fill("Lisbon")
+    page.get_by_test_id("answer").click()
+    expect(page.get_by_test_id("assistant").last).to_have_text("You chose: Lisbon")
+    sent = [c["message"]["parts"] for c in a2a_agent.calls if c["method"] == "SendStreamingMessage" and c["message"].get("parts")]
+    assert [{"text": "Beijing"}] in sent and [{"text": "Lisbon"}] in sent
+
+
 def test_pipeline_with_steps_progress_and_artifact(page, gateway):
     open_ui(page, gateway)
     send(page, "/pipeline selling")

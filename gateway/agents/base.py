@@ -7,11 +7,15 @@ The request and answer types here are backend-neutral: the engine maps the iac-c
 from __future__ import annotations
 
 import abc
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from gateway.agents.signals import Signal
+
+
+def _never() -> bool:
+    return False
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +80,8 @@ class AgentRequest:
     images: tuple[tuple[str, str], ...] = ()  # (mimeType, base64) of the user message's inline images
     resume: tuple[ResumeAnswer, ...] = ()
     checkpoint: Any = None
+    # True once the run was handed to another replica (drain, or a newer owner): leave the agent's task running.
+    released: Callable[[], bool] = _never
 
     def __repr__(self) -> str:
         return f"AgentRequest(thread_id={self.thread_id!r}, run_id={self.run_id!r}, execution_id={self.execution_id!r})"
@@ -92,6 +98,14 @@ class AgentBackend(abc.ABC):
     @abc.abstractmethod
     def run(self, request: AgentRequest) -> AsyncIterator[Signal]:
         """Start a turn, or continue one when `request.resume` is set; the stream ends after a terminal signal."""
+
+    # Whether a live run can be picked up by another replica (the agent's task lives outside this process).
+    adoptable: bool = False
+
+    def follow(self, request: AgentRequest, state: dict[str, Any], shown: dict[str, str]) -> AsyncIterator[Signal]:
+        """Go on with a run another replica started: `state` is its last `Adoptable` state, `shown` the text each
+        agent message id already showed. The stream ends after a terminal signal, as `run`'s does."""
+        raise NotImplementedError
 
     async def cancel_execution(self, execution_id: str, checkpoint: Any) -> None:
         """Cancel work kept for an interrupted execution (expired or cancelled); nothing by default."""

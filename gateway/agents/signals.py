@@ -105,6 +105,13 @@ class Accepted(Signal):
     whose first word after taking the answers is a failure (an answer that cancels the task)."""
 
 
+class Adoptable(Signal):
+    """How another replica can pick this run up if this one dies (identities, cursors: never secrets). Backends
+    that can be adopted say it as soon as they know, and again whenever it changes; the engine keeps the latest."""
+
+    state: dict[str, Any]
+
+
 class InterruptRequest(Struct, kw_only=True):
     id: str
     reason: str

@@ -72,6 +72,8 @@ async def announce(run: Run) -> None:
 
 async def drive(run: Run) -> Outcome:
     """Run the backend to its terminal signal; a stop request arrives as cancellation of this coroutine."""
+    if run.adoption is not None:
+        return await _follow(run)
     await announce(run)
     try:
         answers, digests = _answers(run)
@@ -79,7 +81,26 @@ async def drive(run: Run) -> Outcome:
         return Failed(error)
     run.move_to(RunState.AWAITING_ACCEPTANCE if answers else RunState.RUNNING)
     checkpoint: Any = run.execution.checkpoint if run.execution is not None else None
-    signals: AsyncIterator[s.Signal] = run.services.agent.run(agent_request(run.prepared, run.lease, answers, checkpoint))
+    request = agent_request(run.prepared, run.lease, answers, checkpoint, released=lambda: run.released)
+    return await _consume(run, run.services.agent.run(request), digests)
+
+
+async def _follow(run: Run) -> Outcome:
+    """An adopted run: no RUN_STARTED (its first owner sent it), the backend follows the agent's task from the
+    state the first owner recorded and the text its log shows."""
+    assert run.adoption is not None
+    if not run.adoption.replayed.started:
+        await announce(run)
+    run.move_to(RunState.RUNNING)
+    request = agent_request(run.prepared, run.lease, (), None, released=lambda: run.released)
+    replayed = run.adoption.replayed
+    # The log may be ahead of the recorded state (recorded at each renewal): what it shows is never sent again.
+    state = {**(run.adopt_state or {}), "seenEvents": replayed.agent_events}
+    state["cursor"] = max(int(state.get("cursor") or 0), replayed.agent_sequence)
+    return await _consume(run, run.services.agent.follow(request, state, replayed.shown), {})
+
+
+async def _consume(run: Run, signals: AsyncIterator[s.Signal], digests: dict[str, str]) -> Outcome:
     translate, put, terminal = run.translator.translate, run.stream.put, s.TERMINAL_SIGNALS  # the per-signal path
     awaiting = run.state is RunState.AWAITING_ACCEPTANCE
     try:
@@ -91,6 +112,9 @@ async def drive(run: Run) -> Outcome:
                     return refused
             if isinstance(signal, terminal):
                 return await _terminal(run, signal)
+            if isinstance(signal, s.Adoptable):
+                await run.note_adoptable(signal.state)
+                continue
             await put(translate(signal))
         return Completed()
     finally:

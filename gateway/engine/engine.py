@@ -14,6 +14,7 @@ from opentelemetry.trace import Span
 
 from gateway import metrics, tracing
 from gateway.agents.base import AgentBackend
+from gateway.engine.adopt import Adopter
 from gateway.engine.caller import ANONYMOUS, Caller, check_user_id, thread_key
 from gateway.engine.faults import STORE_FAILURES, store_error
 from gateway.engine.follow import READ_LIMIT, LogHandle
@@ -62,6 +63,14 @@ class RunEngine:
         self._idle = asyncio.Event()  # set while no run is live (drain waits on it)
         self._idle.set()
         self._by_execution: dict[str, Run] = {}
+        self.adopter: Adopter | None = None
+        if store.supports_adoption and agent.adoptable and log_policy is not None:
+            self.adopter = Adopter(store, self._services, self._register, lambda: self.accepting)
+
+    def start_adopting(self) -> None:
+        """Begin watching for live runs of dead (or draining) replicas to adopt (shared stores, adoptable agents)."""
+        if self.adopter is not None:
+            self.adopter.start(lambda run_id: run_id in self._runs)
 
     @property
     def in_flight(self) -> int:
@@ -113,7 +122,8 @@ class RunEngine:
             raise GatewayError(ErrorCode.EXECUTION_NOT_FOUND, detail="Reattach is turned off on this gateway.")
         key, ros = thread_key(caller, thread_id), ros_digest(ros_invocation_id)
         run = self._runs.get(run_id)
-        if run is not None and run.lease.thread_id == key and run.writer is not None:
+        # An adopted run's ring starts where its first owner stopped: older positions are read from the log.
+        if run is not None and run.lease.thread_id == key and run.writer is not None and after + 1 >= run.stream.first:
             _check_identity(run.ros_digest, ros, run.prepared.digest, digest)
             try:
                 handle: RunHandle = LiveHandle(run, after)
@@ -271,13 +281,20 @@ class RunEngine:
             run.stop(Cancelled())
 
     async def drain(self, grace_seconds: float) -> None:
-        """Stop admitting runs; wait for active ones up to the grace period, then cancel the rest on purpose."""
+        """Stop admitting runs; wait for active ones up to the grace period, then hand the adoptable ones to another
+        replica (their agent task goes on) and cancel the rest on purpose."""
         self.accepting = False
+        if self.adopter is not None:
+            self.adopter.stop()
         try:
             await asyncio.wait_for(self._idle.wait(), grace_seconds)
         except TimeoutError:
             pass
         for run in list(self._runs.values()):
+            if await run.hand_off():
+                metrics.HANDOFFS.inc()
+                log.info("run handed off thread=%s run=%s", run.thread_id, run.lease.run_id)
+                continue
             metrics.CANCELS.labels("drain").inc()
             run.stop(Cancelled())
         pending = [run.task for run in self._runs.values()]
@@ -286,6 +303,8 @@ class RunEngine:
 
     async def shutdown(self) -> None:
         """The process is ending: every run still live is stopped as if its client had gone."""
+        if self.adopter is not None:
+            self.adopter.stop()
         runs = list(self._runs.values())
         for run in runs:
             run.stop(Disconnected())

@@ -31,7 +31,9 @@ class LeaseKeeper:
         on_cancel: Callable[[], None],
         sleep: Sleep = asyncio.sleep,
         monotonic: Callable[[], float] | None = None,
+        on_renewed: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
+        self.on_renewed = on_renewed  # after each successful renewal (the run's adoption record goes with it)
         self.store = store
         self.lease = lease
         self.on_lost = on_lost
@@ -65,6 +67,8 @@ class LeaseKeeper:
                 self.on_lost(GatewayError(ErrorCode.EXECUTION_LOST, "runId", "The run lost its lease."))
                 return
             last_ok = self.monotonic()
+            if self.on_renewed is not None:
+                await self.on_renewed()
             if renewed.cancel_requested:
                 metrics.CANCELS.labels("renewal").inc()
                 self.on_cancel()

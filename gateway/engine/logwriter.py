@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from gateway import metrics
 from gateway.engine.stream import Bounds, Entry, EventStream
 from store import StoreUnavailable
-from store.eventlog import EventLog, LogMeta, LogRef
+from store.eventlog import EventLog, LogFenced, LogMeta, LogRef
 
 log = logging.getLogger("agui.engine")
 FINISH_SECONDS = 10.0  # how long the end of a run may wait for its log to be written
@@ -27,15 +27,28 @@ class LogPolicy:
 
 
 class LogWriter:
-    def __init__(self, events: EventLog, ref: LogRef, meta: LogMeta, first: Callable[[], int]) -> None:
+    def __init__(
+        self,
+        events: EventLog,
+        ref: LogRef,
+        meta: LogMeta,
+        first: Callable[[], int],
+        *,
+        fence: int = 0,
+        created: bool = False,
+        on_fenced: Callable[[], None] | None = None,
+    ) -> None:
         self._log = events
         self._ref = ref
         self._meta = meta
         self._first = first  # the ring's oldest held position: older pending entries are never written
         self._pending: list[Entry] = []
         self._task: asyncio.Task[None] | None = None
-        self._created = False
+        self._created = created  # an adopted run goes on writing the log its first owner opened
         self._writing = False  # the drain task is past its first delay: let it finish rather than cancel it
+        self._fence = fence
+        self._on_fenced = on_fenced
+        self.fenced = False  # a newer owner writes the log: nothing more is written from here
 
     @property
     def ref(self) -> LogRef:
@@ -43,6 +56,8 @@ class LogWriter:
 
     def submit(self, entries: list[Entry]) -> None:
         """New entries (live logs): written behind the run, coalesced while a write is in flight."""
+        if self.fenced:
+            return
         self._pending.extend(entries)
         if self._task is None:
             self._task = asyncio.get_running_loop().create_task(self._drain())
@@ -60,6 +75,9 @@ class LogWriter:
                 try:
                     await self._write(batch, first)
                     delay = 0.05
+                except LogFenced:
+                    self._fenced()
+                    return
                 except StoreUnavailable as exc:
                     metrics.STORE_ERRORS.labels("event_log", "unavailable").inc()
                     log.warning("event log of run %s not written (%s); retrying in %.2fs", self._ref.run_id, exc, delay)
@@ -71,11 +89,24 @@ class LogWriter:
 
     async def _write(self, batch: list[Entry], first: int, end: int | None = None) -> None:
         create = None if self._created else self._meta
-        await self._log.write(self._ref, batch, first, create=create, end=end)
+        await self._log.write(self._ref, batch, first, create=create, end=end, fence=self._fence)
         self._created = True
 
-    async def finish(self, stream: EventStream) -> None:
-        """The run has ended: write what is left (all of the ring, for logs written only now) and mark the end."""
+    def _fenced(self) -> None:
+        log.warning("event log of run %s: a newer owner writes it; this replica stops writing", self._ref.run_id)
+        self.fenced, self._pending = True, []
+        if self._on_fenced is not None:
+            self._on_fenced()
+
+    async def claim(self) -> None:
+        """An adopter's first write: an empty append with its fence, so that the former owner is refused from now on."""
+        await self._log.write(self._ref, [], self._first(), fence=self._fence)
+
+    async def finish(self, stream: EventStream, *, end: bool = True) -> None:
+        """The run has ended: write what is left (all of the ring, for logs written only now) and mark the end
+        (`end=False`: the run was handed to another replica, which goes on writing this log)."""
+        if self.fenced:
+            return
         try:
             async with asyncio.timeout(FINISH_SECONDS):
                 if self._task is not None and not self._created and not self._writing:
@@ -83,11 +114,14 @@ class LogWriter:
                     self._task = None
                 while self._task is not None:
                     await asyncio.shield(self._task)
+                head = stream.head if end else None
                 if not self._log.live_writes or not self._created:  # nothing written yet: all of it, in one write
                     self._pending = []
-                    await self._write(stream.entries(stream.first - 1), stream.first, end=stream.head)
-                else:
-                    await self._write([], stream.first, end=stream.head)
+                    await self._write(stream.entries(stream.first - 1), stream.first, end=head)
+                elif end:
+                    await self._write([], stream.first, end=head)
+        except LogFenced:
+            self._fenced()
         except (TimeoutError, StoreUnavailable) as exc:
             if self._task is not None:
                 self._task.cancel()

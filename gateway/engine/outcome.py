@@ -63,7 +63,13 @@ class Disconnected:
     """The client went away: the backend is cancelled and no terminal event is written."""
 
 
-Outcome = Completed | Interrupted | Cancelled | Failed | Disconnected
+@dataclass(frozen=True, slots=True)
+class HandedOff:
+    """Another replica goes on with the run (a drain's hand-off, or an adopter took the lease): this one writes
+    no end, sends no terminal event, and leaves the backend's task running."""
+
+
+Outcome = Completed | Interrupted | Cancelled | Failed | Disconnected | HandedOff
 
 
 def outcome_label(outcome: Outcome | None) -> str:

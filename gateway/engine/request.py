@@ -3,6 +3,7 @@ prepared run becomes an `AgentRequest`."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import msgspec
@@ -46,7 +47,14 @@ def agent_options(ext: IacCode) -> AgentOptions:
     )
 
 
-def agent_request(prepared: PreparedRun, lease: Lease, answers: tuple[ResumeAnswer, ...], checkpoint: Any) -> AgentRequest:
+def agent_request(
+    prepared: PreparedRun,
+    lease: Lease,
+    answers: tuple[ResumeAnswer, ...],
+    checkpoint: Any,
+    *,
+    released: Callable[[], bool] | None = None,
+) -> AgentRequest:
     """`thread_id` is the store's key: the client's threadId, scoped to its principal when authenticated, so two
     principals' threads never share a backend context."""
     run = prepared.run
@@ -64,4 +72,5 @@ def agent_request(prepared: PreparedRun, lease: Lease, answers: tuple[ResumeAnsw
         images=validate.inline_images(message) if prepared.image_count else (),
         resume=answers,
         checkpoint=checkpoint if answers else None,
+        **({"released": released} if released is not None else {}),
     )

@@ -20,18 +20,30 @@ from gateway.engine.driver import announce, drive
 from gateway.engine.faults import backend_error
 from gateway.engine.lease import LeaseKeeper, Sleep
 from gateway.engine.logwriter import LogPolicy, LogWriter
-from gateway.engine.outcome import Cancelled, Disconnected, Failed, Outcome, RunState, check_transition, outcome_label
+from gateway.engine.outcome import Cancelled, Disconnected, Failed, HandedOff, Outcome, RunState, check_transition, outcome_label
 from gateway.engine.prepare import PreparedRun
+from gateway.engine.replay import Replayed, restore
 from gateway.engine.settle import settle
 from gateway.engine.stream import Entry, EventStream
 from gateway.engine.translator import Translator
+from gateway.errors import ErrorCode, GatewayError
 from store import AdmitResult, Execution, Lease, StoreUnavailable, ThreadStore
 from store.eventlog import LogMeta, LogRef, ros_digest
 
 log = logging.getLogger("agui.engine")
 
-StopReason = Cancelled | Failed | Disconnected
+StopReason = Cancelled | Failed | Disconnected | HandedOff
 WATCH_CHECK_SECONDS = 1.0  # how often a detached run looks for a follower that came back
+
+
+@dataclass(frozen=True, slots=True)
+class Adoption:
+    """A run this replica adopted: the record its first owner left, its log as replayed, and where the log stands."""
+
+    record: dict[str, Any]
+    replayed: Replayed
+    head: int  # the last position the log holds
+    first: int  # the oldest position the log holds
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,8 +75,14 @@ def _session(prepared: PreparedRun, execution: Execution | None) -> dict[str, An
 
 
 class Run:
-    def __init__(self, services: RunServices, prepared: PreparedRun, key: str, admitted: AdmitResult, span: Span) -> None:
+    def __init__(
+        self, services: RunServices, prepared: PreparedRun, key: str, admitted: AdmitResult, span: Span, adoption: Adoption | None = None
+    ) -> None:
         execution = admitted.execution
+        self.adoption = adoption
+        self.adopt_state: dict[str, Any] | None = None  # the backend's latest Adoptable state
+        self._adopt_written: dict[str, Any] | None = None  # the record the store holds
+        self.released = False  # handed to another replica: the backend's task must go on
         self.services = services
         self.prepared = prepared
         self.thread_id = prepared.run.thread_id  # the client's; the lease holds the store's key
@@ -78,6 +96,9 @@ class Run:
         self._running = False  # True once the task has begun: only then may stop() cancel it
         reopen = execution.open_steps if prepared.is_resume and execution is not None and execution.status == "interrupted" else []
         self.translator = Translator(_session(prepared, execution), execution.sequence if execution else 0, reopen)
+        if adoption is not None:
+            restore(self.translator, adoption.replayed)
+            self.adopt_state = adoption.record.get("state")
         self.stream, self.writer, self.grace = self._log(services, prepared, key)
         self._waiting: asyncio.Task[None] | None = None  # detached: waits for a follower to come back
         self.keeper: LeaseKeeper | None = None
@@ -85,9 +106,10 @@ class Run:
             self.keeper = LeaseKeeper(
                 services.store,
                 self.lease,
-                on_lost=lambda error: self.stop(Failed(error)),
+                on_lost=self._lease_lost,
                 on_cancel=lambda: self.stop(Cancelled()),
                 sleep=services.lease_sleep,
+                on_renewed=self.write_adoptable,
             )
         self.started = time.monotonic()
         self.span = span  # the run's trace span, ended when it settles (its task runs inside it)
@@ -99,9 +121,78 @@ class Run:
             return EventStream(self._detached), None, 0.0
         events, ext = services.store.events, prepared.workspace.extension
         meta = LogMeta(ros_digest(ext.ros_invocation_id), prepared.digest, services.store.owner_id, self.lease.execution_id)
-        writer = LogWriter(events, LogRef(key, self.lease.run_id), meta, lambda: stream.first)
-        stream = EventStream(self._detached, policy.bounds, writer.submit if events.live_writes else None)
+        adoption, fence = self.adoption, self.lease.fence
+
+        def first() -> int:  # an adopter keeps its predecessor's entries until its own ring trims past its start
+            return adoption.first if adoption is not None and stream.first <= adoption.head + 1 else stream.first
+
+        ref = LogRef(key, self.lease.run_id)
+        on_fenced = self._fenced
+        writer = LogWriter(events, ref, meta, first, fence=fence, created=adoption is not None, on_fenced=on_fenced)
+        start = adoption.head if adoption is not None else 0
+        stream = EventStream(self._detached, policy.bounds, writer.submit if events.live_writes else None, start=start)
         return stream, writer, min(max(prepared.grace_seconds, 0.0), policy.max_grace_seconds)
+
+    # -- adoption ---------------------------------------------------------------------------------------
+    def _record(self) -> dict[str, Any]:
+        """What another replica needs to go on with this run (identities and cursors, never secrets)."""
+        prepared, ext = self.prepared, self.prepared.workspace.extension
+        return {
+            "thread": self.thread_id,
+            "ros": ext.ros_invocation_id,
+            "userId": prepared.user_id,
+            "cwd": prepared.workspace.cwd,
+            "language": prepared.language,
+            "digest": prepared.digest,
+            "transport": prepared.transport,
+            "grace": prepared.grace_seconds,
+            "state": self.adopt_state,
+        }
+
+    async def note_adoptable(self, state: dict[str, Any]) -> None:
+        """The backend says how to follow it elsewhere: the store hears it at once the first time, then with the
+        lease renewals (at most once per renewal)."""
+        self.adopt_state = state
+        if self._adopt_written is None and self.writer is not None and self.services.store.supports_adoption:
+            await self.write_adoptable()
+
+    async def write_adoptable(self) -> None:
+        if self.adopt_state is None or self.writer is None or not self.services.store.supports_adoption:
+            return
+        record = self._record()
+        if record == self._adopt_written:
+            return
+        try:
+            if await self.services.store.mark_adoptable(self.lease, record):
+                self._adopt_written = record
+        except StoreUnavailable as exc:
+            log.warning("run %s: adoption record not written (%s); retried at the next renewal", self.lease.run_id, exc)
+
+    async def hand_off(self) -> bool:
+        """Give the run to another replica now (a drain): the lease goes, the backend's task goes on."""
+        if self._adopt_written is None or self.state in (RunState.SETTLING, RunState.ENDED):
+            return False
+        try:
+            if not await self.services.store.mark_adoptable(self.lease, self._record(), handoff=True):
+                return False
+        except StoreUnavailable:
+            return False
+        self.released = True
+        self.stop(HandedOff())
+        return True
+
+    def _lease_lost(self, error: GatewayError) -> None:
+        if self._adopt_written is not None and error.code is ErrorCode.EXECUTION_LOST:
+            log.warning("run %s lost its lease to another replica, which goes on with it: stopping here", self.lease.run_id)
+            self.released = True  # another replica adopted the run: it goes on there
+            self.stop(HandedOff())
+        else:
+            self.stop(Failed(error))
+
+    def _fenced(self) -> None:
+        """The log refused a write: another replica took the run over."""
+        self.released = True
+        self.stop(HandedOff())
 
     @property
     def ros_digest(self) -> str:
@@ -150,7 +241,7 @@ class Run:
         A failure (lost lease) overrides an earlier cancel or disconnect; otherwise the first reason wins."""
         if self.state in (RunState.SETTLING, RunState.ENDED):
             return
-        if self._stop is None or isinstance(reason, Failed):
+        if self._stop is None or isinstance(reason, (Failed, HandedOff)):
             self._stop = reason
         if self._running:  # a task cancelled before its first step never runs its body: _main checks _stop instead
             self.task.cancel()
@@ -172,7 +263,7 @@ class Run:
             finally:
                 self.services.on_settled(self)
             if self.writer is not None:
-                await self.writer.finish(self.stream)
+                await self.writer.finish(self.stream, end=not isinstance(self.outcome, HandedOff))
         finally:
             if self._waiting is not None:
                 self._waiting.cancel()

@@ -7,6 +7,7 @@
 | Cancelled    | finish: execution cancelled*                 | session, span closes, RUN_FINISHED cancelled    |
 | Failed       | finish: execution failed*                    | RUN_ERROR                                        |
 | Disconnected | finish: execution cancelled*                 | as Cancelled (for whoever reattaches later)      |
+| HandedOff    | none: the replica that adopts it writes them | none                                             |
 
 * Only when the backend took the run's answers (or it is a new turn): a resume that never reached the
 backend leaves its interrupts pending, so the client can answer again.
@@ -22,7 +23,7 @@ from typing import TYPE_CHECKING
 import msgspec
 
 from gateway.engine.faults import STORE_FAILURES
-from gateway.engine.outcome import Cancelled, Completed, Failed, Interrupted, Outcome, RunState
+from gateway.engine.outcome import Cancelled, Completed, Failed, HandedOff, Interrupted, Outcome, RunState
 from gateway.errors import ErrorCode, GatewayError
 from gateway.i18n import message_for
 from gateway.logs import with_request_id
@@ -40,6 +41,10 @@ async def settle(run: Run, outcome: Outcome) -> Outcome:
     """Write the outcome to the store, queue the terminal events, end the stream; returns the final outcome
     (an interrupt that cannot be saved becomes a cancel or a failure)."""
     run.move_to(RunState.SETTLING)
+    if isinstance(outcome, HandedOff):  # the new owner writes the end; local followers simply stop here
+        run.move_to(RunState.ENDED)
+        await run.stream.close()
+        return outcome
     if isinstance(outcome, Interrupted):
         outcome = await _save_interrupt(run, outcome)  # saving the interrupts releases the lease
     if not isinstance(outcome, Interrupted):

@@ -46,12 +46,14 @@ class EventStream:
         on_detached: Callable[[], None],
         bounds: Bounds = Bounds(),
         on_append: Callable[[list[Entry]], None] | None = None,
+        start: int = 0,
     ) -> None:
+        """`start`: the position before the first one this stream gives out (an adopted run goes on from its log)."""
         self._data: list[bytes] = []  # _data[i] holds position _base + i
-        self._base = 1
-        self._first = 1  # the oldest position still held (entries before it are trimmed)
+        self._base = start + 1
+        self._first = start + 1  # the oldest position still held (entries before it are trimmed)
         self._bytes = 0  # bytes held from _first on
-        self.head = 0  # the last position written
+        self.head = start  # the last position written
         self.ended = False
         self._bounds = bounds
         self._cursors: dict[int, int] = {}  # follower -> last position it took

@@ -120,6 +120,7 @@ def create_app(
         purger = asyncio.create_task(_purge_forever(store))
         exporter = start_http_server(settings.metrics_port, settings.metrics_host) if settings.metrics_port else None
         await store.listen_for_cancels(services.engine.cancel_local)
+        services.engine.start_adopting()
         if store.needs_renewal and store.lease_seconds < MIN_SAFE_LEASE_SECONDS:
             log.warning(
                 "--lease-seconds %.1f is shorter than a Sentinel or Cluster promotion (about 3-6 s): a failover or a Redis "

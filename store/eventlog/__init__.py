@@ -48,6 +48,10 @@ def ref_digest(ref: LogRef) -> str:
     return hashlib.sha256(f"{ref.thread_key}\0{ref.run_id}".encode("utf-8", "surrogatepass")).hexdigest()[:40]
 
 
+class LogFenced(Exception):
+    """A newer owner (an adopter, with a higher fence) writes this log now: this writer must stop."""
+
+
 class EventLog(abc.ABC):
     """`live_writes`: entries are written while the run goes (file, Redis); otherwise once, when it ends (memory,
     whose live run is read from the engine's own ring). `shared`: other replicas follow it live (Redis)."""
@@ -74,9 +78,18 @@ class EventLog(abc.ABC):
         """Up to `limit` entries after position `after`; None when there is no such log."""
 
     async def write(
-        self, ref: LogRef, entries: list[Entry], first_kept: int, *, create: LogMeta | None = None, end: int | None = None
+        self,
+        ref: LogRef,
+        entries: list[Entry],
+        first_kept: int,
+        *,
+        create: LogMeta | None = None,
+        end: int | None = None,
+        fence: int = 0,
     ) -> None:
-        """Open (`create`), append and end (`end`: the head) in one step where the log can (Redis: one call)."""
+        """Open (`create`), append and end (`end`: the head) in one step where the log can (Redis: one call).
+        `fence`: the writer's lease fence; a shared log refuses (LogFenced) a writer older than one it has seen,
+        so a paused former owner writes nothing after another replica adopted its run."""
         if create is not None:
             await self.create(ref, create)
         if entries:

@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 from redis.exceptions import RedisError
 
 from store.base import StoreUnavailable
-from store.eventlog import TOMBSTONE_SECONDS, Entry, EventLog, LogMeta, LogRead, LogRef, ref_digest
+from store.eventlog import TOMBSTONE_SECONDS, Entry, EventLog, LogFenced, LogMeta, LogRead, LogRef, ref_digest
 
 T = TypeVar("T")
 LUA_DIR = os.path.join(os.path.dirname(os.path.dirname(__file__)), "lua")
@@ -41,7 +41,9 @@ class RedisEventLog(EventLog):
         command: Callable[[Callable[[], Awaitable[Any]]], Awaitable[Any]],
         state_key: Callable[[str], str],
         retention_seconds: float,
+        adopt_window: float = 0.0,
     ) -> None:
+        self._adopt_window = adopt_window  # an adoptable run whose lease ran out is waited for this long
         self._client = client
         self._blocking_factory = blocking
         self._blocking: Any = None
@@ -68,11 +70,18 @@ class RedisEventLog(EventLog):
         await self.write(ref, [], head + 1, end=head)
 
     async def write(
-        self, ref: LogRef, entries: list[Entry], first_kept: int, *, create: LogMeta | None = None, end: int | None = None
+        self,
+        ref: LogRef,
+        entries: list[Entry],
+        first_kept: int,
+        *,
+        create: LogMeta | None = None,
+        end: int | None = None,
+        fence: int = 0,
     ) -> None:
         """One script call whatever it does (open, append a flushed batch, end): one command to encode, one trip."""
         stream, info, _ = self._keys(ref)
-        control: dict[str, object] = {"first_kept": first_kept, "live_ttl_ms": LIVE_TTL_MS}
+        control: dict[str, object] = {"first_kept": first_kept, "live_ttl_ms": LIVE_TTL_MS, "fence": fence}
         if create is not None:
             control["meta"] = {
                 "ros": create.ros_digest,
@@ -85,7 +94,8 @@ class RedisEventLog(EventLog):
         args: list[int | bytes] = [json.dumps(control).encode()]
         for position, data in entries:
             args += (position, data)
-        await self._command(lambda: self._append(keys=[stream, info], args=args))
+        if await self._command(lambda: self._append(keys=[stream, info], args=args)) == -1:
+            raise LogFenced(f"run {ref.run_id}: a newer owner writes this log")
 
     async def read(self, ref: LogRef, after: int, limit: int) -> LogRead | None:
         stream, info, _ = self._keys(ref)
@@ -127,7 +137,8 @@ class RedisEventLog(EventLog):
         return bool(await self._command(lambda: self._client.exists(watch)))
 
     async def owner_alive(self, ref: LogRef) -> bool:
-        """The thread's document says this run holds the lease, and the lease has not run out (server clock)."""
+        """The thread's document says this run holds the lease, and the lease has not run out (server clock), or
+        the run is adoptable and still within its adoption window."""
         key = self._state_key(ref.thread_key)
 
         async def fetch() -> list[Any]:
@@ -141,7 +152,10 @@ class RedisEventLog(EventLog):
         active = json.loads(raw).get("active") if raw else None
         if not isinstance(active, dict) or active.get("run_id") != ref.run_id:
             return False
-        return float(active.get("lease_until", 0)) > float(seconds) + float(micros) / 1e6
+        now, until = float(seconds) + float(micros) / 1e6, float(active.get("lease_until", 0))
+        if active.get("adopt") is not None:  # its owner stopped, but another replica is about to adopt it
+            return now - until < self._adopt_window
+        return until > now
 
     async def close(self) -> None:
         if self._blocking is not None:

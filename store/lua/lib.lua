@@ -74,7 +74,9 @@ local function expire_and_reap(doc, now)
     end
   end
   local active = doc.active
-  if not is_null(active) and active.lease_until <= now then
+  -- An adoptable run whose owner stopped renewing is left to an adopter for ADOPT_WINDOW seconds.
+  local adoptable = not is_null(active) and not is_null(active.adopt) and now - active.lease_until < ADOPT_WINDOW
+  if not is_null(active) and active.lease_until <= now and not adoptable then
     doc.active = NULL
     changed = true
     cur = doc.execution

@@ -1,13 +1,19 @@
 -- One write to a run's event log, in one call: open it (meta), append a flushed batch, and/or end it.
 -- KEYS[1]: the stream, KEYS[2]: the meta hash.
--- ARGV[1]: JSON {first_kept, live_ttl_ms, meta?: {ros, digest, owner, execution}, end_head?, retention_ms?,
+-- ARGV[1]: JSON {first_kept, live_ttl_ms, fence, meta?: {ros, digest, owner, execution}, end_head?, retention_ms?,
 --          tombstone_ms?}; then position, data, position, data, ...
 local stream, info = KEYS[1], KEYS[2]
 local a = cjson.decode(ARGV[1])
+-- Fencing: a writer older than the newest one seen (an adopter took the run over) writes nothing.
+if a.fence and a.fence > 0 then
+  local seen = tonumber(redis.call('HGET', info, 'fence') or '0')
+  if a.fence < seen then return -1 end
+  if a.fence > seen and not a.meta then redis.call('HSET', info, 'fence', tostring(a.fence)) end
+end
 if a.meta then
   redis.call('DEL', stream)
   redis.call('HSET', info, 'ros', a.meta.ros, 'digest', a.meta.digest, 'owner', a.meta.owner,
-             'execution', a.meta.execution, 'ended', '0')
+             'execution', a.meta.execution, 'ended', '0', 'fence', tostring(a.fence or 0))
   redis.call('PEXPIRE', info, a.live_ttl_ms)
 end
 for i = 2, #ARGV, 2 do
@@ -23,4 +29,4 @@ if a.end_head then
 elseif #ARGV > 1 then
   redis.call('PEXPIRE', stream, a.live_ttl_ms)
 end
-return (#ARGV - 1) / 2
+return (#ARGV - 1) / 2  -- -1: refused, the writer was fenced off

@@ -775,3 +775,34 @@ def test_s6_a_required_input_in_any_state_ends_with_an_interrupt_and_its_checkpo
     assert isinstance(result, s.InputRequired) and [i.id for i in result.interrupts] == ["permission-1"]
     assert result.checkpoint["taskId"] == "task-1" and result.checkpoint["sessionId"] == "sess" and result.checkpoint["lastSequence"] == 3
     assert result.checkpoint["inputs"]["permission-1"]["toolUseId"] == "t1"
+
+
+@pytest.mark.parametrize(
+    "order",
+    [
+        ["delta", "final"],
+        ["delta", "tool", "final"],
+        ["tool", "delta", "final"],
+        ["delta", "tool", "delta", "final"],
+        ["tool", "final"],
+        ["final", "tool"],
+        ["final"],
+    ],
+)
+def test_s3_final_text_in_every_order_of_deltas_and_tool_calls(order):
+    """The answer appears exactly once whatever came before the final status (issue 13's orders)."""
+    r = reader()
+    shown: list[str] = []
+    deltas = iter(["Hello ", "world."])
+    streamed = ""
+    for step in order:
+        if step == "delta":
+            chunk = next(deltas)
+            streamed += chunk
+            shown.append(texts(r.read(status(chunk))))
+        elif step == "tool":
+            r.read(status(iac={"tool": {"status": "started", "toolUseId": f"c{len(shown)}", "name": "ls"}}))
+        else:
+            whole = streamed or "Hello world."
+            shown.append(texts(r.read(status(whole, message_id="task-1-working", iac={"assistantFinal": {"complete": True}}))))
+    assert "".join(shown) == (streamed or "Hello world.")

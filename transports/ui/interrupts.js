@@ -27,6 +27,15 @@ export function choiceSchema(schema) {
   return { values: withEnum.enum, freeText: variants.some((v) => v.type === "string" && !v.enum) };
 }
 
+/** A top-level oneOf of `{selectedId: enum}` and `{freeText: string}` objects; null for other schemas. */
+export function selectionOrText(schema) {
+  const variants = schema.oneOf || schema.anyOf;
+  if (!Array.isArray(variants)) return null;
+  const selected = variants.map((v) => v?.properties?.selectedId).find((p) => p && Array.isArray(p.enum));
+  if (!selected) return null;
+  return { selected, freeText: variants.some((v) => v?.properties?.freeText) };
+}
+
 function el(tag, props = {}, ...children) {
   const node = Object.assign(document.createElement(tag), props);
   node.append(...children);
@@ -91,6 +100,19 @@ export function interruptForm(interrupt) {
     if (extra) box.append(el("p", { className: "note", textContent: extra }));
   }
   const schema = interrupt.responseSchema || { type: "object", properties: {} };
+  const either = selectionOrText(schema);
+  if (either) {
+    // The A2A agent's selections: {"selectedId": <option>} or, where allowed, {"freeText": "..."}.
+    const field = choiceField(interrupt, "selectedId", either.selected, { values: either.selected.enum, freeText: either.freeText }, true);
+    box.append(field.element);
+    const read = (status) => {
+      if (status === "cancelled") return { interruptId: interrupt.id, status };
+      const value = field.read();
+      const picked = either.selected.enum.includes(value);
+      return { interruptId: interrupt.id, status, payload: picked ? { selectedId: value } : { freeText: value } };
+    };
+    return { element: box, read };
+  }
   const required = new Set(schema.required || []);
   const fields = Object.entries(schema.properties || {}).map(([name, property]) => {
     const field = fieldFor(interrupt, name, property, required.has(name));

@@ -46,19 +46,34 @@ class A2ABackend(AgentBackend):
         self.client = A2AClient(url, token)
         self.follow_idle = follow_idle
 
-    async def run(self, request: AgentRequest) -> AsyncIterator[s.Signal]:
+    adoptable = True  # the task lives in the agent: any replica can follow it with SubscribeToTask
+
+    def run(self, request: AgentRequest) -> AsyncIterator[s.Signal]:
         context_id = context_id_for(request.thread_id)
         checkpoint = request.checkpoint or {}
         if request.resume:
             answered = frozenset(a.interrupt_id for a in request.resume)
-            reader = FrameReader(
-                context_id, checkpoint.get("taskId"), checkpoint.get("sessionId"), int(checkpoint.get("lastSequence") or 0), answered
-            )
-        else:
-            reader = FrameReader(context_id)
+            cursor = int(checkpoint.get("lastSequence") or 0)
+            reader = FrameReader(context_id, checkpoint.get("taskId"), checkpoint.get("sessionId"), cursor, answered)
+            return self._drive(request, reader, self._resume(request, reader))
+        reader = FrameReader(context_id)
+        return self._drive(request, reader, self._new_turn(request, reader))
+
+    def follow(self, request: AgentRequest, state: dict[str, Any], shown: dict[str, str]) -> AsyncIterator[s.Signal]:
+        applied = frozenset(str(i) for i in state.get("applied") or [])
+        reader = FrameReader(
+            context_id_for(request.thread_id), state.get("taskId"), state.get("sessionId"), int(state.get("cursor") or 0), applied
+        )
+        reader.announced = True  # the first owner announced the identities
+        reader.text_shown = bool(shown)
+        reader.pipeline.seen.update(str(e) for e in state.get("seenEvents") or [])
+        reader.pipeline_text = dict(shown)
+        return self._drive(request, reader, self._adopted(reader, shown))
+
+    async def _drive(self, request: AgentRequest, reader: FrameReader, turn: AsyncIterator[s.Signal]) -> AsyncIterator[s.Signal]:
+        """One run's calls, with its failures mapped (§6) and the task cancelled when the run is abandoned."""
         finished = False
         try:
-            turn = self._resume(request, reader) if request.resume else self._new_turn(request, reader)
             async for signal in turn:
                 yield signal
             finished = True
@@ -91,8 +106,20 @@ class A2ABackend(AgentBackend):
 
     @staticmethod
     def _owns_task(request: AgentRequest, reader: FrameReader) -> bool:
-        """A resume the agent has not taken yet leaves the task alone: its interrupts stay answerable."""
-        return not request.resume or reader.frames > 0
+        """A resume the agent has not taken yet leaves the task alone (its interrupts stay answerable), and so
+        does a run handed to another replica."""
+        return (not request.resume or reader.frames > 0) and not request.released()
+
+    # -- an adopted run --------------------------------------------------------------------------------
+    async def _adopted(self, reader: FrameReader, shown: dict[str, str]) -> AsyncIterator[s.Signal]:
+        """Another replica started this run and stopped: recover what was missed, then follow the task."""
+        if not reader.task_id:
+            raise EndRun(s.Failed(message="The adopted run had no agent task yet.", code="EXECUTION_LOST"))
+        for signal in await recover_pipeline(self.client, reader):
+            yield signal
+        reader.recovering = shown
+        async for signal in self._follow(reader):
+            yield signal
 
     # -- a new turn ---------------------------------------------------------------------------------
     async def _new_turn(self, request: AgentRequest, reader: FrameReader) -> AsyncIterator[s.Signal]:
@@ -164,12 +191,16 @@ class A2ABackend(AgentBackend):
         try:
             while True:
                 try:
-                    result = await asyncio.wait_for(anext(frames), idle) if idle else await anext(frames)
+                    async with asyncio.timeout(idle):  # in this task: the stream's trace span stays in one context
+                        result = await anext(frames)
                 except StopAsyncIteration:
                     break
                 seen += 1
                 for signal in reader.read(result):
                     yield signal
+                adoption = reader.adoption()
+                if adoption is not None:
+                    yield s.Adoptable(state=adoption)
                 if reader.stop:
                     return
         except A2AError as exc:

@@ -84,6 +84,23 @@ class FrameReader:
         self.results_sent: set[str] = set()
         self.pipeline = PipelineReader(cursor)
         self.announced = False
+        self.recovering: dict[str, str] | None = None  # adopted: text already shown per message id, until recovered
+        self.pipeline_text: dict[str, str] = {}  # adopted: pipeline text already shown per message id, not yet met again
+        self._adoption: tuple[Any, ...] = ()
+
+    def adoption(self) -> dict[str, Any] | None:
+        """What another replica needs to follow the task, when it changed since last asked (else None)."""
+        state = (self.task_id, self.session_id, self.pipeline.cursor, len(self.applied))
+        if self.task_id is None or state == self._adoption:
+            return None
+        self._adoption = state
+        return {
+            "taskId": self.task_id,
+            "contextId": self.context_id,
+            "sessionId": self.session_id,
+            "cursor": self.pipeline.cursor,
+            "applied": sorted(self.applied),
+        }
 
     # -- identities ----------------------------------------------------------------------------------
     def check(self, task_id: Any, context_id: Any) -> None:
@@ -144,7 +161,10 @@ class FrameReader:
         self._state(status)
         iac = iac_of(task)
         self._session(iac.get("iacCodeSessionId"), out)
-        if not self.text_shown:
+        if self.recovering is not None:
+            self._recover_text(task, self.recovering, out)
+            self.recovering = None
+        elif not self.text_shown:
             message = status.get("message")
             if isinstance(message, dict) and _text_parts(message):
                 self._text(message, out)
@@ -152,6 +172,19 @@ class FrameReader:
                 for message in trailing_agent_messages(task.get("history")):
                     self._text(message, out)
         self._inputs(iac)
+
+    def _recover_text(self, task: dict[str, Any], shown: dict[str, str], out: list[s.Signal]) -> None:
+        """Text the agent wrote while no replica read its stream: per message id, what the task holds past what
+        the log already shows. A message that repeats all the others (the final text) is not text of its own."""
+        full = _recover_text_of(task)
+        for message_id, text in full.items():
+            others = "".join(v for k, v in full.items() if k != message_id)
+            if message_id is None or (message_id not in shown and others and text == others):
+                continue
+            before = shown.get(message_id, "")
+            if len(text) > len(before) and text.startswith(before):
+                self.text_shown = True
+                out.append(s.TextDelta(text=text[len(before) :], message_id=message_id))
 
     def _state(self, status: dict[str, Any]) -> None:
         state = normalise_state(status.get("state"))
@@ -207,7 +240,23 @@ class FrameReader:
         if not self.pipeline.admit(envelope, recovered=recovered):
             return
         self._session(envelope.get("iacCodeSessionId"), out)
-        self.pipeline.map(envelope, out, self.tool)
+        if not self.pipeline_text:
+            self.pipeline.map(envelope, out, self.tool)
+            return
+        mapped: list[s.Signal] = []
+        self.pipeline.map(envelope, mapped, self.tool)
+        out.extend(self._unseen_text(signal) if isinstance(signal, s.TextDelta) else signal for signal in mapped)
+
+    def _unseen_text(self, delta: s.TextDelta) -> s.TextDelta:
+        """An adopter meets pipeline text again that its log already shows: only what the log lacks goes on."""
+        shown = self.pipeline_text.get(delta.message_id or "", "")
+        if not shown:
+            return delta
+        if shown.startswith(delta.text):
+            self.pipeline_text[delta.message_id or ""] = shown[len(delta.text) :]
+            return s.TextDelta(text="", message_id=delta.message_id)
+        self.pipeline_text.pop(delta.message_id or "", None)
+        return s.TextDelta(text=delta.text[len(shown) :] if delta.text.startswith(shown) else delta.text, message_id=delta.message_id)
 
     def tool(self, tool: dict[str, Any], out: list[s.Signal]) -> None:
         call_id = tool.get("toolUseId")
@@ -254,6 +303,19 @@ class FrameReader:
             return
         self.check(envelope.get("requestTaskId"), envelope.get("contextId"))
         self.inputs.append(interrupt_from_input(envelope, self.task_id, self.context_id))
+
+
+def _recover_text_of(task: dict[str, Any]) -> dict[str | None, str]:
+    """Each agent message of the current turn, its chunks joined, from a Task's history and status."""
+    messages = trailing_agent_messages(task.get("history"))
+    current = (task.get("status") or {}).get("message")
+    if isinstance(current, dict) and current.get("role") in _AGENT_ROLES:
+        messages.append(current)
+    full: dict[str | None, str] = {}
+    for message in messages:
+        message_id = message.get("messageId") if isinstance(message.get("messageId"), str) else None
+        full[message_id] = full.get(message_id, "") + _text_parts(message)
+    return full
 
 
 def _text_parts(message: dict[str, Any]) -> str:
