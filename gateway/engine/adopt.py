@@ -1,7 +1,7 @@
 """Adoption: a live run picked up by this replica when its owner stopped renewing its lease (the owner died, or
 handed the run off while draining). Only runs whose backend said how to follow them (`Adoptable`) qualify.
 
-Every `lease/3` the adopter asks the store for adoptable runs whose lease ran out (a time-ordered index, not a
+Every half second (a third of the lease when that is shorter) the adopter asks the store for adoptable runs whose lease ran out (a time-ordered index, not a
 scan), takes each with the next fence, fences the event log against the former owner, rebuilds the translator
 from the log, and lets the backend follow the agent's task from the state the first owner recorded."""
 
@@ -27,7 +27,7 @@ from store.eventlog import LogRef
 
 log = logging.getLogger("agui.engine")
 ADOPT_BATCH = 16  # adoptable runs taken per scan
-MIN_INTERVAL = 0.2
+SCAN_SECONDS = 0.5  # longest pause between two scans (one ZRANGEBYSCORE each): adoption within a lease + ~0.5 s
 
 
 async def read_log(services: RunServices, ref: LogRef) -> tuple[list[bytes], int, int]:
@@ -91,7 +91,7 @@ class Adopter:
             self._task.cancel()
 
     async def _watch(self) -> None:
-        interval = max(MIN_INTERVAL, self.store.lease_seconds / 3)
+        interval = min(SCAN_SECONDS, self.store.lease_seconds / 3)
         while True:
             await asyncio.sleep(interval * random.uniform(0.8, 1.2))  # replicas do not scan in step
             if not self.accepting():
