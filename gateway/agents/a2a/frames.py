@@ -173,10 +173,23 @@ class FrameReader:
                     self._text(message, out)
         self._inputs(iac)
 
+    def message_id(self, raw: Any) -> str | None:
+        """The AG-UI message id of an agent message: its own id when it names the task (the runtime's
+        `<task>-message`), else scoped by the task (`<task>:<id>`), so an agent that reuses ids across turns
+        never merges two turns' answers in a client. Runs of one task go on with the same message."""
+        if not isinstance(raw, str) or not raw:
+            return None
+        if self.task_id is None or self.task_id in raw:
+            return raw
+        return f"{self.task_id}:{raw}"
+
     def _recover_text(self, task: dict[str, Any], shown: dict[str, str], out: list[s.Signal]) -> None:
         """Text the agent wrote while no replica read its stream: per message id, what the task holds past what
         the log already shows. A message that repeats all the others (the final text) is not text of its own."""
-        full = _recover_text_of(task)
+        full: dict[str | None, str] = {}
+        for raw, text in _recover_text_of(task).items():
+            message_id = self.message_id(raw)
+            full[message_id] = full.get(message_id, "") + text
         for message_id, text in full.items():
             others = "".join(v for k, v in full.items() if k != message_id)
             if message_id is None or (message_id not in shown and others and text == others):
@@ -206,7 +219,7 @@ class FrameReader:
         text = _text_parts(message)
         if not text:
             return
-        message_id = message.get("messageId") if isinstance(message.get("messageId"), str) else None
+        message_id = self.message_id(message.get("messageId"))
         if self.status_message is not None and message_id != self.status_message:
             out.append(s.TextEnd(message_id=self.status_message))  # a new agent message closes the previous one
         self.status_message = message_id
