@@ -198,3 +198,28 @@ def test_a_paused_former_owner_writes_nothing_after_the_adoption(cluster, agent)
         time.sleep(0.2)
     assert "newer owner writes it" in a.logs() or "lost its lease to another replica" in a.logs(), a.logs()[-2000:]
     assert len(cancels(agent)) == before, "the former owner did not cancel the task it lost"
+
+
+def test_an_adopted_run_can_be_cancelled_from_any_replica(cluster, agent):
+    """A is killed at once, within its log's first write delay: the adopter opens the log itself. The cancel
+    extension, sent through a third replica, reaches the adopter, which cancels the agent's task."""
+    from tests.test_cancel_and_disconnect import CANCEL
+
+    a, b, c = cluster.gateways
+    body = run_body("long 120")
+    first = open_post(a.url + "/", body, GRACE)
+    head = first.take(4)
+    session = next(event["value"] for _, event in head if event["type"] == "CUSTOM" and event["name"] == "iac-code.session.v1")
+    first.drop()
+    a.kill()
+    deadline = time.monotonic() + 15
+    while "run adopted" not in cluster.logs() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert "run adopted" in cluster.logs()
+    before = len(cancels(agent))
+    with httpx.Client(timeout=30) as http:
+        answer = http.post(c.url + CANCEL.format(session["executionId"]), json={"threadId": body["threadId"], "rosInvocationId": "inv-1"})
+    assert answer.json()["status"] == "cancelled", answer.text
+    events = wait_ended(b.url, body)
+    assert events[-1]["type"] == "RUN_FINISHED" and events[-1]["outcome"] == {"type": "cancelled"}, events[-1]
+    assert [c["taskId"] for c in cancels(agent)[before:]] == [session["taskId"]], "the adopter cancelled the agent's task"

@@ -30,14 +30,16 @@ ADOPT_BATCH = 16  # adoptable runs taken per scan
 SCAN_SECONDS = 0.5  # longest pause between two scans (one ZRANGEBYSCORE each): adoption within a lease + ~0.5 s
 
 
-async def read_log(services: RunServices, ref: LogRef) -> tuple[list[bytes], int, int]:
-    """Every event the run's log holds, with its first and last positions (0, 0 when it holds none)."""
-    events, after, first = services.store.events, 0, 0
+async def read_log(services: RunServices, ref: LogRef) -> tuple[list[bytes], int, int, bool]:
+    """Every event the run's log holds, its first and last positions, and whether its first owner opened it at
+    all (an owner that died within its first write delay left none: the adopter opens it)."""
+    events, after, first, opened = services.store.events, 0, 0, False
     data: list[bytes] = []
     while True:
         read = await events.read(ref, after, READ_LIMIT)
+        opened = opened or (read is not None and bool(read.meta.ros_digest))
         if read is None or not read.entries:
-            return data, first or after + 1, after
+            return data, first or after + 1, after, opened
         first = first or read.first
         data.extend(entry for _, entry in read.entries)
         after = read.entries[-1][0]
@@ -63,11 +65,11 @@ async def adopted_run(services: RunServices, adopted: Adopted) -> Run:
     lease = adopted.lease
     ref = LogRef(lease.thread_id, lease.run_id)
     await services.store.events.write(ref, [], 1, fence=lease.fence)  # from now on the former owner writes nothing
-    data, first, head = await read_log(services, ref)
+    data, first, head, opened = await read_log(services, ref)
     prepared = prepared_from(adopted.record, lease.run_id)
     span = tracing.tracer.start_span("agui.run.adopted", attributes={"agui.thread_id": prepared.run.thread_id, "agui.run_id": lease.run_id})
     admitted = AdmitResult(adopted.execution, [], None, lease.fence)
-    adoption = Adoption(adopted.record, replay(data), head, first)
+    adoption = Adoption(adopted.record, replay(data), head, first, opened)
     return Run(services, prepared, lease.thread_id, admitted, span, adoption)
 
 

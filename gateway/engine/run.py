@@ -44,6 +44,7 @@ class Adoption:
     replayed: Replayed
     head: int  # the last position the log holds
     first: int  # the oldest position the log holds
+    opened: bool = True  # False: the first owner died before its log's first write, so the adopter opens it
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,7 +129,8 @@ class Run:
 
         ref = LogRef(key, self.lease.run_id)
         on_fenced = self._fenced
-        writer = LogWriter(events, ref, meta, first, fence=fence, created=adoption is not None, on_fenced=on_fenced)
+        opened = adoption is not None and adoption.opened
+        writer = LogWriter(events, ref, meta, first, fence=fence, created=opened, on_fenced=on_fenced)
         start = adoption.head if adoption is not None else 0
         stream = EventStream(self._detached, policy.bounds, writer.submit if events.live_writes else None, start=start)
         return stream, writer, min(max(prepared.grace_seconds, 0.0), policy.max_grace_seconds)
