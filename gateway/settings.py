@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import re
 import tempfile
+from urllib.parse import urlsplit, urlunsplit
 
 from msgspec import Struct, field
 
@@ -96,4 +97,15 @@ class Settings(Struct, kw_only=True):
 
     def __repr__(self) -> str:
         token = "<set>" if self.auth_token else None
-        return f"Settings(host={self.host!r}, port={self.port}, store={self.store!r}, agent={self.agent!r}, auth_token={token})"
+        store = redact_url(self.store)
+        return f"Settings(host={self.host!r}, port={self.port}, store={store!r}, agent={self.agent!r}, auth_token={token})"
+
+
+def redact_url(url: str) -> str:
+    """A store URL with its password (redis://:secret@host) replaced, for logs and reprs."""
+    parts = urlsplit(url)
+    credentials, at, hosts = parts.netloc.rpartition("@")
+    if not at or ":" not in credentials:
+        return url
+    user = credentials.split(":", 1)[0]
+    return urlunsplit(parts._replace(netloc=f"{user}:***@{hosts}"))

@@ -51,7 +51,17 @@ def test_compose_has_redis_three_replicas_and_a_load_balancer():
     gateway = services["gateway"]
     assert gateway["deploy"]["replicas"] == 3
     assert gateway["build"]["dockerfile"] == "deploy/Dockerfile"
-    assert gateway["environment"]["AGUI_GATEWAY_STORE"] == "redis://redis:6379/0"
+    store = gateway["environment"]["AGUI_GATEWAY_STORE"]
+    assert store.startswith("redis://:${AGUI_REDIS_PASSWORD:?") and store.endswith("@redis:6379/0"), "the store URL carries the password"
+    assert gateway["environment"]["AGUI_GATEWAY_AUTH_TOKEN"].startswith("${AGUI_GATEWAY_AUTH_TOKEN:?"), "auth is required, never empty"
+    redis = services["redis"]
+    command = redis["command"]
+    assert command[command.index("--appendonly") + 1] == "yes" and command[command.index("--appendfsync") + 1] == "everysec"
+    assert command[command.index("--requirepass") + 1].startswith("${AGUI_REDIS_PASSWORD:?")
+    assert "redis-data:/data" in redis["volumes"] and "redis-data" in compose["volumes"]
+    assert redis["environment"]["REDISCLI_AUTH"].startswith("${AGUI_REDIS_PASSWORD"), "the health check authenticates"
+    assert all(service.get("restart") == "unless-stopped" for service in services.values()), "every service restarts"
+    assert "/ping" in " ".join(services["lb"]["healthcheck"]["test"])
     assert "/ready" in " ".join(gateway["healthcheck"]["test"]), "a replica joins when it can serve"
     assert gateway["depends_on"]["redis"]["condition"] == "service_healthy"
     assert "redis-cli" in services["redis"]["healthcheck"]["test"]
@@ -66,16 +76,20 @@ def test_compose_has_redis_three_replicas_and_a_load_balancer():
 
 def test_nginx_streams_sse_unbuffered_and_upgrades_websockets():
     http = find(nginx_blocks(), "http")[0]["block"]
-    upstream = find(http, "upstream")[0]
-    assert any(d["args"][0] == "gateway:8080" for d in find(upstream["block"], "server"))
+    resolver = find(http, "resolver")[0]["args"]
+    assert resolver[0] == "127.0.0.11" and "valid=5s" in resolver, "Docker's DNS, asked again every 5 s"
     server = find(http, "server")[0]["block"]
     top = directives(server)
+    assert top["set"] == [["$agui_gateways", "gateway:8080"]], "the replicas are resolved per request, not once"
+    assert ["X-Request-ID", "$agui_request_id"] in top["proxy_set_header"]
+    assert top["proxy_next_upstream"][0][:2] == ["error", "timeout"] and "http_503" in top["proxy_next_upstream"][0]
     assert top["listen"] == [["8080"]]
     assert top["proxy_http_version"] == [["1.1"]]
     body_limit = top["client_max_body_size"][0][0]
     assert body_limit.endswith("m") and int(body_limit[:-1]) > 12, "the gateway, not nginx, answers oversize bodies"
     locations = {tuple(d["args"]): directives(d["block"]) for d in find(server, "location")}
     sse = locations[("/",)]
+    assert sse["proxy_pass"] == [["http://$agui_gateways"]] and locations[("=", "/ws")]["proxy_pass"] == [["http://$agui_gateways"]]
     assert sse["proxy_buffering"] == [["off"]] and sse["proxy_cache"] == [["off"]]
     assert seconds(sse["proxy_read_timeout"][0][0]) > 15, "longer than the heartbeat"
     ws = locations[("=", "/ws")]
@@ -84,6 +98,21 @@ def test_nginx_streams_sse_unbuffered_and_upgrades_websockets():
     assert seconds(ws["proxy_read_timeout"][0][0]) > 20, "longer than the WebSocket ping interval"
     maps = find(http, "map")
     assert maps and maps[0]["args"] == ["$http_upgrade", "$connection_upgrade"]
+
+
+def test_nginx_accepts_the_config(tmp_path):
+    """`nginx -t` with Debian's nginx: the config is valid as nginx reads it (the replicas' name is not resolved
+    at start, so it passes without the stack)."""
+    nginx = shutil.which("nginx") or "/usr/sbin/nginx"
+    assert os.path.exists(nginx), "nginx is required for this test (.ci/run installs Debian's nginx-core)"
+    config = os.path.join(ROOT, "deploy", "nginx.conf")
+    directives = f"pid {tmp_path}/nginx.pid; error_log {tmp_path}/error.log;"
+    checked = subprocess.run(
+        [nginx, "-t", "-q", "-c", config, "-p", str(tmp_path), "-e", f"{tmp_path}/error.log", "-g", directives],
+        capture_output=True,
+        text=True,
+    )
+    assert checked.returncode == 0, checked.stdout + checked.stderr
 
 
 def dockerfile_instructions() -> list[tuple[str, str]]:

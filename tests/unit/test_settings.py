@@ -49,3 +49,12 @@ def test_workspace_roots_must_be_absolute():
     with pytest.raises(ValueError, match="absolute"):
         settings_from_args(["--allowed-cwd", "relative/path"])
     assert settings_from_args(["--allowed-cwd", "/srv//a/../b"]).allowed_cwd == ("/srv/b",)
+
+
+def test_a_store_password_never_shows_in_the_settings_repr():
+    from gateway.settings import Settings, redact_url
+
+    settings = Settings(store="redis://:hunter2@redis:6379/0")
+    assert "hunter2" not in repr(settings) and "redis://:***@redis:6379/0" in repr(settings)
+    assert redact_url("redis+sentinel://u:p@h1:26379,h2:26379/mymaster") == "redis+sentinel://u:***@h1:26379,h2:26379/mymaster"
+    assert redact_url("redis://redis:6379/0") == "redis://redis:6379/0"
