@@ -61,6 +61,7 @@ def test_compose_has_redis_three_replicas_and_a_load_balancer():
     assert "redis-data:/data" in redis["volumes"] and "redis-data" in compose["volumes"]
     assert redis["environment"]["REDISCLI_AUTH"].startswith("${AGUI_REDIS_PASSWORD"), "the health check authenticates"
     assert all(service.get("restart") == "unless-stopped" for service in services.values()), "every service restarts"
+    assert gateway["read_only"] is True and any(m.startswith("/var/lib/agui:uid=10001") for m in gateway["tmpfs"])
     assert "/ping" in " ".join(services["lb"]["healthcheck"]["test"])
     assert "/ready" in " ".join(gateway["healthcheck"]["test"]), "a replica joins when it can serve"
     assert gateway["depends_on"]["redis"]["condition"] == "service_healthy"
@@ -135,6 +136,10 @@ def test_dockerfile_lints_clean_and_is_what_agentcore_needs():
     assert "AGUI_GATEWAY_HOST=0.0.0.0" in ops["ENV"] and "AGUI_GATEWAY_PORT=8080" in ops["ENV"]
     assert ops["ENTRYPOINT"] == '["agui-gateway"]'
     assert ops["STOPSIGNAL"] == "SIGTERM"
+    assert instructions[0] == ("ARG", "BASE_IMAGE=python:3.12-slim"), "the base is a build argument"
+    assert [arg for op, arg in instructions if op == "FROM"] == ["${BASE_IMAGE} AS build", "${BASE_IMAGE}"]
+    assert "org.opencontainers.image.title=" in ops["LABEL"] and "org.opencontainers.image.version=" in ops["LABEL"]
+    assert ("COPY", "--from=build /opt/agui /opt/agui") in final, "one virtualenv at a fixed path in both stages"
 
 
 def start_like_the_image(tmp_path) -> tuple[subprocess.Popen, int, dict[str, str]]:
