@@ -124,3 +124,37 @@ def test_help_names_every_flag_variable_and_default():
         if flag in (None, "--help", "--version"):
             continue
         assert f"[env {env_name(flag)}; default" in text, flag
+
+
+def test_the_file_descriptor_soft_limit_is_raised_at_start_and_reported(tmp_path):
+    """Each stream holds a descriptor: a gateway started under a low soft limit raises it to the hard one and
+    /health says so, with the number open."""
+    import resource
+    import time
+
+    from tests.support import free_port
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    assert hard == resource.RLIM_INFINITY or hard > 256, "the machine's hard limit leaves nothing to raise"
+    port = free_port()
+
+    def low_limit() -> None:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (256, hard))
+
+    args = [sys.executable, "-m", "gateway", "--port", str(port), "--state-dir", str(tmp_path / "state"), "--allowed-cwd", "/tmp"]
+    proc = subprocess.Popen(args, cwd=ROOT, preexec_fn=low_limit, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                report = httpx.get(f"http://127.0.0.1:{port}/health", timeout=1).json()["fileDescriptors"]
+                break
+            except httpx.HTTPError:
+                assert time.monotonic() < deadline and proc.poll() is None
+                time.sleep(0.1)
+        expected = None if hard == resource.RLIM_INFINITY else hard
+        assert report["soft"] > 256 and report["hard"] == expected and report["soft"] == (expected or report["soft"])
+        assert report["open"] is None or 0 < report["open"] < report["soft"]
+    finally:
+        proc.terminate()
+        proc.wait(10)

@@ -9,6 +9,7 @@ from litestar import Request, Response, get
 
 from gateway import EXTENSION_SCHEMA_VERSION, PROTOCOL_VERSION, __version__
 from gateway.auth.oauth import METADATA_PATH, metadata_url
+from gateway.fds import fd_report
 from transports.services import Services
 
 
@@ -45,6 +46,8 @@ async def health(services: Services) -> dict[str, object]:
         "agent": ctx.agent_name,
         "store": {"kind": ctx.settings.store_kind, "reachable": reachable},
         "runsInFlight": ctx.engine.in_flight,
+        "adoption": ctx.engine.adopter is not None,  # live runs of a dead or draining replica are taken over here
+        "fileDescriptors": fd_report(),
     }
 
 

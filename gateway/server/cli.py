@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import sys
 from typing import Any
@@ -329,6 +330,7 @@ def settings_from_args(argv: list[str] | None = None) -> Settings:
 def main(argv: list[str] | None = None) -> int:
     import uvicorn
 
+    from gateway.fds import raise_fd_limit
     from gateway.logs import setup_logging
     from gateway.server.app import create_app
     from gateway.server.serve import GatewayServer, uvicorn_options
@@ -346,6 +348,8 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as exc:
         print(f"agui-gateway: {exc}", file=sys.stderr)
         return 2
+    soft, hard = raise_fd_limit()  # once the configuration is known good: each connection holds a descriptor
+    logging.getLogger("agui.serve").info("file descriptors: soft limit %d, hard limit %d", soft, hard)
     config = uvicorn.Config(app, host=settings.host, port=settings.port, log_config=None, access_log=False, **uvicorn_options(settings))
     GatewayServer(config, app.state.services).run()
     return 0

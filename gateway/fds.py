@@ -1,0 +1,37 @@
+"""File descriptors: each stream or socket holds one, so the soft limit is raised to the hard one at start (when
+the process may), and /health reports both with the number open now."""
+
+from __future__ import annotations
+
+import logging
+import os
+import resource
+
+log = logging.getLogger("agui.serve")
+CEILING = 1 << 20  # what "unlimited" is raised to (the kernel's usual nr_open)
+
+
+def raise_fd_limit() -> tuple[int, int]:
+    """Raise the soft RLIMIT_NOFILE to the hard limit; returns (soft, hard) as they stand afterwards."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    targets = [CEILING, 1 << 16] if hard == resource.RLIM_INFINITY else [hard]
+    for target in targets:
+        if soft == resource.RLIM_INFINITY or soft >= target:
+            break
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+            break
+        except (ValueError, OSError) as exc:
+            log.warning("could not raise the file descriptor limit from %d to %d (%s)", soft, target, exc)
+    return resource.getrlimit(resource.RLIMIT_NOFILE)
+
+
+def fd_report() -> dict[str, int | None]:
+    """{soft, hard, open}: the limits, and the descriptors open now (None where /proc is not there)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    try:
+        opened: int | None = len(os.listdir("/proc/self/fd"))
+    except OSError:
+        opened = None
+    infinite = resource.RLIM_INFINITY
+    return {"soft": None if soft == infinite else soft, "hard": None if hard == infinite else hard, "open": opened}
