@@ -1,4 +1,4 @@
-"""The A2A 1.0 agent backend (shared/spec/A2A_BACKEND.md): a JSON-RPC client, the frame-to-signal mapping, the backend."""
+"""The A2A 1.0 agent backend, speaking the iac-code runtime's wire (shared/spec/IAC_CODE_A2A_WIRE.md)."""
 
 from gateway.agents.a2a.backend import A2ABackend
 
