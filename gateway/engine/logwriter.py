@@ -98,10 +98,6 @@ class LogWriter:
         if self._on_fenced is not None:
             self._on_fenced()
 
-    async def claim(self) -> None:
-        """An adopter's first write: an empty append with its fence, so that the former owner is refused from now on."""
-        await self._log.write(self._ref, [], self._first(), fence=self._fence)
-
     async def finish(self, stream: EventStream, *, end: bool = True) -> None:
         """The run has ended: write what is left (all of the ring, for logs written only now) and mark the end
         (`end=False`: the run was handed to another replica, which goes on writing this log)."""

@@ -84,14 +84,10 @@ def answers(request: AgentRequest, context_id: str, task_id: str) -> list[Outbou
     permissions = [meta for _, meta in metas if meta.get("kind") == "permission"]
     sideband = bool(permissions) and all(meta.get("sideband") for meta in permissions)
     texts = sum(1 for _, meta in metas if meta.get("kind") != "permission")
+    iac = iac_metadata(request)
+    base: dict[str, Any] = {"role": "ROLE_USER", "contextId": context_id, "taskId": task_id, "metadata": {"iac_code": iac}}
     out: list[Outbound] = []
     for answer, meta in metas:
-        base: dict[str, Any] = {
-            "role": "ROLE_USER",
-            "contextId": context_id,
-            "taskId": task_id,
-            "metadata": {"iac_code": iac_metadata(request)},
-        }
         if meta.get("kind") == "permission":
             message_id = f"agui-resume-{meta['inputId']}" if sideband else f"agui-resume-{request.run_id}-{meta['inputId']}"
             part = {"data": permission_data(answer, meta, task_id), "mediaType": "application/json"}
@@ -101,11 +97,12 @@ def answers(request: AgentRequest, context_id: str, task_id: str) -> list[Outbou
             out.append(Outbound(meta, None))
             continue
         message_id = f"agui-resume-{request.run_id}" if texts == 1 else f"agui-resume-{request.run_id}-{meta['inputId']}"
-        message = {"messageId": message_id, **base, "parts": [{"text": answer_text(answer, meta, context_id, task_id)}]}
         if meta.get("kind") == "cloud_resource_selection":
-            message["metadata"] = {
-                "iac_code": {**base["metadata"]["iac_code"], "inputResponse": resource_selection(answer, meta, context_id, task_id)}
-            }
+            body = resource_selection(answer, meta, context_id, task_id)
+            text = RESOURCE_SELECTION_PREFIX + json.dumps(body, ensure_ascii=False, separators=(",", ":"))
+            message = {"messageId": message_id, **base, "parts": [{"text": text}], "metadata": {"iac_code": {**iac, "inputResponse": body}}}
+        else:
+            message = {"messageId": message_id, **base, "parts": [{"text": answer_text(answer, meta)}]}
         out.append(Outbound(meta, message))
     return out
 
@@ -124,12 +121,9 @@ def permission_data(answer: ResumeAnswer, meta: dict[str, Any], task_id: str) ->
     }
 
 
-def answer_text(answer: ResumeAnswer, meta: dict[str, Any], context_id: str, task_id: str) -> str:
+def answer_text(answer: ResumeAnswer, meta: dict[str, Any]) -> str:
     """The free text; else the chosen option's label, name or id; a deployment confirmation as its JSON action."""
     payload = answer.payload if isinstance(answer.payload, dict) else {}
-    if meta.get("kind") == "cloud_resource_selection":
-        body = resource_selection(answer, meta, context_id, task_id)
-        return RESOURCE_SELECTION_PREFIX + json.dumps(body, ensure_ascii=False, separators=(",", ":"))
     if isinstance(payload.get("freeText"), str):
         return payload["freeText"]
     selected = payload.get("selectedId")
