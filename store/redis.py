@@ -331,15 +331,14 @@ class RedisStore(ThreadStore):
 
     async def adopt(self, thread_id: str, run_id: str) -> Adopted | None:
         result = await self._run("adopt", thread_id, {"owner": self.owner_id, "run_id": run_id})
-        member = json.dumps([thread_id, run_id])
-        if result["status"] == "held":
-            await self._command(lambda: self.client.zadd(ADOPT_INDEX, {member: float(result["until"])}))
-            return None
         if result["status"] == "gone":
+            member = json.dumps([thread_id, run_id])
             await self._command(lambda: self.client.zrem(ADOPT_INDEX, member))
             return None
+        await self._index(thread_id, run_id, float(result["until"]))  # held by its owner, or now by us: its lease end
+        if result["status"] == "held":
+            return None
         lease = Lease(thread_id, run_id, str(result["execution_id"]), int(result["fence"]))
-        await self._index(thread_id, run_id, await self.now() + self.lease_seconds)
         return Adopted(lease, json.loads(result["record"]), _execution(result.get("execution")))
 
     async def take_token(self, caller: str, rate: float, burst: float) -> float:

@@ -69,6 +69,11 @@ def cancels(agent: A2AAgentServer) -> list[dict]:
     return [c for c in agent.calls if c["method"] == "CancelTask"]
 
 
+def permission_answers(agent: A2AAgentServer) -> list[dict]:
+    """The answers (a data part) the agent executed."""
+    return [c for c in agent.calls if c["method"] == "SendStreamingMessage" and c["message"].get("parts", [{}])[0].get("data")]
+
+
 def check_pipeline_once(events: list[dict], count: int) -> None:
     customs = [e["value"] for e in events if e["type"] == "CUSTOM" and e["name"] == "iac-code.pipeline.v1"]
     ids = [v["eventId"] for v in customs]
@@ -162,9 +167,7 @@ def test_an_interrupt_after_adoption_is_saved_and_resumed_elsewhere(cluster, age
     outcome = events[-1]["outcome"]
     assert outcome["type"] == "interrupt" and outcome["interrupts"][0]["id"] == "perm-long", events[-1]
     entry = [{"interruptId": "perm-long", "status": "resolved", "payload": {"decision": "allow_once"}}]
-    answers_before = len(
-        [c for c in agent.calls if c["method"] == "SendStreamingMessage" and c["message"].get("parts", [{}])[0].get("data")]
-    )
+    answers_before = len(permission_answers(agent))
     with httpx.Client(timeout=60) as http:
         response = http.post(
             c.url + "/", json=run_body(None, thread=body["threadId"], resume=entry), headers={"accept": "text/event-stream"}
@@ -172,8 +175,7 @@ def test_an_interrupt_after_adoption_is_saved_and_resumed_elsewhere(cluster, age
     resumed = [json.loads(line[5:]) for line in response.text.splitlines() if line.startswith("data:")]
     assert resumed[-1]["type"] == "RUN_FINISHED" and resumed[-1]["outcome"] == {"type": "success"}, resumed[-1]
     assert [e["content"] for e in resumed if e["type"] == "TOOL_CALL_RESULT"] == ["deployed"], "the tool ran once"
-    answers = [c for c in agent.calls if c["method"] == "SendStreamingMessage" and c["message"].get("parts", [{}])[0].get("data")]
-    assert len(answers) == answers_before + 1
+    assert len(permission_answers(agent)) == answers_before + 1
 
 
 def test_a_paused_former_owner_writes_nothing_after_the_adoption(cluster, agent):

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import Any
 
 import msgspec
@@ -113,12 +113,12 @@ class Adopter:
         for thread_key, run_id in candidates:
             if self.local(run_id) or not self.accepting():
                 continue
-            adopted += await self._adopt(thread_key, run_id, self.store.adopt)
+            adopted += await self._adopt(thread_key, run_id)
         return adopted
 
-    async def _adopt(self, thread_key: str, run_id: str, adopt: Callable[[str, str], Awaitable[Adopted | None]]) -> int:
+    async def _adopt(self, thread_key: str, run_id: str) -> int:
         try:
-            taken = await adopt(thread_key, run_id)
+            taken = await self.store.adopt(thread_key, run_id)
         except (StoreUnavailable, Rejected) as exc:
             log.info("run %s not adopted now (%s)", run_id, exc)
             return 0

@@ -155,7 +155,7 @@ class Run:
         """The backend says how to follow it elsewhere: the store hears it at once the first time, then with the
         lease renewals (at most once per renewal)."""
         self.adopt_state = state
-        if self._adopt_written is None and self.writer is not None and self.services.store.supports_adoption:
+        if self._adopt_written is None:
             await self.write_adoptable()
 
     async def write_adoptable(self) -> None:

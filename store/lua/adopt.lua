@@ -1,7 +1,7 @@
 -- Adoption of a live run whose owner stopped renewing (it died, or handed the run off while draining): when
 -- the run left an adoption record and its lease has run out, the caller takes the lease with the next fence.
 -- KEYS[1]: the thread's state. ARGV[1]: {owner, run_id}.
--- Returns {status = "adopted", lease, record, execution} | {status = "held", until} | {status = "gone"}.
+-- Returns {status = "adopted", fence, execution_id, record, execution, until} | {status = "held", until} | {status = "gone"}.
 local key, a = KEYS[1], cjson.decode(ARGV[1])
 local now = server_now()
 local doc = load(key)
@@ -20,4 +20,4 @@ active.adoptions = (active.adoptions or 0) + 1
 doc.updated_at = now
 save(key, doc)
 return reply({status = 'adopted', fence = doc.fence, execution_id = active.execution_id, record = active.adopt,
-              execution = doc.execution})
+              execution = doc.execution, ['until'] = active.lease_until})

@@ -162,7 +162,8 @@ class A2ABackend(AgentBackend):
             last = index == len(outbound) - 1
             if reader.inputs or reader.state in TERMINAL_STATES:
                 return  # the task moved on (or ended) before the remaining answers: they are not sent
-            reader.stop = False if not last else reader.stop
+            if not last:
+                reader.stop = False  # an earlier answer's stream: the next answer goes on
         if not outbound[-1].streamed:  # after sideband answers, GetTask says where the task is now
             for signal in await self._snapshot(reader):
                 yield signal
