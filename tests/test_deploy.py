@@ -1,5 +1,5 @@
 """Deployment files, checked without a Docker engine: compose and nginx parsed, the Dockerfile linted and parsed,
-and the image's command run with the image's environment."""
+and the image's command run with the image's environment (tests/test_stack.py builds and runs them for real)."""
 
 from __future__ import annotations
 
@@ -99,6 +99,10 @@ def test_nginx_streams_sse_unbuffered_and_upgrades_websockets():
     assert seconds(ws["proxy_read_timeout"][0][0]) > 20, "longer than the WebSocket ping interval"
     maps = find(http, "map")
     assert maps and maps[0]["args"] == ["$http_upgrade", "$connection_upgrade"]
+    log_format = find(http, "log_format")[0]["args"]
+    assert log_format[:2] == ["agui", "escape=json"] and "$upstream_addr" in "".join(log_format), "which replica served"
+    assert find(http, "access_log")[0]["args"][1] == "agui"
+    assert seconds(top["proxy_connect_timeout"][0][0]) <= 1, "a killed replica stalls a request at most this long"
 
 
 def test_nginx_accepts_the_config(tmp_path):
