@@ -11,28 +11,30 @@ ca_bundle=${AGUI_STANDIN_CA_BUNDLE:-/etc/ssl/certs/ca-certificates.crt}
 
 have() { docker image inspect "$1" >/dev/null 2>&1; }
 
-if ! have "$debian"; then
-  rootfs=$(mktemp -d)
-  trap 'rm -rf "$rootfs"' EXIT
-  echo "+ debootstrap bookworm -> $debian"
-  debootstrap --variant=minbase bookworm "$rootfs" "$mirror" >/dev/null
-  rm -rf "$rootfs"/var/cache/apt/archives/*.deb "$rootfs"/var/lib/apt/lists/*
-  tar -C "$rootfs" -c . | docker import - "$debian" >/dev/null
-fi
-
 # The names the project uses: the Dockerfile's default base, and compose's Redis and nginx images.
 python_image=$(sed -n 's/^ARG BASE_IMAGE=//p' deploy/Dockerfile)
 redis_image=$(awk '/^  redis:/{s=1} s && /image:/{print $2; exit}' docker-compose.yml)
 nginx_image=$(awk '/^  lb:/{s=1} s && /image:/{print $2; exit}' docker-compose.yml)
-
-context=$(mktemp -d)
-cp deploy/standin/*.Dockerfile "$context"/
-cp "$ca_bundle" "$context"/ca-certificates.crt
-for pair in "python:$python_image" "redis:$redis_image" "nginx:$nginx_image"; do
-  kind=${pair%%:*} image=${pair#*:}
-  if ! have "$image"; then
-    echo "+ stand-in $image (deploy/standin/$kind.Dockerfile)"
-    docker build -q --build-arg "DEBIAN=$debian" -f "$context/$kind.Dockerfile" -t "$image" "$context" >/dev/null
-  fi
+missing=()
+for pair in "python=$python_image" "redis=$redis_image" "nginx=$nginx_image"; do
+  have "${pair#*=}" || missing+=("$pair")
 done
-rm -rf "$context"
+[ ${#missing[@]} -gt 0 ] || exit 0
+
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+if ! have "$debian"; then
+  echo "+ debootstrap bookworm -> $debian"
+  debootstrap --variant=minbase bookworm "$work/rootfs" "$mirror" >/dev/null
+  rm -rf "$work"/rootfs/var/cache/apt/archives/*.deb "$work"/rootfs/var/lib/apt/lists/*
+  tar -C "$work/rootfs" -c . | docker import - "$debian" >/dev/null
+  rm -rf "$work/rootfs"
+fi
+mkdir "$work/context"
+cp deploy/standin/*.Dockerfile "$work/context"/
+cp "$ca_bundle" "$work/context/ca-certificates.crt"
+for pair in "${missing[@]}"; do
+  kind=${pair%%=*} image=${pair#*=}
+  echo "+ stand-in $image (deploy/standin/$kind.Dockerfile)"
+  docker build -q --build-arg "DEBIAN=$debian" -f "$work/context/$kind.Dockerfile" -t "$image" "$work/context" >/dev/null
+done
