@@ -1,13 +1,16 @@
-"""Streams `/flood N` through the gateway, a bare Litestar floor and an ag-ui SDK server; prints events/s and ratios.
+"""Streams `/flood N` through the gateway, a bare Litestar floor and an ag-ui SDK server, and prints each figure with
+its ratios: events/s at C=1 N=10000 and C=50 N=200, streams/s at C=200 N=20, time to first event (p50, p99) at C=1.
 
-Usage: python -m bench.flood [--events 200000] [--rounds 5] [--streams 1]
-Each server runs in its own process on loopback; rounds interleave the servers so drift hits all of them alike.
+Usage: (cd bench/node && npm ci) && python -m bench.flood [--store memory|file|redis] [--config c1|ttfe|c50|c200|all]
+Each server runs in its own process on loopback (redis: a redis-server of the bench's own); the client is Node
+(bench/node/load_client.mjs), so that it is not the bottleneck; rounds interleave the servers so drift hits all alike.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import statistics
 import subprocess
@@ -29,9 +32,9 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def spawn(cmd: list[str], port: int, probe: str = "/") -> tuple[subprocess.Popen, str]:
+def spawn(cmd: list[str], port: int, probe: str = "/", env: dict[str, str] | None = None) -> tuple[subprocess.Popen, str]:
     """Start a server process on loopback and wait until `probe` answers (any HTTP status)."""
-    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
@@ -61,11 +64,26 @@ def gateway_command(port: int, state_dir: str, *extra: str) -> list[str]:
     ]
 
 
-def start(kind: str, state_dir: str) -> tuple[subprocess.Popen, str]:
+def start(kind: str, state_dir: str, store: str = "memory") -> tuple[subprocess.Popen, str]:
     port = free_port()
     if kind == "gateway":
-        return spawn(gateway_command(port, state_dir, "--store", "memory"), port, "/ping")
+        return spawn(gateway_command(port, state_dir, "--store", store), port, "/ping")
     return spawn([sys.executable, "-m", "bench.servers", kind, str(port)], port)
+
+
+def start_redis(directory: str) -> tuple[subprocess.Popen, str]:
+    """A redis-server of the benchmark's own on a free loopback port (no persistence: the bench measures the path)."""
+    port = free_port()
+    proc = subprocess.Popen(
+        ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", directory],
+        stdout=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 10
+    while subprocess.run(["redis-cli", "-p", str(port), "ping"], capture_output=True, text=True).stdout.strip() != "PONG":
+        if time.monotonic() > deadline:
+            raise RuntimeError("redis-server did not start")
+        time.sleep(0.05)
+    return proc, f"redis://127.0.0.1:{port}/0"
 
 
 def body(count: int) -> dict:
@@ -98,30 +116,74 @@ async def measure(url: str, count: int, streams: int) -> float:
         return sum(totals) / (time.perf_counter() - started)
 
 
+# name -> (concurrent streams, events per run, runs per round, what is compared)
+CONFIGS = {
+    "c1": (1, 10_000, 3, "events/s"),
+    "ttfe": (1, 20, 300, "first event"),
+    "c50": (50, 200, 150, "events/s"),
+    "c200": (200, 20, 3000, "streams/s"),
+}
+NODE_CLIENT = os.path.join(ROOT, "bench", "node", "load_client.mjs")
+
+
+def load(url: str, streams: int, count: int, runs: int) -> dict:
+    """One round of the Node load client against one server."""
+    done = subprocess.run(["node", NODE_CLIENT, url, str(streams), str(count), str(runs)], capture_output=True, text=True, check=True)
+    return json.loads(done.stdout)
+
+
+def figure(result: dict, metric: str) -> float:
+    if metric == "events/s":
+        return result["events"] / result["seconds"]
+    if metric == "streams/s":
+        return (result["runs"] - result["failures"]) / result["seconds"]
+    return result["ttfe"]["p50"]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--events", type=int, default=200_000)
-    parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--streams", type=int, default=1)
+    parser.add_argument("--store", choices=["memory", "file", "redis"], default="memory")
+    parser.add_argument("--config", choices=[*CONFIGS, "all"], default="all")
+    parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
+    if not os.path.exists(os.path.join(ROOT, "bench", "node", "node_modules")):
+        raise SystemExit("run (cd bench/node && npm ci) first")
+    configs = list(CONFIGS) if args.config == "all" else [args.config]
     kinds = ["gateway", "bare", "sdk"]
     with tempfile.TemporaryDirectory() as state_dir:
-        servers = {kind: start(kind, state_dir) for kind in kinds}
+        redis = start_redis(state_dir) if args.store == "redis" else None
+        store = redis[1] if redis else args.store
+        servers = {kind: start(kind, state_dir, store) for kind in kinds}
+        results: dict[str, dict[str, list[dict]]] = {name: {kind: [] for kind in kinds} for name in configs}
         try:
-            rates: dict[str, list[float]] = {kind: [] for kind in kinds}
+            for kind in kinds:
+                load(servers[kind][1], 10, 20, 200)  # warm-up
             for _ in range(args.rounds):
-                for kind in kinds:
-                    rates[kind].append(asyncio.run(measure(servers[kind][1], args.events, args.streams)))
+                for name in configs:
+                    streams, count, runs, _ = CONFIGS[name]
+                    for kind in kinds:
+                        results[name][kind].append(load(servers[kind][1], streams, count, runs))
         finally:
-            for proc, _ in servers.values():
+            for proc, _ in [*servers.values(), *([redis] if redis else [])]:
                 proc.terminate()
                 proc.wait()
-    median = {kind: statistics.median(values) for kind, values in rates.items()}
-    print(f"/flood {args.events} events, {args.streams} stream(s), median of {args.rounds} rounds (events/s):")
-    for kind in kinds:
-        print(f"  {kind:8s} {median[kind]:>12,.0f}   (min {min(rates[kind]):,.0f}, max {max(rates[kind]):,.0f})")
-    print(f"  gateway / sdk  = {median['gateway'] / median['sdk']:.2f}x   (target >= 3x)")
-    print(f"  gateway / bare = {median['gateway'] / median['bare']:.2f}x   (target >= 0.8x)")
+    print(
+        f"gateway store: {args.store}; median of {args.rounds} rounds, servers interleaved; floor = bare Litestar route, sdk = ag-ui SDK encoder"
+    )
+    for name in configs:
+        streams, count, runs, metric = CONFIGS[name]
+        print(f"{name}: C={streams}, N={count}, {runs} runs per round ({metric})")
+        medians = {}
+        for kind in kinds:
+            rows = results[name][kind]
+            medians[kind] = statistics.median(figure(row, metric) for row in rows)
+            p50 = statistics.median(row["ttfe"]["p50"] for row in rows)
+            p99 = statistics.median(row["ttfe"]["p99"] for row in rows)
+            failed = sum(row["failures"] for row in rows)
+            print(f"  {kind:8s} {medians[kind]:>12,.1f}   first event p50 {p50:6.2f} ms p99 {p99:7.2f} ms   failed runs {failed}")
+        print(
+            f"  gateway / floor = {medians['gateway'] / medians['bare']:.2f}x   gateway / sdk = {medians['gateway'] / medians['sdk']:.2f}x"
+        )
 
 
 if __name__ == "__main__":

@@ -1,17 +1,24 @@
 """The comparison servers for bench/flood.py: a bare Litestar floor and an ag-ui-protocol SDK server.
 
-Both answer `POST /` with the event sequence the gateway emits for `/flood N` (N from the last user message).
+Both answer `POST /` with the event sequence the gateway emits for `/flood N` (N from the last user message); the
+bare one also holds `/sleep S` streams (heartbeats every BENCH_HEARTBEAT_SECONDS) and idle WebSockets on `/ws` for
+bench/idle.py.
 Run: python -m bench.servers bare|sdk PORT
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
+import os
 import sys
+import time
 import uuid
+from collections.abc import AsyncIterator
 
 import uvicorn
-from litestar import Litestar, Request, post
+from litestar import Litestar, Request, WebSocket, post, websocket
+from litestar.exceptions import WebSocketDisconnect
 from litestar.response import Stream
 
 
@@ -40,9 +47,39 @@ def bare_events(thread_id: str, run_id: str, count: int) -> list[bytes]:
     return [*map(encode, head), *([content] * count), *map(encode, tail)]
 
 
+HEARTBEAT_SECONDS = float(os.environ.get("BENCH_HEARTBEAT_SECONDS", "15"))
+
+
+async def _idle(body: dict, seconds: float) -> AsyncIterator[bytes]:
+    """`/sleep S` as the floor does it: RUN_STARTED, a heartbeat per stream every HEARTBEAT_SECONDS, the end."""
+    thread_id, run_id = body["threadId"], body["runId"]
+    yield b"data: " + json.dumps({"type": "RUN_STARTED", "threadId": thread_id, "runId": run_id}).encode() + b"\n\n"
+    deadline = time.monotonic() + seconds
+    while (left := deadline - time.monotonic()) > 0:
+        await asyncio.sleep(min(left, HEARTBEAT_SECONDS))
+        if deadline - time.monotonic() > 0:
+            yield b": heartbeat\n\n"
+    yield b"data: " + json.dumps({"type": "RUN_FINISHED", "threadId": thread_id, "runId": run_id}).encode() + b"\n\n"
+
+
+@websocket("/ws")
+async def bare_socket(socket: WebSocket) -> None:
+    """An idle WebSocket as the floor holds one: accepted, then waiting for a frame."""
+    await socket.accept()
+    try:
+        while True:
+            await socket.receive_text()
+    except WebSocketDisconnect:
+        pass
+
+
 @post("/", status_code=200)
 async def bare(request: Request) -> Stream:
-    body, count = await _flood_count(request)
+    body = json.loads(await request.body())
+    text = body["messages"][-1]["content"]
+    if text.startswith("/sleep"):
+        return Stream(_idle(body, float(text.split()[1])), media_type="text/event-stream")
+    count = int(text.split()[1])
     events = bare_events(body["threadId"], body["runId"], count)
 
     async def gen():
@@ -86,5 +123,5 @@ async def sdk(request: Request) -> Stream:
 
 if __name__ == "__main__":
     kind, port = sys.argv[1], int(sys.argv[2])
-    app = Litestar(route_handlers=[bare if kind == "bare" else sdk], debug=False)
+    app = Litestar(route_handlers=[bare, bare_socket] if kind == "bare" else [sdk], debug=False)
     uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", access_log=False)
