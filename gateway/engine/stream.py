@@ -1,5 +1,5 @@
 """A run's event stream: every event encoded once and given its position (1, 2, …) in a bounded ring that any
-number of followers read from their own position, with heartbeats.
+number of followers read from their own position, with heartbeats from the loop's shared clock (engine/heartbeat.py).
 
 The producer is slowed while an attached follower lags far behind (backpressure); with nobody attached it never
 waits, so a detached run goes on and can always settle. When the last follower leaves, the run is told."""
@@ -11,6 +11,7 @@ import math
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 
+from gateway.engine import heartbeat
 from gateway.protocol import events as e
 
 Entry = tuple[int, bytes]  # (position, the event's JSON)
@@ -64,6 +65,11 @@ class EventStream:
         self._on_append = on_append
         self._puts = 0
         self._pause_at = math.inf  # the producer waits once the head passes this (slowest follower + MAX_LAG)
+        # Heartbeats come from the loop's shared clock: `_beats` counts them, each follower yields None once per beat.
+        self._quiet_from = 0.0  # loop time of the last batch or heartbeat given out
+        self._interval = math.inf
+        self._beats = 0
+        self._wake_pending = False
 
     @property
     def first(self) -> int:
@@ -150,24 +156,48 @@ class EventStream:
     async def follow(self, follower: int, heartbeat_seconds: float) -> AsyncIterator[list[Entry] | None]:
         """Entries after the follower's position as they come (all that is ready at once), or None after
         `heartbeat_seconds` of silence; ends after the last entry. Leaving detaches the follower."""
+        loop = asyncio.get_running_loop()
+        seen_beats = self._beats
+        self._quiet_from = max(self._quiet_from, loop.time())
         try:
             while True:
                 after = self._cursors[follower]
                 if after < self.head:
                     batch = self.entries(after)
                     self._advance(follower, batch[-1][0])
+                    self._quiet_from = loop.time()
                     yield batch
                     continue
                 if self.ended:
                     return
-                self._grew = self._grew or asyncio.get_running_loop().create_future()
-                try:
-                    async with asyncio.timeout(heartbeat_seconds):
-                        await asyncio.shield(self._grew)
-                except TimeoutError:
+                if seen_beats != self._beats:
+                    seen_beats = self._beats
                     yield None
+                    continue
+                self._interval = heartbeat_seconds
+                if not self._wake_pending:
+                    self._wake_pending = True
+                    heartbeat.clock().wake_at(self, self._quiet_from + heartbeat_seconds, heartbeat_seconds)
+                self._grew = self._grew or loop.create_future()
+                await asyncio.shield(self._grew)
         finally:
             self._leave(follower)
+
+    def heartbeat_due(self, now: float, slack: float) -> None:
+        """The shared clock's call: beat if the followers waiting have been silent for the interval, else ask to be
+        woken when they will have been. Nobody waiting: nothing (a follower that waits again asks anew)."""
+        self._wake_pending = False
+        if self.ended or self._grew is None:
+            return
+        due = self._quiet_from + self._interval
+        if now + slack >= due:
+            self._beats += 1
+            self._quiet_from = now
+            grew, self._grew = self._grew, None
+            grew.set_result(None)
+            due = now + self._interval
+        self._wake_pending = True
+        heartbeat.clock().wake_at(self, due, self._interval)
 
     def _leave(self, follower: int) -> None:
         self._cursors.pop(follower, None)

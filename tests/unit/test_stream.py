@@ -88,3 +88,36 @@ async def test_a_silent_stream_yields_heartbeats():
     reading = stream.follow(stream.attach(0), 0.01)
     assert await anext(reading) is None
     await reading.aclose()
+
+
+async def test_heartbeats_come_after_the_interval_of_silence_and_data_restarts_it():
+    stream = EventStream(lambda: None)
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    reading = stream.follow(stream.attach(0), 0.2)
+    assert await anext(reading) is None
+    first = loop.time() - started
+    assert 0.15 <= first <= 0.35, first
+    await stream.put(text(1))
+    assert [position for position, _ in await anext(reading)] == [1]
+    data_at = loop.time()
+    assert await anext(reading) is None
+    assert 0.15 <= loop.time() - data_at <= 0.35
+    await reading.aclose()
+
+
+async def test_thousands_of_silent_streams_share_one_clock_task_and_hold_no_timer_each():
+    """Each follower of each stream gets its heartbeats, yet the loop holds one clock task and no timer per stream."""
+    loop = asyncio.get_running_loop()
+    tasks_before = len(asyncio.all_tasks())
+    streams = [EventStream(lambda: None) for _ in range(2000)]
+    readers = [stream.follow(stream.attach(0), 0.2) for stream in streams for _ in range(2)]
+    waiting = [asyncio.ensure_future(anext(reader)) for reader in readers]
+    await asyncio.sleep(0.05)
+    timers = len(loop._scheduled)  # type: ignore[attr-defined]
+    assert timers < 10, f"{timers} timers for {len(streams)} silent streams"
+    assert len(asyncio.all_tasks()) - tasks_before - len(waiting) <= 1, "one clock task at most"
+    beats = await asyncio.wait_for(asyncio.gather(*waiting), 2)
+    assert beats == [None] * len(readers)
+    for reader in readers:
+        await reader.aclose()
