@@ -8,14 +8,19 @@ from __future__ import annotations
 import asyncio
 import os
 import stat
+import threading
+import time
 
+import httpx
 import pytest
 
+import store.file as file_module
 from store import Admission, Lease, PendingInterrupt, Progress, Rejected, Rejection, StoreUnavailable
 from store.file import FileStore, thread_file_name
 from store.memory import MemoryStore
 from store.redis import RedisStore, thread_key
 from tests.clock import FakeClock
+from tests.support import Gateway, run_body
 
 BACKENDS = ["memory", "file", "redis"]
 NO_PROGRESS = Progress(0, {})
@@ -242,8 +247,9 @@ async def test_file_store_permissions_and_corruption(tmp_path):
         assert stat.S_IMODE(os.stat(os.path.join(store.threads_dir, name)).st_mode) == 0o600
     with open(os.path.join(store.threads_dir, thread_file_name("bad")), "w") as handle:
         handle.write("[]")
+    reopened = FileStore(str(tmp_path / "state"), retention_seconds=3600)  # as after a restart: read from the file
     with pytest.raises(StoreUnavailable):
-        await store.admit(admission(store, thread="bad", run="r2"))
+        await reopened.admit(admission(reopened, thread="bad", run="r2"))
     await store.finish_run(Lease("good", "r1", "e1", 1), "completed", NO_PROGRESS)
     assert not [n for n in os.listdir(store.threads_dir) if n.endswith(".tmp")]
 
@@ -259,3 +265,71 @@ async def test_cancel_checks_the_user_binding_and_leaks_nothing(store):
 async def interrupt_for(store, user: str) -> None:
     admitted = await store.admit(admission(store, user=user))
     await store.save_interrupt(lease(admitted), pending(), checkpoint=None, open_steps=[], progress=NO_PROGRESS)
+
+
+async def test_file_store_group_commit_shares_flushes_and_keeps_each_write(tmp_path):
+    """Concurrent writes of many threads join batches (far fewer flushes than writes); each reads back as written."""
+    store = FileStore(str(tmp_path / "state"), retention_seconds=3600)
+    batches = []
+    real = file_module._commit
+
+    def counting(directory, batch):
+        batches.append(len(batch))
+        return real(directory, batch)
+
+    file_module._commit = counting
+    try:
+        await asyncio.gather(*(store.admit(admission(store, thread=f"t{i}")) for i in range(200)))
+    finally:
+        file_module._commit = real
+    assert sum(batches) == 200 and len(batches) < 50, batches
+    reopened = FileStore(str(tmp_path / "state"), retention_seconds=3600)  # read back from the files themselves
+    for i in range(200):
+        assert (await reopened.read_document(f"t{i}"))["thread_id"] == f"t{i}"
+    assert not [n for n in os.listdir(store.threads_dir) if n.endswith(".tmp")]
+
+
+def test_file_store_loses_no_acknowledged_run_when_the_process_is_killed_mid_batch(tmp_path):
+    """SIGKILL the gateway while 40 clients run short runs on the file store; after a restart on the same state
+    directory every run whose RUN_FINISHED was received is recorded (its run id is refused as a duplicate) and
+    every thread it touched still takes a new run (no file torn)."""
+    gateway = Gateway(tmp_path, "--allowed-cwd", "/tmp").start()
+    acknowledged: list[dict] = []
+    stop = threading.Event()
+
+    def client() -> None:
+        with httpx.Client(timeout=10) as http:
+            while not stop.is_set():
+                body = run_body("hi", forwardedProps={})
+                try:
+                    response = http.post(gateway.url + "/", json=body, headers={"accept": "text/event-stream"})
+                except httpx.HTTPError:
+                    return
+                if b'"RUN_FINISHED"' in response.content:
+                    acknowledged.append(body)
+
+    clients = [threading.Thread(target=client) for _ in range(40)]
+    for thread in clients:
+        thread.start()
+    deadline = time.monotonic() + 30
+    while len(acknowledged) < 300:
+        assert time.monotonic() < deadline, "the load did not get going"
+        time.sleep(0.01)
+    gateway.kill()
+    stop.set()
+    for thread in clients:
+        thread.join(15)
+    kept = list(acknowledged)
+    restarted = Gateway(tmp_path, "--allowed-cwd", "/tmp")
+    restarted.args[restarted.args.index("--state-dir") + 1] = gateway.state_dir
+    restarted.start()
+    try:
+        with httpx.Client(timeout=10) as http:
+            for body in kept:
+                again = http.post(restarted.url + "/", json=body, headers={"accept": "text/event-stream"})
+                assert again.status_code == 409 and again.json()["error"]["code"] == "DUPLICATE_RUN_ID", again.text
+            for body in kept[-50:]:
+                fresh = http.post(restarted.url + "/", json=run_body("again", thread=body["threadId"], forwardedProps={}))
+                assert fresh.status_code == 200 and b'"RUN_FINISHED"' in fresh.content, fresh.text[:300]
+    finally:
+        restarted.stop()

@@ -1,9 +1,10 @@
-"""Event logs as files under the state directory: one append-only file of `<position> <json>` lines per run
-and a small JSON meta file, so a run's events survive a restart of the process (not a power loss: no fsync)."""
+"""Event logs as files under the state directory: one append-only file per run, so a run's events survive a restart
+of the process (not a power loss: no fsync). The file holds a meta line (`M <json>`), then `<position> <json>`
+lines, then, once the run ended, an end line (`E <json>`: the meta with the end); no second file, no rename per run.
+Every file operation goes through one lane (store/lane.py): many runs' writes share one worker-thread hop."""
 
 from __future__ import annotations
 
-import asyncio
 import os
 import time
 
@@ -11,6 +12,7 @@ import msgspec
 
 from store.base import Clock, StoreUnavailable
 from store.eventlog import TOMBSTONE_SECONDS, Entry, EventLog, LogMeta, LogRead, LogRef, ref_digest
+from store.lane import IoLane
 
 ABANDONED_SECONDS = 86400.0  # a log never ended (its process died) is removed after this long without writes
 
@@ -27,6 +29,7 @@ class _Meta(msgspec.Struct):
 
 _encode = msgspec.json.Encoder().encode
 _decode = msgspec.json.Decoder(_Meta).decode
+_END = b"E "
 
 
 class FileEventLog(EventLog):
@@ -37,53 +40,29 @@ class FileEventLog(EventLog):
         os.makedirs(directory, mode=0o700, exist_ok=True)
         self._kept: dict[LogRef, int] = {}  # live runs: the first position their bounds keep (recorded at the end)
         self._meta: dict[LogRef, _Meta] = {}
+        self._lane = IoLane()  # every file operation of the logs, batched into one worker-thread hop
 
-    def _paths(self, ref: LogRef) -> tuple[str, str]:
-        base = os.path.join(self.directory, ref_digest(ref))
-        return base + ".log", base + ".meta"
-
-    def _write_meta(self, path: str, meta: _Meta) -> None:
-        tmp = f"{path}.{os.getpid()}.tmp"
-        with open(tmp, "wb") as handle:
-            handle.write(_encode(meta))
-        os.replace(tmp, path)
+    def _path(self, ref: LogRef) -> str:
+        return os.path.join(self.directory, ref_digest(ref) + ".log")
 
     async def _io(self, work: object, *args: object) -> object:
         try:
-            return await asyncio.to_thread(work, *args)  # type: ignore[arg-type]
+            return await self._lane.call(work, *args)  # type: ignore[arg-type]
         except OSError as exc:
             raise StoreUnavailable(f"event log: {exc.strerror}") from None
 
     async def create(self, ref: LogRef, meta: LogMeta) -> None:
         record = _Meta(meta.ros_digest, meta.request_digest, meta.owner, meta.execution_id)
         self._meta[ref] = record
-        log_path, meta_path = self._paths(ref)
-        await self._io(self._create, log_path, meta_path, record)
-
-    def _create(self, log_path: str, meta_path: str, record: _Meta) -> None:
-        os.close(os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600))
-        self._write_meta(meta_path, record)
+        await self._io(_create, self._path(ref), record)
 
     async def append(self, ref: LogRef, entries: list[Entry], first_kept: int) -> None:
-        log_path, meta_path = self._paths(ref)
         lines = b"".join(b"%d %s\n" % (position, data) for position, data in entries)
         meta = self._meta.get(ref)  # its `first` is the first position still in the file
         self._kept[ref] = first_kept
         head = entries[-1][0] if entries else first_kept
         compact = meta is not None and first_kept - meta.first > max(1024, head - first_kept)
-        await self._io(self._append, log_path, meta_path, lines, first_kept if compact else 0, meta)
-
-    def _append(self, log_path: str, meta_path: str, lines: bytes, compact_to: int, meta: _Meta | None) -> None:
-        with open(log_path, "ab") as handle:
-            handle.write(lines)
-        if compact_to and meta is not None:
-            kept = [line for line in _lines(log_path) if int(line.split(b" ", 1)[0]) >= compact_to]
-            tmp = f"{log_path}.{os.getpid()}.tmp"
-            with open(tmp, "wb") as handle:
-                handle.write(b"".join(kept))
-            os.replace(tmp, log_path)
-            meta.first = compact_to
-            self._write_meta(meta_path, meta)
+        await self._io(_append, self._path(ref), lines, first_kept if compact else 0, meta)
 
     async def end(self, ref: LogRef, head: int) -> None:
         meta = self._meta.pop(ref, None)
@@ -91,34 +70,28 @@ class FileEventLog(EventLog):
         if meta is None:
             return
         meta.ended_at, meta.head, meta.first = self.clock(), head, max(meta.first, kept)
-        await self._io(self._write_meta, self._paths(ref)[1], meta)
+        await self._io(_append_meta, self._path(ref), meta, _END)
 
     async def read(self, ref: LogRef, after: int, limit: int) -> LogRead | None:
         result = await self._io(self._read, ref, after, limit)
         return result if isinstance(result, LogRead) else None
 
     def _read(self, ref: LogRef, after: int, limit: int) -> LogRead | None:
-        log_path, meta_path = self._paths(ref)
         try:
-            with open(meta_path, "rb") as handle:
-                meta = _decode(handle.read())
+            meta, lines = _parse(self._path(ref))
         except FileNotFoundError:
             return None
-        except msgspec.MsgspecError:
-            raise StoreUnavailable("event log meta file is corrupt") from None
+        if meta is None:
+            return None
         info = LogMeta(meta.ros_digest, meta.request_digest, meta.owner, meta.execution_id)
         if meta.ended_at is not None and meta.ended_at + self.retention_seconds <= self.clock():
             return LogRead(info, [], meta.head + 1, True)  # a tombstone: the events expired
-        try:
-            lines = _lines(log_path)
-        except FileNotFoundError:
-            lines = []
         entries: list[Entry] = []
         first = None
         for line in lines:
             head, _, data = line.rstrip(b"\n").partition(b" ")
             position = int(head)
-            if position < meta.first or not line.endswith(b"\n"):  # trimmed, or torn by a crash mid-write
+            if position < meta.first:  # trimmed
                 continue
             first = position if first is None else first
             if position > after and len(entries) < limit:
@@ -132,24 +105,68 @@ class FileEventLog(EventLog):
     def _purge(self, now: float) -> int:
         removed = 0
         for entry in os.scandir(self.directory):
-            if not entry.name.endswith(".meta"):
+            if not entry.name.endswith(".log"):
                 continue
             try:
-                with open(entry.path, "rb") as handle:
-                    meta = _decode(handle.read())
-                log_path = entry.path[: -len(".meta")] + ".log"
-                expired = meta.ended_at is not None and meta.ended_at + self.retention_seconds <= now
-                buried = meta.ended_at is not None and meta.ended_at + TOMBSTONE_SECONDS <= now
-                abandoned = meta.ended_at is None and os.stat(log_path).st_mtime + ABANDONED_SECONDS <= now
-            except (OSError, msgspec.MsgspecError):
+                meta, lines = _parse(entry.path)
+                if meta is None:
+                    continue
+                ended = meta.ended_at
+                if (ended is not None and ended + TOMBSTONE_SECONDS <= now) or (
+                    ended is None and entry.stat().st_mtime + ABANDONED_SECONDS <= now
+                ):
+                    _unlink(entry.path)
+                    removed += 1
+                elif ended is not None and ended + self.retention_seconds <= now and lines:
+                    _rewrite(entry.path, meta, [], _END)  # the events expired: the tombstone stays
+            except (OSError, StoreUnavailable):
                 continue
-            for path in (log_path,) if expired else ():
-                _unlink(path)
-            if buried or abandoned:
-                _unlink(entry.path)
-                _unlink(log_path)
-                removed += 1
         return removed
+
+
+def _create(path: str, meta: _Meta) -> None:
+    with open(path, "wb") as handle:  # a log made again for the same run starts empty
+        handle.write(b"".join([b"M ", _encode(meta), b"\n"]))
+
+
+def _rewrite(path: str, meta: _Meta, lines: list[bytes], kind: bytes = b"M ") -> None:
+    """The whole file anew (creation, compaction, expiry): its meta line, then the lines kept."""
+    tmp = f"{path}.{os.getpid()}.tmp"
+    with open(tmp, "wb") as handle:
+        handle.write(b"".join([kind, _encode(meta), b"\n", *lines]))
+    os.replace(tmp, path)
+
+
+def _append(path: str, lines: bytes, compact_to: int, meta: _Meta | None) -> None:
+    with open(path, "ab") as handle:
+        handle.write(lines)
+    if compact_to and meta is not None:
+        _, held = _parse(path)
+        meta.first = compact_to
+        _rewrite(path, meta, [line for line in held if int(line.split(b" ", 1)[0]) >= compact_to])
+
+
+def _append_meta(path: str, meta: _Meta, kind: bytes) -> None:
+    with open(path, "ab") as handle:
+        handle.write(b"".join([kind, _encode(meta), b"\n"]))
+
+
+def _parse(path: str) -> tuple[_Meta | None, list[bytes]]:
+    """The log's meta (its last meta line: the header, or the end record) and its event lines; a line torn by a
+    crash mid-write (no newline) is ignored."""
+    meta = None
+    events = []
+    for line in _lines(path):
+        if not line.endswith(b"\n"):
+            continue
+        if line.startswith((b"M ", _END)):
+            try:
+                meta = _decode(line[2:-1])
+            except msgspec.MsgspecError:
+                raise StoreUnavailable("event log meta is corrupt") from None
+        else:
+            events.append(line)
+    return meta, events
 
 
 def _lines(path: str) -> list[bytes]:
