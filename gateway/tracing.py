@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Iterator, Mapping, MutableMapping
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from typing import Any
 
 from opentelemetry import context, propagate, trace
@@ -37,6 +37,12 @@ def setup_tracing() -> bool:
     return True
 
 
+def recording() -> bool:
+    """Whether spans are recorded (an SDK provider is installed); without one, no span object is made at all, and
+    the run's span is the caller's context itself, so that context still reaches the agents."""
+    return not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)
+
+
 @contextmanager
 def incoming(headers: Mapping[str, str]) -> Iterator[None]:
     """Continue the caller's trace (W3C `traceparent`/`tracestate`) for the duration of a request."""
@@ -47,6 +53,14 @@ def incoming(headers: Mapping[str, str]) -> Iterator[None]:
         context.detach(token)
 
 
+def start_run_span(name: str, attributes: dict[str, Any]) -> trace.Span:
+    """The span a run lives in: recorded when traces are exported, else the current (caller's) context unchanged."""
+    if recording():
+        return tracer.start_span(name, attributes=attributes)
+    current = trace.get_current_span()
+    return current if isinstance(current, trace.NonRecordingSpan) else trace.NonRecordingSpan(current.get_span_context())
+
+
 def outgoing(headers: MutableMapping[str, str]) -> MutableMapping[str, str]:
     """Add the current trace context to an outgoing request's headers."""
     propagate.inject(headers)
@@ -54,5 +68,10 @@ def outgoing(headers: MutableMapping[str, str]) -> MutableMapping[str, str]:
 
 
 def span(name: str, **attributes: Any) -> Any:
-    """A child span of the current one (a context manager)."""
+    """A child span of the current one (a context manager); nothing at all when spans are not recorded."""
+    if not recording():
+        return _NOTHING
     return tracer.start_as_current_span(name, attributes={k: v for k, v in attributes.items() if v is not None})
+
+
+_NOTHING = nullcontext()

@@ -61,3 +61,24 @@ def test_a2a_agents_receive_the_trace_context(tmp_path):
         assert any(span.name == "a2a.SendStreamingMessage" for span in EXPORTER.get_finished_spans())
     finally:
         agent.stop()
+
+
+@pytest.mark.a2a
+def test_without_an_exporter_no_span_is_made_yet_a2a_agents_receive_the_callers_trace(tmp_path):
+    """A gateway process with no OpenTelemetry SDK installed (the default): the caller's traceparent still reaches
+    the agent, with the caller's trace id."""
+    from tests.a2a_agent import A2AAgentServer
+    from tests.support import Gateway
+
+    agent = A2AAgentServer().start()
+    gateway = Gateway(tmp_path, "--store", "memory", "--allowed-cwd", "/tmp", "--agent", "a2a+" + agent.url).start()
+    try:
+        trace_id = uuid.uuid4().hex
+        with httpx.Client(timeout=30) as client:
+            headers = {"traceparent": f"00-{trace_id}-{uuid.uuid4().hex[:16]}-01"}
+            assert post_sse(client, gateway.url + "/", run_body("plain"), headers=headers).terminal["type"] == "RUN_FINISHED"
+        received = [tp for tp in agent.traceparents if tp]
+        assert received and all(tp.split("-")[1] == trace_id for tp in received), agent.traceparents
+    finally:
+        gateway.stop()
+        agent.stop()

@@ -61,9 +61,11 @@ class AccessLog:
             await send(raw)
 
         started = time.monotonic()
-        headers = {name.decode("latin-1"): value.decode("latin-1") for name, value in scope["headers"]}
         try:
-            with tracing.incoming(headers):  # continue the caller's trace (W3C traceparent), if any
+            if any(name == b"traceparent" for name, _ in scope["headers"]):  # continue the caller's trace (W3C)
+                with tracing.incoming({name.decode("latin-1"): value.decode("latin-1") for name, value in scope["headers"]}):
+                    await self.app(scope, receive, tracked)
+            else:
                 await self.app(scope, receive, tracked)
         finally:
             method = scope.get("method", "WS") if scope["type"] == "http" else "WS"

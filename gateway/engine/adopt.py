@@ -67,7 +67,7 @@ async def adopted_run(services: RunServices, adopted: Adopted) -> Run:
     await services.store.events.write(ref, [], 1, fence=lease.fence)  # from now on the former owner writes nothing
     data, first, head, opened = await read_log(services, ref)
     prepared = prepared_from(adopted.record, lease.run_id)
-    span = tracing.tracer.start_span("agui.run.adopted", attributes={"agui.thread_id": prepared.run.thread_id, "agui.run_id": lease.run_id})
+    span = tracing.start_run_span("agui.run.adopted", {"agui.thread_id": prepared.run.thread_id, "agui.run_id": lease.run_id})
     admitted = AdmitResult(adopted.execution, [], None, lease.fence)
     adoption = Adoption(adopted.record, replay(data), head, first, opened)
     return Run(services, prepared, lease.thread_id, admitted, span, adoption)

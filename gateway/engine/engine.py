@@ -87,9 +87,9 @@ class RunEngine:
         if self.max_runs and self._unsettled + self._starting >= self.max_runs:
             raise GatewayError(ErrorCode.SERVICE_QUOTA_EXCEEDED)
         self._starting += 1
-        run_span = tracing.tracer.start_span(
+        run_span = tracing.start_run_span(
             "agui.run",
-            attributes={"agui.thread_id": prepared.run.thread_id, "agui.run_id": prepared.run.run_id, "agui.transport": prepared.transport},
+            {"agui.thread_id": prepared.run.thread_id, "agui.run_id": prepared.run.run_id, "agui.transport": prepared.transport},
         )
         try:
             with trace.use_span(run_span, end_on_exit=False), tracing.span("agui.admission"):
