@@ -22,6 +22,7 @@ import h11
 import msgspec
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
+from transports.sse_response import LOST_HOOK
 from transports.ws_protocol import CorkedWebSocketsProtocol
 
 MAX_HEAD_BYTES = 64 * 1024  # request line + headers; documented in the README (Limits)
@@ -122,6 +123,9 @@ class GatewayH11Protocol(SendDeadline, H11Protocol):
             release(self._address)
             self._counted = False
         super().connection_lost(exc)
+        lost = getattr(getattr(self, "cycle", None), LOST_HOOK, None)
+        if lost is not None:  # a streaming response waits on this connection (transports/sse_response.py)
+            lost()
 
     def handle_websocket_upgrade(self, event: h11.Request) -> None:
         # The WebSocket protocol takes over this connection (the raw transport), and with it the address's count.

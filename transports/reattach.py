@@ -8,7 +8,6 @@ from __future__ import annotations
 import time
 
 from litestar import Request, Response, get
-from litestar.response import Stream
 
 from gateway import metrics
 from gateway.errors import ErrorCode, GatewayError
@@ -18,6 +17,7 @@ from transports.http_input import authenticate_or_redeem, caller_of, check_accep
 from transports.render import SSE_HEADERS, SSE_MEDIA_TYPE, json_error
 from transports.services import Services
 from transports.sse import sse_stream
+from transports.sse_response import SseStream
 
 
 def _check_ids(*pairs: tuple[str, str]) -> None:
@@ -45,7 +45,7 @@ async def run_events(request: Request, services: Services, thread_id: str, run_i
     except GatewayError as error:
         metrics.REATTACHES.labels(error.code.name).inc()
         return json_error(error, language)
-    return Stream(
+    return SseStream(
         sse_stream(run, services.settings.heartbeat_seconds, False, "sse", arrived),
         media_type=SSE_MEDIA_TYPE,
         headers=SSE_HEADERS,

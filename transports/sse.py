@@ -11,7 +11,6 @@ from collections.abc import AsyncIterator
 
 import msgspec
 from litestar import Request, Response, post
-from litestar.response import Stream
 
 from gateway import metrics
 from gateway.auth import Principal
@@ -33,6 +32,7 @@ from transports.http_input import (
 )
 from transports.render import SSE_HEADERS, SSE_MEDIA_TYPE, agentcore_run_error, json_error, sse_error
 from transports.services import Services, TransportServices
+from transports.sse_response import SseStream
 
 log = logging.getLogger("agui.sse")
 SESSION_HEADER = "x-amzn-bedrock-agentcore-runtime-session-id"
@@ -147,7 +147,7 @@ async def _run(request: Request, services: TransportServices, agentcore: bool) -
             echo.get("X-Amzn-Bedrock-AgentCore-Runtime-Session-Id"),
         )
         return sse_error(error, language, echo) if agentcore else json_error(error, language, echo)
-    return Stream(
+    return SseStream(
         sse_stream(run, settings.heartbeat_seconds, agentcore, transport, arrived),
         media_type=SSE_MEDIA_TYPE,
         headers={**SSE_HEADERS, **echo},

@@ -1,0 +1,70 @@
+"""The SSE response: Litestar's `Stream`, with a body written from the request's own task.
+
+Litestar's streaming body runs the stream in a task group beside a task that waits for the client's disconnect
+(two tasks, a task group and a cancel scope per response). Here the stream runs in the request's task, and the
+disconnect cancels it through a callback the connection's protocol calls when the connection is lost
+(transports/http_protocol.py), so an idle run holds no task of its own for its connection. Under a server without
+that hook, one task waits for the disconnect instead."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from litestar.response import Stream
+from litestar.response.base import ASGIResponse
+from litestar.response.streaming import ASGIStreamingResponse
+from litestar.types import HTTPResponseBodyEvent, Receive, Send
+
+LOST_HOOK = "agui_on_lost"  # the attribute of uvicorn's request cycle our protocol calls when the connection is lost
+_END: HTTPResponseBodyEvent = {"type": "http.response.body", "body": b"", "more_body": False}
+
+
+class SseStream(Stream):
+    def to_asgi_response(self, *args: Any, **kwargs: Any) -> ASGIResponse:
+        response = super().to_asgi_response(*args, **kwargs)
+        response.__class__ = _SseBody  # same layout (no slots of its own): only send_body differs
+        return response
+
+
+class _SseBody(ASGIStreamingResponse):
+    __slots__ = ()
+
+    async def send_body(self, send: Send, receive: Receive) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        gone = asyncio.Event()
+
+        def lost() -> None:
+            if not gone.is_set():
+                gone.set()
+                task.cancel()
+
+        cycle = getattr(receive, "__self__", None)
+        watcher = None
+        if cycle is not None and hasattr(cycle, "disconnected"):
+            if cycle.disconnected:
+                return
+            setattr(cycle, LOST_HOOK, lost)
+        else:
+            watcher = asyncio.ensure_future(_wait_for_disconnect(receive, lost))
+        try:
+            async for chunk in self.iterator:
+                body: HTTPResponseBodyEvent = {"type": "http.response.body", "body": chunk, "more_body": True}  # type: ignore[typeddict-item]
+                await send(body)
+            await send(_END)
+        except asyncio.CancelledError:
+            if not gone.is_set():
+                raise
+            task.uncancel()  # the client left: the response simply ends
+        finally:
+            if watcher is not None:
+                watcher.cancel()
+            if cycle is not None:
+                setattr(cycle, LOST_HOOK, None)
+
+
+async def _wait_for_disconnect(receive: Receive, lost: Any) -> None:
+    while (await receive())["type"] != "http.disconnect":
+        pass
+    lost()
