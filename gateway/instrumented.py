@@ -40,13 +40,13 @@ class InstrumentedStore(ThreadStore):
             with tracing.span(f"agui.store.{operation}"):
                 return await call()
         except Rejected:
-            metrics.STORE_ERRORS.labels(operation, "rejected").inc()
+            metrics.labelled(metrics.STORE_ERRORS, operation, "rejected").inc()
             raise
         except Exception:
-            metrics.STORE_ERRORS.labels(operation, "unavailable").inc()
+            metrics.labelled(metrics.STORE_ERRORS, operation, "unavailable").inc()
             raise
         finally:
-            metrics.STORE_SECONDS.labels(operation).observe(time.perf_counter() - started)
+            metrics.labelled(metrics.STORE_SECONDS, operation).observe(time.perf_counter() - started)
 
     async def now(self) -> float:
         return await self._timed("now", self.inner.now)

@@ -3,6 +3,8 @@ error codes, operations, reasons): never a thread, run, user or other unbounded 
 
 from __future__ import annotations
 
+from typing import Any
+
 from prometheus_client import Counter, Gauge, Histogram
 
 TRANSPORTS = ("sse", "invocations", "ws")
@@ -44,3 +46,16 @@ A2A_ERRORS = Counter("agui_a2a_errors", "A2A calls that failed, by method.", ["m
 def outcome_kind(label: str) -> str:
     """A run-duration label: the outcome kind, with every error code folded into `failed`."""
     return label if label in ("completed", "interrupted", "cancelled", "disconnected") else "failed"
+
+
+_children: dict[tuple[int, tuple[str, ...]], Any] = {}
+
+
+def labelled(metric: Any, *values: str) -> Any:
+    """`metric.labels(*values)`, remembered: prometheus_client checks and locks on every `labels` call, and the label
+    sets here are small and closed (see the module docstring), so each child is looked up once."""
+    key = (id(metric), values)
+    child = _children.get(key)
+    if child is None:
+        child = _children[key] = metric.labels(*values)
+    return child

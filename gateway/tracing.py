@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from collections.abc import Iterator, Mapping, MutableMapping
 from contextlib import contextmanager, nullcontext
 from typing import Any
@@ -33,14 +34,27 @@ def setup_tracing() -> bool:
     provider = TracerProvider(resource=Resource.create({"service.name": os.environ.get("OTEL_SERVICE_NAME", "agui-gateway")}))
     provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
     trace.set_tracer_provider(provider)
+    provider_changed()
     log.info("exporting traces over OTLP/HTTP to %s", wanted)
     return True
 
 
+_looked = [-1.0, False]  # when the provider was last looked at, and whether it records
+
+
 def recording() -> bool:
     """Whether spans are recorded (an SDK provider is installed); without one, no span object is made at all, and
-    the run's span is the caller's context itself, so that context still reaches the agents."""
-    return not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)
+    the run's span is the caller's context itself, so that context still reaches the agents. Looked up at most once
+    a second (the lookup reads the environment), so a provider installed later is seen within a second."""
+    now = time.monotonic()
+    if now - _looked[0] >= 1.0:
+        _looked[0], _looked[1] = now, not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)
+    return bool(_looked[1])
+
+
+def provider_changed() -> None:
+    """Look at the provider again at the next span (call after installing one, to record from the next run on)."""
+    _looked[0] = -1.0
 
 
 @contextmanager

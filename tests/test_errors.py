@@ -14,7 +14,7 @@ import pytest
 from gateway.engine.prepare import prepare
 from gateway.errors import GatewayError
 from store.file import thread_file_name
-from tests.support import ext, post_sse, run_body
+from tests.support import Gateway, ext, post_sse, run_body
 
 AGENTCORE = {
     "INVALID_INPUT": ("VALIDATION_ERROR", 400),
@@ -197,14 +197,24 @@ def test_resume_required_while_interrupts_are_pending(gateway, client):
     expect_error(client, gateway.url, run_body("next turn", thread=first["threadId"]), "RESUME_REQUIRED", 409)
 
 
-def test_corrupt_state_file_answers_503_for_that_thread_only(gateway, client):
+def test_corrupt_state_file_answers_503_for_that_thread_only(tmp_path, client):
+    """A thread file found corrupt when it is read (after a restart: the running process answers from what it last
+    wrote) refuses that thread only."""
+    first = Gateway(tmp_path, "--allowed-cwd", "/tmp").start()
     body = run_body("first")
-    assert post_sse(client, gateway.url + "/", body).status == 200
-    path = os.path.join(gateway.state_dir, "threads", thread_file_name(body["threadId"]))
+    assert post_sse(client, first.url + "/", body).status == 200
+    first.stop()
+    path = os.path.join(first.state_dir, "threads", thread_file_name(body["threadId"]))
     with open(path, "w") as handle:
         handle.write("{ not json")
-    expect_error(client, gateway.url, run_body("again", thread=body["threadId"]), "STATE_PERSISTENCE_FAILED", 503)
-    assert post_sse(client, gateway.url + "/", run_body("another thread")).status == 200
+    gateway = Gateway(tmp_path, "--allowed-cwd", "/tmp")
+    gateway.args[gateway.args.index("--state-dir") + 1] = first.state_dir
+    gateway.start()
+    try:
+        expect_error(client, gateway.url, run_body("again", thread=body["threadId"]), "STATE_PERSISTENCE_FAILED", 503)
+        assert post_sse(client, gateway.url + "/", run_body("another thread")).status == 200
+    finally:
+        gateway.stop()
 
 
 def test_messages_are_localized(gateway, client):

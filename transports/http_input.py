@@ -49,7 +49,7 @@ async def authenticate(connection: ASGIConnection[Any, Any, Any, Any], services:
             principal = await ctx.auth.authenticate(presented)
         except GatewayError as error:
             reason = "missing" if presented is None else ("scope" if error.code is ErrorCode.ACCESS_DENIED else "invalid")
-            metrics.AUTH_FAILURES.labels(reason).inc()
+            metrics.labelled(metrics.AUTH_FAILURES, reason).inc()
             error.headers["WWW-Authenticate"] = challenge(services, error, presented is not None)
             raise
     else:

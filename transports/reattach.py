@@ -43,7 +43,7 @@ async def run_events(request: Request, services: Services, thread_id: str, run_i
             raise GatewayError(ErrorCode.INVALID_INPUT, "rosInvocationId")
         run = await services.engine.attach(thread_id, run_id, ros_invocation_id, last or 0, caller_of(principal), language=language)
     except GatewayError as error:
-        metrics.REATTACHES.labels(error.code.name).inc()
+        metrics.labelled(metrics.REATTACHES, error.code.name).inc()
         return json_error(error, language)
     return SseStream(
         sse_stream(run, services.settings.heartbeat_seconds, False, "sse", arrived),

@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator
 
 import msgspec
 from litestar import Request, Response, post
+from litestar.types import ASGIApp, Receive, Scope, Send
 
 from gateway import metrics
 from gateway.auth import Principal
@@ -30,9 +31,9 @@ from transports.http_input import (
     parse_position,
     read_body,
 )
-from transports.render import SSE_HEADERS, SSE_MEDIA_TYPE, agentcore_run_error, json_error, sse_error
+from transports.render import agentcore_run_error, json_error, sse_error
 from transports.services import Services, TransportServices
-from transports.sse_response import SseStream
+from transports.sse_response import SseBody
 
 log = logging.getLogger("agui.sse")
 SESSION_HEADER = "x-amzn-bedrock-agentcore-runtime-session-id"
@@ -57,9 +58,9 @@ def sse_records(entries: list[Entry], positions: bool, agentcore: bool = False) 
 
 
 async def sse_stream(run: RunHandle, heartbeat_seconds: float, agentcore: bool, transport: str, arrived: float) -> AsyncIterator[bytes]:
-    events, sent = metrics.EVENTS_SENT.labels(transport), metrics.BYTES_SENT.labels(transport)
+    events, sent = metrics.labelled(metrics.EVENTS_SENT, transport), metrics.labelled(metrics.BYTES_SENT, transport)
     first, positions = True, run.positions
-    metrics.CONNECTIONS_OPEN.labels("sse").inc()
+    metrics.labelled(metrics.CONNECTIONS_OPEN, "sse").inc()
     try:
         async for batch in run.events(heartbeat_seconds):
             if batch is None:
@@ -67,13 +68,13 @@ async def sse_stream(run: RunHandle, heartbeat_seconds: float, agentcore: bool, 
                 continue
             chunk = sse_records(batch, positions, agentcore)
             if first:
-                metrics.TIME_TO_FIRST_EVENT.labels(transport).observe(time.perf_counter() - arrived)
+                metrics.labelled(metrics.TIME_TO_FIRST_EVENT, transport).observe(time.perf_counter() - arrived)
                 first = False
             events.inc(len(batch))
             sent.inc(len(chunk))
             yield chunk
     finally:
-        metrics.CONNECTIONS_OPEN.labels("sse").dec()
+        metrics.labelled(metrics.CONNECTIONS_OPEN, "sse").dec()
 
 
 def _echo_headers(request: Request) -> dict[str, str]:
@@ -125,7 +126,7 @@ async def _start_or_attach(
     return await services.engine.start(prepared, caller, retry=last is not None)
 
 
-async def _run(request: Request, services: TransportServices, agentcore: bool) -> Response:
+async def _run(request: Request, services: TransportServices, agentcore: bool) -> Response | SseBody:
     settings = services.settings
     arrived = time.perf_counter()
     transport = "invocations" if agentcore else "sse"
@@ -139,7 +140,7 @@ async def _run(request: Request, services: TransportServices, agentcore: bool) -
         run = await _start_or_attach(request, services, principal, body, transport, echo.get("X-Amzn-Bedrock-AgentCore-Runtime-Session-Id"))
     except GatewayError as error:
         language = error.language or language
-        metrics.RUNS_REFUSED.labels(transport, error.code.name).inc()
+        metrics.labelled(metrics.RUNS_REFUSED, transport, error.code.name).inc()
         log.info(
             "run refused code=%s field=%s session=%s",
             error.code.name,
@@ -147,18 +148,42 @@ async def _run(request: Request, services: TransportServices, agentcore: bool) -
             echo.get("X-Amzn-Bedrock-AgentCore-Runtime-Session-Id"),
         )
         return sse_error(error, language, echo) if agentcore else json_error(error, language, echo)
-    return SseStream(
-        sse_stream(run, settings.heartbeat_seconds, agentcore, transport, arrived),
-        media_type=SSE_MEDIA_TYPE,
-        headers={**SSE_HEADERS, **echo},
-    )
+    return SseBody(sse_stream(run, settings.heartbeat_seconds, agentcore, transport, arrived), echo)
 
 
 @post("/", request_max_body_size=None, status_code=200)
 async def run_root(request: Request, services: Services) -> Response:
-    return await _run(request, services, agentcore=False)
+    answer = await _run(request, services, agentcore=False)
+    return answer.as_stream() if isinstance(answer, SseBody) else answer
 
 
 @post("/invocations", request_max_body_size=None, status_code=200)
 async def run_invocations(request: Request, services: Services) -> Response:
-    return await _run(request, services, agentcore=True)
+    answer = await _run(request, services, agentcore=True)
+    return answer.as_stream() if isinstance(answer, SseBody) else answer
+
+
+_ROOT, _INVOCATIONS = run_root.fn, run_invocations.fn
+
+
+class RunRoutes:
+    """ASGI middleware, innermost: once Litestar's router has matched one of the two run routes, serve it directly
+    (the request, the run, the response) instead of through the route's handler machinery (signature model,
+    dependency injection, an exit stack and the response conversion per request), which cost a short run more
+    than its own work. Every other route, and every refusal before routing, is Litestar's as before."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        handler = getattr(scope.get("route_handler"), "fn", None)  # Litestar registers copies of the handlers
+        if scope["type"] == "http" and (handler is _ROOT or handler is _INVOCATIONS):
+            request: Request = Request(scope, receive)
+            litestar_app = scope["litestar_app"]
+            answer = await _run(request, litestar_app.state.services, agentcore=handler is _INVOCATIONS)
+            if isinstance(answer, SseBody):
+                await answer(scope, receive, send)
+            else:
+                await answer.to_asgi_response(litestar_app, request)(scope, receive, send)
+            return
+        await self.app(scope, receive, send)

@@ -9,15 +9,39 @@ that hook, one task waits for the disconnect instead."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterable, AsyncIterator
 from typing import Any
 
 from litestar.response import Stream
 from litestar.response.base import ASGIResponse
 from litestar.response.streaming import ASGIStreamingResponse
-from litestar.types import HTTPResponseBodyEvent, Receive, Send
+from litestar.types import HTTPResponseBodyEvent, Receive, Scope, Send
 
 LOST_HOOK = "agui_on_lost"  # the attribute of uvicorn's request cycle our protocol calls when the connection is lost
 _END: HTTPResponseBodyEvent = {"type": "http.response.body", "body": b"", "more_body": False}
+_HEADERS = [(b"cache-control", b"no-cache"), (b"x-accel-buffering", b"no"), (b"content-type", b"text/event-stream; charset=utf-8")]
+
+
+class SseBody:
+    """A run's SSE response as a plain ASGI app (the run routes send it directly, transports/sse.py RunRoutes):
+    its start with the headers Litestar's `Stream` would send, then the body as below."""
+
+    __slots__ = ("chunks", "headers")
+
+    def __init__(self, chunks: AsyncIterator[bytes], headers: dict[str, str]) -> None:
+        self.chunks = chunks
+        self.headers = [*_HEADERS, *((name.lower().encode("latin-1"), value.encode("latin-1")) for name, value in headers.items())]
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await send({"type": "http.response.start", "status": 200, "headers": self.headers})
+        await stream_body(self.chunks, send, receive)
+
+    def as_stream(self) -> SseStream:
+        """The same response for Litestar's handler path."""
+        extra = {name.decode("latin-1"): value.decode("latin-1") for name, value in self.headers[len(_HEADERS) :]}
+        return SseStream(
+            self.chunks, media_type="text/event-stream", headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no", **extra}
+        )
 
 
 class SseStream(Stream):
@@ -31,37 +55,42 @@ class _SseBody(ASGIStreamingResponse):
     __slots__ = ()
 
     async def send_body(self, send: Send, receive: Receive) -> None:
-        task = asyncio.current_task()
-        assert task is not None
-        gone = asyncio.Event()
+        await stream_body(self.iterator, send, receive)  # type: ignore[arg-type]  # our streams yield bytes
 
-        def lost() -> None:
-            if not gone.is_set():
-                gone.set()
-                task.cancel()
 
-        cycle = getattr(receive, "__self__", None)
-        watcher = None
-        if cycle is not None and hasattr(cycle, "disconnected"):
-            if cycle.disconnected:
-                return
-            setattr(cycle, LOST_HOOK, lost)
-        else:
-            watcher = asyncio.ensure_future(_wait_for_disconnect(receive, lost))
-        try:
-            async for chunk in self.iterator:
-                body: HTTPResponseBodyEvent = {"type": "http.response.body", "body": chunk, "more_body": True}  # type: ignore[typeddict-item]
-                await send(body)
-            await send(_END)
-        except asyncio.CancelledError:
-            if not gone.is_set():
-                raise
-            task.uncancel()  # the client left: the response simply ends
-        finally:
-            if watcher is not None:
-                watcher.cancel()
-            if cycle is not None:
-                setattr(cycle, LOST_HOOK, None)
+async def stream_body(chunks: AsyncIterable[bytes], send: Send, receive: Receive) -> None:
+    """Every chunk, then the end; the client's disconnect cancels this task and the response simply ends."""
+    task = asyncio.current_task()
+    assert task is not None
+    gone = asyncio.Event()
+
+    def lost() -> None:
+        if not gone.is_set():
+            gone.set()
+            task.cancel()
+
+    cycle = getattr(receive, "__self__", None)
+    watcher = None
+    if cycle is not None and hasattr(cycle, "disconnected"):
+        if cycle.disconnected:
+            return
+        setattr(cycle, LOST_HOOK, lost)
+    else:
+        watcher = asyncio.ensure_future(_wait_for_disconnect(receive, lost))
+    try:
+        async for chunk in chunks:
+            body: HTTPResponseBodyEvent = {"type": "http.response.body", "body": chunk, "more_body": True}
+            await send(body)
+        await send(_END)
+    except asyncio.CancelledError:
+        if not gone.is_set():
+            raise
+        task.uncancel()  # the client left: the response simply ends
+    finally:
+        if watcher is not None:
+            watcher.cancel()
+        if cycle is not None:
+            setattr(cycle, LOST_HOOK, None)
 
 
 async def _wait_for_disconnect(receive: Receive, lost: Any) -> None:

@@ -121,8 +121,8 @@ class Connection:
     async def send_events(self, entries: list[Entry], stream_id: str | None, positions: bool = False) -> None:
         """One text frame per event; sent as one batch where the server supports it."""
         frames = self._frames(entries, stream_id, positions)
-        metrics.EVENTS_SENT.labels("ws").inc(len(frames))
-        metrics.BYTES_SENT.labels("ws").inc(sum(len(frame) for frame in frames))
+        metrics.labelled(metrics.EVENTS_SENT, "ws").inc(len(frames))
+        metrics.labelled(metrics.BYTES_SENT, "ws").inc(sum(len(frame) for frame in frames))
         async with self.send_lock:  # mux: runs share the socket; frames of one batch stay together
             if self.batching:
                 await self.raw_send({"type": "websocket.send", TEXT_BATCH_EXTENSION: frames})
@@ -156,7 +156,7 @@ class Connection:
             prepared.grace_seconds = parse_grace(grace, "reattachGraceSeconds")
             return await self.ctx.engine.start(prepared, caller_of(self.principal))
         except GatewayError as error:
-            metrics.RUNS_REFUSED.labels("ws", error.code.name).inc()
+            metrics.labelled(metrics.RUNS_REFUSED, "ws", error.code.name).inc()
             await self.send_error(error, stream_id, error.language)
             if error.code is ErrorCode.UNAUTHORIZED:
                 await self.socket.close(CLOSE_POLICY, "credential expired")
@@ -174,7 +174,7 @@ class Connection:
                 frame.thread_id, frame.run_id, frame.ros_invocation_id, after, caller_of(self.principal), language=self.language
             )
         except GatewayError as error:
-            metrics.REATTACHES.labels(error.code.name).inc()
+            metrics.labelled(metrics.REATTACHES, error.code.name).inc()
             await self.send_error(error, frame.id, error.language)
             return None
 
@@ -191,7 +191,7 @@ class Connection:
             if batch is not None:  # (None is a heartbeat: liveness here is WebSocket ping/pong)
                 await self.send_events(batch, stream_id, run.positions)
                 if first:
-                    metrics.TIME_TO_FIRST_EVENT.labels("ws").observe(time.perf_counter() - arrived)
+                    metrics.labelled(metrics.TIME_TO_FIRST_EVENT, "ws").observe(time.perf_counter() - arrived)
                     first = False
 
     def abandon(self) -> None:
@@ -320,7 +320,7 @@ async def _serve_mux(conn: Connection) -> None:
             elif frame.op == "cancel":
                 run = conn.runs.get(frame.id)
                 if run is not None:
-                    metrics.CANCELS.labels("socket").inc()
+                    metrics.labelled(metrics.CANCELS, "socket").inc()
                     run.cancel()
                 else:  # never started, or already ended: say so rather than leave the client waiting
                     await conn.send_error(GatewayError(ErrorCode.EXECUTION_NOT_FOUND, "id", "No run on this stream id."), frame.id)
@@ -349,7 +349,7 @@ async def ws_endpoint(socket: WebSocket, services: Services) -> None:
     await socket.accept(subprotocols=chosen)
     conn = Connection(socket, services, mux=chosen == MUX_PROTOCOL, principal=principal)
     ctx.sockets.add(conn)
-    metrics.CONNECTIONS_OPEN.labels("websocket").inc()
+    metrics.labelled(metrics.CONNECTIONS_OPEN, "websocket").inc()
     try:
         await (_serve_mux(conn) if conn.mux else _serve_base(conn))
     except Exception:
@@ -360,5 +360,5 @@ async def ws_endpoint(socket: WebSocket, services: Services) -> None:
             pass
     finally:
         ctx.sockets.discard(conn)
-        metrics.CONNECTIONS_OPEN.labels("websocket").dec()
+        metrics.labelled(metrics.CONNECTIONS_OPEN, "websocket").dec()
         conn.abandon()

@@ -131,7 +131,7 @@ class RunEngine:
                 raise GatewayError(ErrorCode.EVENTS_EXPIRED, "lastEventId") from None
             except PositionUnknown:
                 raise GatewayError(ErrorCode.INVALID_INPUT, "lastEventId", "This position was never given out.") from None
-            metrics.REATTACHES.labels("live").inc()
+            metrics.labelled(metrics.REATTACHES, "live").inc()
             return handle
         ref, events = LogRef(key, run_id), self.store.events
         try:
@@ -153,7 +153,7 @@ class RunEngine:
         async def cancel() -> None:
             await self.cancel(thread_id, execution_id, ros_invocation_id, caller)
 
-        metrics.REATTACHES.labels("log").inc()
+        metrics.labelled(metrics.REATTACHES, "log").inc()
         return LogHandle(events, ref, thread_id, read, after, language, cancel)
 
     async def _admit(self, prepared: PreparedRun, key: str, run_span: Span, retry: bool) -> Run:
@@ -207,7 +207,7 @@ class RunEngine:
         log.info("admission of run %s completed after its caller left: released", prepared.run.run_id)
 
     def _register(self, run: Run) -> None:
-        metrics.RUNS_STARTED.labels(run.prepared.transport).inc()
+        metrics.labelled(metrics.RUNS_STARTED, run.prepared.transport).inc()
         metrics.RUNS_IN_FLIGHT.inc()
         self._idle.clear()
         self._unsettled += 1
@@ -226,8 +226,8 @@ class RunEngine:
 
     def _forget(self, run: Run) -> None:
         label, seconds = outcome_label(run.outcome), time.monotonic() - run.started
-        metrics.RUNS_ENDED.labels(run.prepared.transport, label).inc()
-        metrics.RUN_DURATION.labels(metrics.outcome_kind(label)).observe(seconds)
+        metrics.labelled(metrics.RUNS_ENDED, run.prepared.transport, label).inc()
+        metrics.labelled(metrics.RUN_DURATION, metrics.outcome_kind(label)).observe(seconds)
         self._runs.pop(run.lease.run_id, None)
         if self._by_execution.get(run.lease.execution_id) is run:
             del self._by_execution[run.lease.execution_id]
@@ -263,7 +263,7 @@ class RunEngine:
         if result.status == "lost":
             raise GatewayError(ErrorCode.EXECUTION_LOST, "executionId")
         if result.status == "cancelled":
-            metrics.CANCELS.labels("extension").inc()
+            metrics.labelled(metrics.CANCELS, "extension").inc()
             run = self._by_execution.get(execution_id)
             if run is not None:
                 run.stop(Cancelled())
@@ -277,7 +277,7 @@ class RunEngine:
         """A cancel wake-up from another replica (`key`: the store's thread key); the durable intent is recorded."""
         run = self._by_execution.get(execution_id)
         if run is not None and run.lease.thread_id == key:
-            metrics.CANCELS.labels("remote").inc()
+            metrics.labelled(metrics.CANCELS, "remote").inc()
             run.stop(Cancelled())
 
     async def drain(self, grace_seconds: float) -> None:
@@ -295,7 +295,7 @@ class RunEngine:
                 metrics.HANDOFFS.inc()
                 log.info("run handed off thread=%s run=%s", run.thread_id, run.lease.run_id)
                 continue
-            metrics.CANCELS.labels("drain").inc()
+            metrics.labelled(metrics.CANCELS, "drain").inc()
             run.stop(Cancelled())
         pending = [run.task for run in self._runs.values()]
         if pending:

@@ -57,12 +57,12 @@ class LeaseKeeper:
             try:
                 renewed = await self.store.renew(self.lease)
             except StoreUnavailable:
-                metrics.LEASE_RENEWALS.labels("unavailable").inc()
+                metrics.labelled(metrics.LEASE_RENEWALS, "unavailable").inc()
                 if self.monotonic() - last_ok >= lifetime * 0.9:
                     self.on_lost(GatewayError(ErrorCode.STATE_PERSISTENCE_FAILED, detail="The run lease could not be renewed."))
                     return
                 continue
-            metrics.LEASE_RENEWALS.labels("ok" if renewed.ok else "lost").inc()
+            metrics.labelled(metrics.LEASE_RENEWALS, "ok" if renewed.ok else "lost").inc()
             if not renewed.ok:
                 self.on_lost(GatewayError(ErrorCode.EXECUTION_LOST, "runId", "The run lost its lease."))
                 return
@@ -70,6 +70,6 @@ class LeaseKeeper:
             if self.on_renewed is not None:
                 await self.on_renewed()
             if renewed.cancel_requested:
-                metrics.CANCELS.labels("renewal").inc()
+                metrics.labelled(metrics.CANCELS, "renewal").inc()
                 self.on_cancel()
                 return  # the run is ending; nothing more to renew

@@ -79,7 +79,7 @@ class LogWriter:
                     self._fenced()
                     return
                 except StoreUnavailable as exc:
-                    metrics.STORE_ERRORS.labels("event_log", "unavailable").inc()
+                    metrics.labelled(metrics.STORE_ERRORS, "event_log", "unavailable").inc()
                     log.warning("event log of run %s not written (%s); retrying in %.2fs", self._ref.run_id, exc, delay)
                     self._pending[:0] = batch
                     await asyncio.sleep(delay)

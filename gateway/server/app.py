@@ -31,7 +31,7 @@ from transports.fallback import EXCEPTION_HANDLERS, RequestHygiene
 from transports.health import health, ping, protected_resource, ready
 from transports.reattach import run_events
 from transports.services import TransportServices
-from transports.sse import run_invocations, run_root
+from transports.sse import RunRoutes, run_invocations, run_root
 from transports.static_ui import ui_router
 from transports.tickets import issue_ticket
 from transports.websocket import ws_endpoint
@@ -146,7 +146,7 @@ def create_app(
         route_handlers=ROUTES,
         dependencies={"services": Provide(lambda: services, use_cache=True, sync_to_thread=False)},
         exception_handlers=EXCEPTION_HANDLERS,  # type: ignore[arg-type]
-        middleware=[AccessLog, RequestHygiene],
+        middleware=[AccessLog, RequestHygiene, RunRoutes],
         openapi_config=None,  # no generated schema: it could not describe the SSE and WebSocket contract truthfully
         lifespan=[lifespan],
         debug=False,

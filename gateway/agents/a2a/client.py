@@ -54,10 +54,10 @@ class A2AClient:
                 response = await self.http.post(self.url, content=self._request(method, params), headers=headers)
                 response.raise_for_status()
         except httpx.HTTPError:
-            metrics.A2A_ERRORS.labels(method).inc()
+            metrics.labelled(metrics.A2A_ERRORS, method).inc()
             raise
         finally:
-            metrics.A2A_SECONDS.labels(method).observe(time.perf_counter() - started)
+            metrics.labelled(metrics.A2A_SECONDS, method).observe(time.perf_counter() - started)
         body = _decode(response.content)
         if "error" in body:
             raise A2AError(body["error"])
@@ -71,12 +71,12 @@ class A2AClient:
             with tracing.span(f"a2a.{method}"):
                 headers = tracing.outgoing({"Accept": "text/event-stream"})
                 async with self.http.stream("POST", self.url, content=request, headers=headers) as response:
-                    metrics.A2A_SECONDS.labels(method).observe(time.perf_counter() - started)
+                    metrics.labelled(metrics.A2A_SECONDS, method).observe(time.perf_counter() - started)
                     response.raise_for_status()
                     async for body in _frames(response):
                         yield body
         except httpx.HTTPError:
-            metrics.A2A_ERRORS.labels(method).inc()
+            metrics.labelled(metrics.A2A_ERRORS, method).inc()
             raise
 
     async def extension(self, method: str, path: str, **kwargs: Any) -> httpx.Response | None:
