@@ -14,6 +14,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from gateway.server.app import create_app
 from gateway.settings import Settings
+from gateway.tracing import provider_changed
 from tests.support import InProcessGateway, post_sse, run_body
 
 EXPORTER = InMemorySpanExporter()
@@ -24,6 +25,7 @@ def provider():
     installed = TracerProvider()
     installed.add_span_processor(SimpleSpanProcessor(EXPORTER))
     trace.set_tracer_provider(installed)  # once per process; the gateway's tracer is a proxy that follows it
+    provider_changed()
     yield installed
 
 

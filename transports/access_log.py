@@ -9,9 +9,9 @@ access line: method, path (never the query string, where credentials could be), 
 from __future__ import annotations
 
 import logging
+import os
 import re
 import time
-import uuid
 from typing import Any
 
 from litestar.types import ASGIApp, Message, Receive, Scope, Send
@@ -31,7 +31,7 @@ def request_id_of(scope: Scope) -> str:
             if _SANE.match(text):
                 return text
             break
-    return uuid.uuid4().hex
+    return os.urandom(16).hex()
 
 
 class AccessLog:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import time
-import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -166,9 +166,9 @@ class RunEngine:
             user_id=prepared.user_id,
             ros_invocation_id=ext.ros_invocation_id,
             is_resume=prepared.is_resume,
-            new_execution_id=f"exec-{uuid.uuid4().hex}",
+            new_execution_id=f"exec-{os.urandom(16).hex()}",
             owner=self.store.owner_id,
-            nonce=uuid.uuid4().hex,
+            nonce=os.urandom(16).hex(),
             restart_unstarted=retry and self.reattach,  # only where every run that starts leaves a log behind
         )
         admitting = asyncio.ensure_future(self.store.admit(admission))

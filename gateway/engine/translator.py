@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import uuid
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -16,7 +16,7 @@ TOOL_PROGRESS_EVENT = "iac-code.tool-progress.v1"
 
 
 def _new_id(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:16]}"
+    return f"{prefix}-{os.urandom(8).hex()}"
 
 
 class Translator:
