@@ -126,10 +126,21 @@ CONFIGS = {
 NODE_CLIENT = os.path.join(ROOT, "bench", "node", "load_client.mjs")
 
 
-def load(url: str, streams: int, count: int, runs: int) -> dict:
-    """One round of the Node load client against one server."""
+def cpu_seconds(pid: int) -> float:
+    """User and system CPU time a process has used so far."""
+    with open(f"/proc/{pid}/stat") as handle:
+        fields = handle.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def load(url: str, streams: int, count: int, runs: int, pid: int | None = None) -> dict:
+    """One round of the Node load client against one server; with `pid`, also the server's CPU time per run."""
+    before = cpu_seconds(pid) if pid else 0.0
     done = subprocess.run(["node", NODE_CLIENT, url, str(streams), str(count), str(runs)], capture_output=True, text=True, check=True)
-    return json.loads(done.stdout)
+    result = json.loads(done.stdout)
+    if pid:
+        result["cpu_us_per_run"] = (cpu_seconds(pid) - before) * 1e6 / max(1, result["runs"])
+    return result
 
 
 def figure(result: dict, metric: str) -> float:
@@ -162,7 +173,7 @@ def main() -> None:
                 for name in configs:
                     streams, count, runs, _ = CONFIGS[name]
                     for kind in kinds:
-                        results[name][kind].append(load(servers[kind][1], streams, count, runs))
+                        results[name][kind].append(load(servers[kind][1], streams, count, runs, servers[kind][0].pid))
         finally:
             for proc, _ in [*servers.values(), *([redis] if redis else [])]:
                 proc.terminate()
@@ -173,16 +184,22 @@ def main() -> None:
     for name in configs:
         streams, count, runs, metric = CONFIGS[name]
         print(f"{name}: C={streams}, N={count}, {runs} runs per round ({metric})")
-        medians = {}
+        medians: dict[str, float] = {}
+        cpu: dict[str, float] = {}
         for kind in kinds:
             rows = results[name][kind]
             medians[kind] = statistics.median(figure(row, metric) for row in rows)
             p50 = statistics.median(row["ttfe"]["p50"] for row in rows)
             p99 = statistics.median(row["ttfe"]["p99"] for row in rows)
             failed = sum(row["failures"] for row in rows)
-            print(f"  {kind:8s} {medians[kind]:>12,.1f}   first event p50 {p50:6.2f} ms p99 {p99:7.2f} ms   failed runs {failed}")
+            cpu[kind] = statistics.median(row["cpu_us_per_run"] for row in rows)
+            print(
+                f"  {kind:8s} {medians[kind]:>12,.1f}   first event p50 {p50:6.2f} ms p99 {p99:7.2f} ms"
+                f"   server CPU {cpu[kind]:6.0f} us/run   failed runs {failed}"
+            )
         print(
             f"  gateway / floor = {medians['gateway'] / medians['bare']:.2f}x   gateway / sdk = {medians['gateway'] / medians['sdk']:.2f}x"
+            f"   server CPU per run: gateway / floor = {cpu['gateway'] / cpu['bare']:.2f}x"
         )
 
 

@@ -77,6 +77,7 @@ class Settings(Struct, kw_only=True):
     metrics_host: str = "127.0.0.1"
     trusted_proxies: tuple[str, ...] = ()  # addresses/CIDRs whose X-Forwarded-For names the client (none by default)
     max_connections_per_client: int = 1000  # open connections per client address (0: no cap)
+    backlog: int = 2048  # the listen backlog (the kernel caps it at net.core.somaxconn)
     ticket_ttl: float = 60.0
     oauth_discovery_url: str | None = None
     oauth_jwks_url: str | None = None

@@ -158,3 +158,10 @@ def test_the_file_descriptor_soft_limit_is_raised_at_start_and_reported(tmp_path
     finally:
         proc.terminate()
         proc.wait(10)
+
+
+def test_the_listen_backlog_is_the_one_configured(start_gateway):
+    """`--backlog` reaches the listening socket (ss shows a listener's backlog as its Send-Q)."""
+    server = start_gateway("--backlog", "37")
+    listed = subprocess.run(["ss", "-ltnH", f"sport = :{server.port}"], capture_output=True, text=True, check=True).stdout.split()
+    assert listed[0] == "LISTEN" and listed[2] == "37", listed

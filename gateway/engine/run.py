@@ -249,8 +249,10 @@ class Run:
             self.task.cancel()
 
     async def _main(self) -> None:
-        # The task was created during admission: make the run's span current, so its children nest under it.
-        otel_context.attach(trace.set_span_in_context(self.span))
+        # The task was created during admission: make the run's span current, so its children nest under it
+        # (nothing to do when spans are not recorded: the task already carries the caller's trace context).
+        if self.span.is_recording():
+            otel_context.attach(trace.set_span_in_context(self.span))
         self._running = True
         if self.keeper is not None:
             self.keeper.start()

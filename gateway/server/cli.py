@@ -237,6 +237,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _opt(
         p,
+        "--backlog",
+        "2048",
+        "connections the kernel queues for the server before it accepts them (capped by net.core.somaxconn); a burst of "
+        "new connections beyond it is refused or retried by the client's TCP stack",
+        type=integer("--backlog", 1),
+    )
+    _opt(
+        p,
         "--trusted-proxies",
         None,
         "proxy address or CIDR whose X-Forwarded-For gives the client's address (for rate "
@@ -308,6 +316,7 @@ def settings_from_args(argv: list[str] | None = None) -> Settings:
         header_timeout_seconds=args.header_timeout_seconds,
         body_timeout_seconds=args.body_timeout_seconds,
         max_connections_per_client=args.max_connections_per_client,
+        backlog=args.backlog,
         metrics_port=args.metrics_port,
         metrics_host=args.metrics_host,
         trusted_proxies=tuple(map(network("--trusted-proxies"), _many(args.trusted_proxies, "--trusted-proxies"))),
@@ -330,6 +339,7 @@ def settings_from_args(argv: list[str] | None = None) -> Settings:
 def main(argv: list[str] | None = None) -> int:
     import uvicorn
 
+    from gateway.collector import tune_collector
     from gateway.fds import raise_fd_limit
     from gateway.logs import setup_logging
     from gateway.server.app import create_app
@@ -349,6 +359,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"agui-gateway: {exc}", file=sys.stderr)
         return 2
     soft, hard = raise_fd_limit()  # once the configuration is known good: each connection holds a descriptor
+    tune_collector()
     logging.getLogger("agui.serve").info("file descriptors: soft limit %d, hard limit %d", soft, hard)
     config = uvicorn.Config(app, host=settings.host, port=settings.port, log_config=None, access_log=False, **uvicorn_options(settings))
     GatewayServer(config, app.state.services).run()

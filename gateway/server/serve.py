@@ -73,4 +73,5 @@ def uvicorn_options(settings: Settings) -> dict:
         "ws_ping_interval": ping,
         "ws_ping_timeout": ping,
         "timeout_graceful_shutdown": settings.shutdown_grace_seconds + 5,
+        "backlog": settings.backlog,
     }
