@@ -224,7 +224,7 @@ def _is_json(text: str) -> bool:
 
 async def _serve_base(conn: Connection) -> None:
     socket = conn.socket
-    pending: asyncio.Queue[str] = asyncio.Queue()
+    pending: asyncio.Queue[str | None] = asyncio.Queue()  # frames in order; None once the socket is done
     closed = asyncio.Event()
 
     async def reader() -> None:
@@ -240,20 +240,17 @@ async def _serve_base(conn: Connection) -> None:
                 break
             pending.put_nowait(text)
         closed.set()
+        pending.put_nowait(None)
         conn.abandon()
 
     reader_task = asyncio.create_task(reader())
     try:
         while True:
-            getter = asyncio.create_task(pending.get())
-            waiter = asyncio.create_task(closed.wait())
-            done, _ = await asyncio.wait({getter, waiter}, return_when=asyncio.FIRST_COMPLETED)
-            if getter not in done:
-                getter.cancel()
+            text = await pending.get()  # an idle socket waits here: no task of its own besides the reader
+            if text is None or closed.is_set():
                 return
-            waiter.cancel()
             arrived = time.perf_counter()
-            run = await conn.start_run(getter.result().encode(), None)
+            run = await conn.start_run(text.encode(), None)
             if run is None:
                 continue
             task = asyncio.create_task(conn.forward(run, None, arrived))

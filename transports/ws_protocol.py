@@ -103,3 +103,5 @@ class CorkedWebSocketsProtocol(WebSocketsSansIOProtocol):
                     await super().send({"type": "websocket.send", "text": payload.decode()})
                 return
         await super().send(message)
+        if message["type"] == "websocket.accept" and self.handshake_complete:
+            self.request = self.response = None  # type: ignore[assignment]  # the handshake is never read again (~2 KiB a socket)
