@@ -62,11 +62,11 @@ async def stream_body(chunks: AsyncIterable[bytes], send: Send, receive: Receive
     """Every chunk, then the end; the client's disconnect cancels this task and the response simply ends."""
     task = asyncio.current_task()
     assert task is not None
-    gone = asyncio.Event()
+    gone: list[bool] = []  # one entry once the client left (a list: the least a closure can flip)
 
     def lost() -> None:
-        if not gone.is_set():
-            gone.set()
+        if not gone:
+            gone.append(True)
             task.cancel()
 
     cycle = getattr(receive, "__self__", None)
@@ -83,7 +83,7 @@ async def stream_body(chunks: AsyncIterable[bytes], send: Send, receive: Receive
             await send(body)
         await send(_END)
     except asyncio.CancelledError:
-        if not gone.is_set():
+        if not gone:
             raise
         task.uncancel()  # the client left: the response simply ends
     finally:
