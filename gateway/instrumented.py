@@ -21,6 +21,7 @@ from store import (
     RenewResult,
     ThreadStore,
 )
+from store.eventlog import LogWrite
 
 T = TypeVar("T")
 
@@ -67,6 +68,9 @@ class InstrumentedStore(ThreadStore):
 
     async def finish_run(self, lease: Lease, status: ExecutionStatus | None, progress: Progress) -> None:
         await self._timed("finish_run", lambda: self.inner.finish_run(lease, status, progress))
+
+    async def finish_run_and_log(self, lease: Lease, status: ExecutionStatus | None, progress: Progress, log: LogWrite) -> Exception | None:
+        return await self._timed("finish_run", lambda: self.inner.finish_run_and_log(lease, status, progress, log))
 
     async def cancel(self, thread_id: str, execution_id: str, ros_invocation_id: str, user_id: str | None = None) -> CancelResult:
         return await self._timed("cancel", lambda: self.inner.cancel(thread_id, execution_id, ros_invocation_id, user_id))

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from store.eventlog import EventLog
+from store.eventlog import EventLog, LogFenced, LogWrite
 from store.records import Execution, ExecutionStatus, PendingInterrupt
 
 Clock = Callable[[], float]
@@ -143,6 +143,16 @@ class ThreadStore(abc.ABC):
     @abc.abstractmethod
     async def finish_run(self, lease: Lease, status: ExecutionStatus | None, progress: Progress) -> None:
         """Release the lease; with a status, the execution ends with it (None leaves the execution as it is)."""
+
+    async def finish_run_and_log(self, lease: Lease, status: ExecutionStatus | None, progress: Progress, log: LogWrite) -> Exception | None:
+        """`finish_run`, then the run's last event-log write (Redis: both in one round trip). The finish's refusal
+        or failure is raised; the log write's (LogFenced, StoreUnavailable) is returned, None when it was written."""
+        await self.finish_run(lease, status, progress)
+        try:
+            await self.events.apply(log)
+        except (LogFenced, StoreUnavailable) as exc:
+            return exc
+        return None
 
     @abc.abstractmethod
     async def cancel(self, thread_id: str, execution_id: str, ros_invocation_id: str, user_id: str | None = None) -> CancelResult:

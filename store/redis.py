@@ -18,7 +18,7 @@ from urllib.parse import urlparse
 import msgspec
 import redis.asyncio as aioredis
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import RedisError
+from redis.exceptions import NoScriptError, RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from store.base import (
@@ -35,7 +35,7 @@ from store.base import (
     StoreUnavailable,
     ThreadStore,
 )
-from store.eventlog import LogRef
+from store.eventlog import LogFenced, LogRef, LogWrite
 from store.eventlog.redis import RedisEventLog
 from store.limits import MAX_ANSWERED_IDS, MAX_HISTORY, MAX_RUN_RECORDS
 from store.records import Execution, ExecutionStatus, PendingInterrupt
@@ -290,6 +290,41 @@ class RedisStore(ThreadStore):
 
     async def finish_run(self, lease: Lease, status: ExecutionStatus | None, progress: Progress) -> None:
         await self._run("finish_run", lease.thread_id, {"lease": _lease(lease), "status": status, "progress": _progress(progress)})
+
+    async def finish_run_and_log(self, lease: Lease, status: ExecutionStatus | None, progress: Progress, log: LogWrite) -> Exception | None:
+        """The finish script and the run's last log write pipelined: one round trip for both (the end of a short
+        run). Replicated durability keeps them apart (the finish waits for its replicas on its own)."""
+        if self.min_replicas:
+            return await super().finish_run_and_log(lease, status, progress, log)
+        finish = self.scripts["finish_run"]
+        argument = _encoder.encode({"lease": _lease(lease), "status": status, "progress": _progress(progress)})
+        log_keys, log_args = self._log.script_call(log)
+
+        async def both() -> list[Any]:
+            # Plain EVALSHAs: a pipeline given Script objects first asks SCRIPT EXISTS, a round trip of its own.
+            async with self.client.pipeline(transaction=False) as pipe:
+                pipe.evalsha(finish.sha, 1, thread_key(lease.thread_id), argument)
+                pipe.evalsha(self._log.append_script.sha, len(log_keys), *log_keys, *log_args)
+                replies: list[Any] = await pipe.execute(raise_on_error=False)
+                return replies
+
+        finished, logged = await self._command(both)
+        if isinstance(finished, NoScriptError) or isinstance(logged, NoScriptError):
+            # The scripts are not loaded (a restarted or flushed Redis): the ordinary calls load them. The finish
+            # is fenced, so running it again after it landed changes nothing.
+            return await super().finish_run_and_log(lease, status, progress, log)
+        if isinstance(finished, Exception):
+            retryable = isinstance(finished, (RedisConnectionError, RedisTimeoutError))
+            raise StoreUnavailable(f"redis: {type(finished).__name__}", retryable=retryable)
+        result = json.loads(finished)
+        if result.get("error"):
+            field = result.get("field")
+            raise Rejected(Rejection(result["error"]), field if isinstance(field, str) else None)
+        if isinstance(logged, Exception):
+            return StoreUnavailable(f"redis: {type(logged).__name__}")
+        if logged == -1:
+            return LogFenced(f"run {log.ref.run_id}: a newer owner writes this log")
+        return None
 
     async def cancel(self, thread_id: str, execution_id: str, ros_invocation_id: str, user_id: str | None = None) -> CancelResult:
         argument = {"execution_id": execution_id, "ros_invocation_id": ros_invocation_id, "user_id": user_id}

@@ -16,6 +16,7 @@ class TcpProxy:
         self.target_port = target_port
         self._loop = asyncio.new_event_loop()
         self._writers: set[asyncio.StreamWriter] = set()
+        self.sent: list[bytes] = []  # every chunk a client sent upstream, as read (one write of a pipeline: one chunk)
         self._ready = threading.Event()
         self._thread = threading.Thread(target=self._serve, daemon=True)
 
@@ -38,11 +39,13 @@ class TcpProxy:
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         upstream_reader, upstream_writer = await asyncio.open_connection("127.0.0.1", self.target_port)
         self._writers |= {writer, upstream_writer}
-        await asyncio.gather(self._pipe(reader, upstream_writer), self._pipe(upstream_reader, writer), return_exceptions=True)
+        await asyncio.gather(self._pipe(reader, upstream_writer, self.sent), self._pipe(upstream_reader, writer), return_exceptions=True)
 
-    async def _pipe(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def _pipe(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, record: list[bytes] | None = None) -> None:
         try:
             while data := await reader.read(65536):
+                if record is not None:
+                    record.append(data)
                 writer.write(data)
                 await writer.drain()
         finally:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import subprocess
 import threading
 import time
 
@@ -290,3 +291,32 @@ def test_runs_that_end_as_their_lease_is_renewed_are_never_reported_lost(tmp_pat
         assert outcomes.count("RUN_FINISHED") == 200, {o: outcomes.count(o) for o in set(outcomes)}
     finally:
         server.stop()
+
+
+def test_a_short_run_costs_two_redis_round_trips(tmp_path, own_redis, client):
+    """Admission, then the end with the run's whole event log pipelined with it: the chunks the gateway sends Redis
+    that name the run (its id is in the admission, the end and the logged events) are two."""
+    from tests.tcp_proxy import TcpProxy
+
+    with TcpProxy(own_redis.port) as proxy:
+        gateway = Gateway(tmp_path, "--store", f"redis://127.0.0.1:{proxy.port}/0", "--allowed-cwd", "/tmp").start()
+        try:
+            assert post_sse(client, gateway.url + "/", run_body("warm up")).status == 200  # the scripts get loaded
+            body = run_body("hello")
+            result = post_sse(client, gateway.url + "/", body)
+            assert result.terminal["outcome"] == {"type": "success"}
+            naming = [chunk for chunk in proxy.sent if body["runId"].encode() in chunk]
+            assert len(naming) == 2, [chunk[:120] for chunk in naming]
+            assert naming[1].count(b"EVALSHA") == 2, "the end and the log write leave together"
+            url = f"{gateway.url}/threads/{body['threadId']}/runs/{body['runId']}/events?rosInvocationId=inv-1"
+            replay = client.get(url, headers={"accept": "text/event-stream"})
+            assert replay.status_code == 200, replay.text
+            assert replay.content.count(b"data: ") == len(result.events), "the log written with the end is whole"
+            # Scripts gone (a restarted or flushed Redis): the pipelined end falls back to the calls that load them.
+            subprocess.run(["redis-cli", "-p", str(own_redis.port), "SCRIPT", "FLUSH"], check=True, capture_output=True)
+            again = run_body("hello again")
+            assert post_sse(client, gateway.url + "/", again).terminal["outcome"] == {"type": "success"}
+            url = f"{gateway.url}/threads/{again['threadId']}/runs/{again['runId']}/events?rosInvocationId=inv-1"
+            assert b'"RUN_FINISHED"' in client.get(url, headers={"accept": "text/event-stream"}).content
+        finally:
+            gateway.stop()

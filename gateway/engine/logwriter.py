@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from gateway import metrics
 from gateway.engine.stream import Bounds, Entry, EventStream
 from store import StoreUnavailable
-from store.eventlog import EventLog, LogFenced, LogMeta, LogRef
+from store.eventlog import EventLog, LogFenced, LogMeta, LogRef, LogWrite
 
 log = logging.getLogger("agui.engine")
 FINISH_SECONDS = 10.0  # how long the end of a run may wait for its log to be written
@@ -49,6 +49,9 @@ class LogWriter:
         self._fence = fence
         self._on_fenced = on_fenced
         self.fenced = False  # a newer owner writes the log: nothing more is written from here
+        self._closing = False  # a closing write is out with the end of the run: what is published now is in it
+        self._done = False  # the closing write landed: the log is complete
+        self._terminal_from = 0
 
     @property
     def ref(self) -> LogRef:
@@ -56,7 +59,7 @@ class LogWriter:
 
     def submit(self, entries: list[Entry]) -> None:
         """New entries (live logs): written behind the run, coalesced while a write is in flight."""
-        if self.fenced:
+        if self.fenced or self._done or self._closing:
             return
         self._pending.extend(entries)
         if self._task is None:
@@ -98,10 +101,44 @@ class LogWriter:
         if self._on_fenced is not None:
             self._on_fenced()
 
+    async def closing_write(self, stream: EventStream, terminal: list[Entry]) -> LogWrite | None:
+        """The log's last write, described, for the store to send with the end of the run (one round trip): what
+        is not written yet, then `terminal` (the events about to close the stream), and the end. Entries published
+        meanwhile are not written again; `closed` says how it went. None: nothing to write (fenced)."""
+        if self.fenced or not terminal:
+            return None
+        if self._task is not None and not self._created and not self._writing:
+            self._task.cancel()  # still in its first delay: nothing was sent, the write below has it all
+            self._task = None
+        while self._task is not None:
+            await asyncio.shield(self._task)
+        if not self._log.live_writes or not self._created:
+            entries, create = stream.entries(stream.first - 1), (None if self._created else self._meta)
+        else:
+            entries, create = self._pending, None
+        self._pending, self._closing, self._terminal_from = [], True, terminal[0][0]
+        # The log keeps what the bounds keep; short of them, what the writer keeps (an adopter keeps its
+        # predecessor's entries, older than its own ring).
+        bounded = stream.bounded_first(terminal[-1][0])
+        first = bounded if bounded > stream.first else self._first()
+        written = [entry for entry in entries if entry[0] >= first] + terminal
+        return LogWrite(self._ref, written, first, create=create, end=terminal[-1][0], fence=self._fence)
+
+    def closed(self, write: LogWrite, failure: Exception | None) -> None:
+        """How the closing write went: done; fenced; or failed, and then `finish` writes what it held as before
+        (the terminal events reach this writer again when they are published)."""
+        self._closing = False
+        if failure is None:
+            self._created, self._done = True, True
+        elif isinstance(failure, LogFenced):
+            self._fenced()
+        else:
+            self._pending[:0] = [entry for entry in write.entries if entry[0] < self._terminal_from]
+
     async def finish(self, stream: EventStream, *, end: bool = True) -> None:
         """The run has ended: write what is left (all of the ring, for logs written only now) and mark the end
         (`end=False`: the run was handed to another replica, which goes on writing this log)."""
-        if self.fenced:
+        if self.fenced or self._done:
             return
         try:
             async with asyncio.timeout(FINISH_SECONDS):

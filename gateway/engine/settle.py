@@ -24,6 +24,7 @@ import msgspec
 
 from gateway.engine.faults import STORE_FAILURES
 from gateway.engine.outcome import Cancelled, Completed, Failed, HandedOff, Interrupted, Outcome, RunState
+from gateway.engine.stream import Entry
 from gateway.errors import ErrorCode, GatewayError
 from gateway.i18n import message_for
 from gateway.logs import with_request_id
@@ -47,9 +48,10 @@ async def settle(run: Run, outcome: Outcome) -> Outcome:
         return outcome
     if isinstance(outcome, Interrupted):
         outcome = await _save_interrupt(run, outcome)  # saving the interrupts releases the lease
+    terminal = run.stream.next_entries(_terminal_events(run, outcome))
     if not isinstance(outcome, Interrupted):
-        await _finish(run, _status(run, outcome))
-    await run.stream.put(_terminal_events(run, outcome))
+        await _finish(run, _status(run, outcome), terminal)
+    await run.stream.put_encoded([data for _, data in terminal])
     run.move_to(RunState.ENDED)
     await run.stream.close()
     return outcome
@@ -91,26 +93,38 @@ def _progress(run: Run) -> Progress:
     return Progress(run.translator.sequence, run.translator.identities())
 
 
-async def _finish(run: Run, status: ExecutionStatus | None) -> None:
+async def _finish(run: Run, status: ExecutionStatus | None, terminal: list[Entry]) -> None:
     """Record the end, retrying an unreachable or busy store with backoff for as long as the lease would last
-    (at most FINISH_RETRY_SECONDS): the write is fenced, so a retry of a write that did land changes nothing."""
+    (at most FINISH_RETRY_SECONDS): the write is fenced, so a retry of a write that did land changes nothing.
+    The run's event log, `terminal` included, is completed in the same store call where it can be (one round
+    trip for both on Redis); a log write that fails there is left to the log writer, as before."""
     store = run.services.store
     loop = asyncio.get_running_loop()
     give_up = loop.time() + min(store.lease_seconds, FINISH_RETRY_SECONDS)
     delay = 0.05
-    while True:
-        try:
-            await store.finish_run(run.lease, status, _progress(run))
-            return
-        except Rejected as exc:
-            log.warning("the end of run %s was refused (%s): another owner holds the thread", run.lease.run_id, exc.reason.name)
-            return
-        except StoreUnavailable as exc:
-            if loop.time() + delay > give_up:
-                log.warning("could not record the end of run %s: %s; its lease will expire", run.lease.run_id, exc)
+    writer = run.writer
+    closing = await writer.closing_write(run.stream, terminal) if writer is not None else None
+    outcome: Exception | None = StoreUnavailable("the end of the run was not recorded")
+    try:
+        while True:
+            try:
+                if closing is not None:
+                    outcome = await store.finish_run_and_log(run.lease, status, _progress(run), closing)
+                else:
+                    await store.finish_run(run.lease, status, _progress(run))
                 return
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, 1.0)
+            except Rejected as exc:
+                log.warning("the end of run %s was refused (%s): another owner holds the thread", run.lease.run_id, exc.reason.name)
+                return
+            except StoreUnavailable as exc:
+                if loop.time() + delay > give_up:
+                    log.warning("could not record the end of run %s: %s; its lease will expire", run.lease.run_id, exc)
+                    return
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 1.0)
+    finally:
+        if writer is not None and closing is not None:
+            writer.closed(closing, outcome)  # on any failure the writer writes its log afterwards, as before
 
 
 def _expiry(now: float, ttl: float) -> tuple[float | None, str | None]:

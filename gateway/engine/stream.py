@@ -79,11 +79,31 @@ class EventStream:
     def followers(self) -> int:
         return len(self._cursors)
 
+    def bounded_first(self, head: int) -> int:
+        """The oldest position the bounds alone keep once the stream reaches `head` (followers that have not read
+        older entries keep them in the ring, never in the log)."""
+        bounds, data = self._bounds, self._data
+        first = max(self._first, head - bounds.max_events + 1)
+        held = sum(len(data[position - self._base]) for position in range(first, self.head + 1))
+        while held > bounds.max_bytes and first <= self.head:
+            held -= len(data[first - self._base])
+            first += 1
+        return first
+
+    def next_entries(self, events: list[e.Event]) -> list[Entry]:
+        """These events encoded with the positions they will have if put next (nothing is published)."""
+        return [(self.head + 1 + index, _encode(event)) for index, event in enumerate(events)]
+
     async def put(self, events: list[e.Event]) -> None:
         if not events or self.ended:
             return
+        await self.put_encoded([_encode(event) for event in events])
+
+    async def put_encoded(self, encoded: list[bytes]) -> None:
+        """Publish events already encoded (the next positions are theirs)."""
+        if not encoded or self.ended:
+            return
         start = self.head + 1
-        encoded = [_encode(event) for event in events]
         self._data.extend(encoded)
         self.head += len(encoded)
         self._bytes += sum(map(len, encoded))

@@ -52,6 +52,18 @@ class LogFenced(Exception):
     """A newer owner (an adopter, with a higher fence) writes this log now: this writer must stop."""
 
 
+@dataclass(frozen=True, slots=True)
+class LogWrite:
+    """One `EventLog.write`, described, so that a store can send it in the same round trip as another write."""
+
+    ref: LogRef
+    entries: list[Entry]
+    first_kept: int
+    create: LogMeta | None = None
+    end: int | None = None
+    fence: int = 0
+
+
 class EventLog(abc.ABC):
     """`live_writes`: entries are written while the run goes (file, Redis); otherwise once, when it ends (memory,
     whose live run is read from the engine's own ring). `shared`: other replicas follow it live (Redis)."""
@@ -96,6 +108,9 @@ class EventLog(abc.ABC):
             await self.append(ref, entries, first_kept)
         if end is not None:
             await self.end(ref, end)
+
+    async def apply(self, write: LogWrite) -> None:
+        await self.write(write.ref, write.entries, write.first_kept, create=write.create, end=write.end, fence=write.fence)
 
     async def wait(self, ref: LogRef, after: int, timeout: float) -> None:
         """Return when an entry after `after` may exist, or after `timeout` (shared logs block on the server)."""

@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 from redis.exceptions import RedisError
 
 from store.base import StoreUnavailable
-from store.eventlog import TOMBSTONE_SECONDS, Entry, EventLog, LogFenced, LogMeta, LogRead, LogRef, ref_digest
+from store.eventlog import TOMBSTONE_SECONDS, Entry, EventLog, LogFenced, LogMeta, LogRead, LogRef, LogWrite, ref_digest
 
 T = TypeVar("T")
 LUA_DIR = os.path.join(os.path.dirname(os.path.dirname(__file__)), "lua")
@@ -80,22 +80,31 @@ class RedisEventLog(EventLog):
         fence: int = 0,
     ) -> None:
         """One script call whatever it does (open, append a flushed batch, end): one command to encode, one trip."""
-        stream, info, _ = self._keys(ref)
-        control: dict[str, object] = {"first_kept": first_kept, "live_ttl_ms": LIVE_TTL_MS, "fence": fence}
-        if create is not None:
-            control["meta"] = {
-                "ros": create.ros_digest,
-                "digest": create.request_digest,
-                "owner": create.owner,
-                "execution": create.execution_id,
-            }
-        if end is not None:
-            control.update(end_head=end, retention_ms=self._retention_ms, tombstone_ms=int(TOMBSTONE_SECONDS * 1000))
-        args: list[int | bytes] = [json.dumps(control).encode()]
-        for position, data in entries:
-            args += (position, data)
-        if await self._command(lambda: self._append(keys=[stream, info], args=args)) == -1:
+        keys, args = self.script_call(LogWrite(ref, entries, first_kept, create, end, fence))
+        if await self._command(lambda: self._append(keys=keys, args=args)) == -1:
             raise LogFenced(f"run {ref.run_id}: a newer owner writes this log")
+
+    def script_call(self, write: LogWrite) -> tuple[list[str], list[int | bytes]]:
+        """The append script's keys and arguments for this write (the store may pipeline it with its own)."""
+        stream, info, _ = self._keys(write.ref)
+        control: dict[str, object] = {"first_kept": write.first_kept, "live_ttl_ms": LIVE_TTL_MS, "fence": write.fence}
+        if write.create is not None:
+            control["meta"] = {
+                "ros": write.create.ros_digest,
+                "digest": write.create.request_digest,
+                "owner": write.create.owner,
+                "execution": write.create.execution_id,
+            }
+        if write.end is not None:
+            control.update(end_head=write.end, retention_ms=self._retention_ms, tombstone_ms=int(TOMBSTONE_SECONDS * 1000))
+        args: list[int | bytes] = [json.dumps(control).encode()]
+        for position, data in write.entries:
+            args += (position, data)
+        return [stream, info], args
+
+    @property
+    def append_script(self) -> Any:
+        return self._append
 
     async def read(self, ref: LogRef, after: int, limit: int) -> LogRead | None:
         stream, info, _ = self._keys(ref)
