@@ -293,8 +293,9 @@ class RedisStore(ThreadStore):
 
     async def finish_run_and_log(self, lease: Lease, status: ExecutionStatus | None, progress: Progress, log: LogWrite) -> Exception | None:
         """The finish script and the run's last log write pipelined: one round trip for both (the end of a short
-        run). Replicated durability keeps them apart (the finish waits for its replicas on its own)."""
-        if self.min_replicas:
+        run). Replicated durability keeps them apart (the finish waits for its replicas on its own), and so does
+        a Cluster (its pipelines route command by command)."""
+        if self.min_replicas or self._cluster:
             return await super().finish_run_and_log(lease, status, progress, log)
         finish = self.scripts["finish_run"]
         argument = _encoder.encode({"lease": _lease(lease), "status": status, "progress": _progress(progress)})
