@@ -2,18 +2,11 @@
 // prints {"events": n, "seconds": s}. Node keeps the client from being the bottleneck of a Python server.
 // Usage: node flood_client.mjs sse|ws|a2a BASE_URL COUNT   (a2a: the agent's own JSON-RPC stream, read directly)
 import WebSocket from "ws";
+import { countRecords, floodBody } from "./flood_run.mjs";
 
 const [mode, base, countText] = process.argv.slice(2);
 const count = Number(countText);
-const body = JSON.stringify({
-  threadId: `bench-${Math.random().toString(16).slice(2)}`,
-  runId: `run-${Math.random().toString(16).slice(2)}`,
-  state: {},
-  messages: [{ id: "m", role: "user", content: `/flood ${count}` }],
-  tools: [],
-  context: [],
-  forwardedProps: { iacCode: { schemaVersion: 1, rosInvocationId: "bench", cwd: "/tmp/bench" } },
-});
+const body = floodBody(count);
 
 const a2aBody = JSON.stringify({
   jsonrpc: "2.0",
@@ -29,10 +22,7 @@ async function sse(requestBody = body, extraHeaders = {}) {
   for (;;) {
     const { done, value } = await reader.read();
     if (done) break;
-    // Count SSE records by their "data:" field (LF or CRLF framing alike; JSON keys are quoted, so no false hits).
-    for (let i = 4; i < value.length; i++) {
-      if (value[i] === 58 && value[i - 1] === 97 && value[i - 2] === 116 && value[i - 3] === 97 && value[i - 4] === 100) events++;
-    }
+    events += countRecords(value);
   }
   return events;
 }

@@ -2,28 +2,10 @@
 // until RUNS runs were started; prints {"runs", "failures", "events", "seconds", "ttfe": {p50, p99} (ms)}.
 // The time to first event is from sending the request to the first "data:" bytes of the response.
 // Usage: node load_client.mjs BASE_URL CONCURRENCY COUNT RUNS
+import { countRecords, floodBody } from "./flood_run.mjs";
+
 const [base, concurrencyText, countText, runsText] = process.argv.slice(2);
 const [concurrency, count, runs] = [Number(concurrencyText), Number(countText), Number(runsText)];
-
-function body() {
-  return JSON.stringify({
-    threadId: `bench-${Math.random().toString(16).slice(2)}${Math.random().toString(16).slice(2)}`,
-    runId: `run-${Math.random().toString(16).slice(2)}`,
-    state: {},
-    messages: [{ id: "m", role: "user", content: `/flood ${count}` }],
-    tools: [],
-    context: [],
-    forwardedProps: { iacCode: { schemaVersion: 1, rosInvocationId: "bench", cwd: "/tmp/bench" } },
-  });
-}
-
-function countRecords(value) {
-  let events = 0;
-  for (let i = 4; i < value.length; i++) {
-    if (value[i] === 58 && value[i - 1] === 97 && value[i - 2] === 116 && value[i - 3] === 97 && value[i - 4] === 100) events++;
-  }
-  return events;
-}
 
 const firsts = [];
 let started = 0, failures = 0, events = 0;
@@ -32,7 +14,7 @@ async function one() {
   const sent = performance.now();
   let response;
   try {
-    response = await fetch(`${base}/`, { method: "POST", body: body(), headers: { "content-type": "application/json", accept: "text/event-stream" } });
+    response = await fetch(`${base}/`, { method: "POST", body: floodBody(count), headers: { "content-type": "application/json", accept: "text/event-stream" } });
   } catch {
     failures++;
     return;
