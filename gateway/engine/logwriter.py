@@ -107,11 +107,11 @@ class LogWriter:
         meanwhile are not written again; `closed` says how it went. None: nothing to write (fenced)."""
         if self.fenced or not terminal:
             return None
-        if self._task is not None and not self._created and not self._writing:
+        if self._task is not None and (self._created or self._writing):
+            return None  # a write is out (a longer run, or a store retried): `finish` completes the log, as before
+        if self._task is not None:
             self._task.cancel()  # still in its first delay: nothing was sent, the write below has it all
             self._task = None
-        while self._task is not None:
-            await asyncio.shield(self._task)
         if not self._log.live_writes or not self._created:
             entries, create = stream.entries(stream.first - 1), (None if self._created else self._meta)
         else:
