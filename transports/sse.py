@@ -184,6 +184,6 @@ class RunRoutes:
             if isinstance(answer, SseBody):
                 await answer(scope, receive, send)
             else:
-                await answer.to_asgi_response(litestar_app, request)(scope, receive, send)
+                await answer.to_asgi_response(None, request)(scope, receive, send)
             return
         await self.app(scope, receive, send)
