@@ -87,11 +87,16 @@ def start_redis(directory: str) -> tuple[subprocess.Popen, str]:
 
 
 def body(count: int) -> dict:
+    return demo_body(f"/flood {count}")
+
+
+def demo_body(text: str) -> dict:
+    """A run of the demo agent on a new thread, with `text` as the user's message."""
     return {
         "threadId": "bench-" + uuid.uuid4().hex,
         "runId": "run-" + uuid.uuid4().hex,
         "state": {},
-        "messages": [{"id": "m", "role": "user", "content": f"/flood {count}"}],
+        "messages": [{"id": "m", "role": "user", "content": text}],
         "tools": [],
         "context": [],
         "forwardedProps": {"iacCode": {"schemaVersion": 1, "rosInvocationId": "bench", "cwd": "/tmp/bench"}},

@@ -19,11 +19,10 @@ import subprocess
 import sys
 import tempfile
 import time
-import uuid
 
 import websockets
 
-from bench.flood import free_port, gateway_command, spawn
+from bench.flood import demo_body, free_port, gateway_command, spawn
 
 
 def rss_kib(pid: int) -> int:
@@ -32,17 +31,7 @@ def rss_kib(pid: int) -> int:
 
 
 def sleep_body(seconds: float) -> bytes:
-    return json.dumps(
-        {
-            "threadId": "idle-" + uuid.uuid4().hex,
-            "runId": "run-" + uuid.uuid4().hex,
-            "state": {},
-            "messages": [{"id": "m", "role": "user", "content": f"/sleep {seconds:g}"}],
-            "tools": [],
-            "context": [],
-            "forwardedProps": {"iacCode": {"schemaVersion": 1, "rosInvocationId": "bench", "cwd": "/tmp/bench"}},
-        }
-    ).encode()
+    return json.dumps(demo_body(f"/sleep {seconds:g}")).encode()
 
 
 class SseHolder:

@@ -214,8 +214,7 @@ class RedisStore(ThreadStore):
         try:
             return await operation()
         except RedisError as exc:
-            retryable = isinstance(exc, (RedisConnectionError, RedisTimeoutError))  # the command may not have run
-            raise StoreUnavailable(f"redis: {type(exc).__name__}", retryable=retryable) from None
+            raise _unavailable(exc) from None
         finally:
             self._slots.release()
 
@@ -247,11 +246,7 @@ class RedisStore(ThreadStore):
 
     async def _run(self, name: str, thread_id: str, argument: dict[str, Any], extra_keys: tuple[str, ...] = ()) -> dict[str, Any]:
         """One script, one round trip; a refusal in the reply becomes Rejected."""
-        result: dict[str, Any] = json.loads(await self._call(name, thread_key(thread_id), argument, extra_keys))
-        if result.get("error"):
-            field = result.get("field")
-            raise Rejected(Rejection(result["error"]), field if isinstance(field, str) else None)
-        return result
+        return _reply(await self._call(name, thread_key(thread_id), argument, extra_keys))
 
     async def now(self) -> float:
         seconds, micros = await self._command(self.client.time)
@@ -314,15 +309,11 @@ class RedisStore(ThreadStore):
             # The scripts are not loaded (a restarted or flushed Redis): the ordinary calls load them. The finish
             # is fenced, so running it again after it landed changes nothing.
             return await super().finish_run_and_log(lease, status, progress, log)
-        if isinstance(finished, Exception):
-            retryable = isinstance(finished, (RedisConnectionError, RedisTimeoutError))
-            raise StoreUnavailable(f"redis: {type(finished).__name__}", retryable=retryable)
-        result = json.loads(finished)
-        if result.get("error"):
-            field = result.get("field")
-            raise Rejected(Rejection(result["error"]), field if isinstance(field, str) else None)
-        if isinstance(logged, Exception):
-            return StoreUnavailable(f"redis: {type(logged).__name__}")
+        if isinstance(finished, RedisError):
+            raise _unavailable(finished)
+        _reply(finished)
+        if isinstance(logged, RedisError):
+            return _unavailable(logged)
         if logged == -1:
             return LogFenced(f"run {log.ref.run_id}: a newer owner writes this log")
         return None
@@ -504,3 +495,18 @@ class RedisStore(ThreadStore):
                     await client.aclose()
                 except Exception:  # noqa: BLE001
                     pass
+
+
+def _unavailable(exc: RedisError) -> StoreUnavailable:
+    """A Redis error as the store's failure; retryable where the command may not have run."""
+    retryable = isinstance(exc, (RedisConnectionError, RedisTimeoutError))
+    return StoreUnavailable(f"redis: {type(exc).__name__}", retryable=retryable)
+
+
+def _reply(raw: Any) -> dict[str, Any]:
+    """A script's JSON reply; a refusal in it becomes Rejected."""
+    result: dict[str, Any] = json.loads(raw)
+    if result.get("error"):
+        field = result.get("field")
+        raise Rejected(Rejection(result["error"]), field if isinstance(field, str) else None)
+    return result

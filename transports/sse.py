@@ -151,16 +151,20 @@ async def _run(request: Request, services: TransportServices, agentcore: bool) -
     return SseBody(sse_stream(run, settings.heartbeat_seconds, agentcore, transport, arrived), echo)
 
 
+async def _handled(request: Request, services: TransportServices, agentcore: bool) -> Response:
+    """The handler path (where RunRoutes does not serve the route): the same answer as a Litestar response."""
+    answer = await _run(request, services, agentcore)
+    return answer.as_stream() if isinstance(answer, SseBody) else answer
+
+
 @post("/", request_max_body_size=None, status_code=200)
 async def run_root(request: Request, services: Services) -> Response:
-    answer = await _run(request, services, agentcore=False)
-    return answer.as_stream() if isinstance(answer, SseBody) else answer
+    return await _handled(request, services, agentcore=False)
 
 
 @post("/invocations", request_max_body_size=None, status_code=200)
 async def run_invocations(request: Request, services: Services) -> Response:
-    answer = await _run(request, services, agentcore=True)
-    return answer.as_stream() if isinstance(answer, SseBody) else answer
+    return await _handled(request, services, agentcore=True)
 
 
 _ROOT, _INVOCATIONS = run_root.fn, run_invocations.fn

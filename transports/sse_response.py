@@ -17,31 +17,32 @@ from litestar.response.base import ASGIResponse
 from litestar.response.streaming import ASGIStreamingResponse
 from litestar.types import HTTPResponseBodyEvent, Receive, Scope, Send
 
+from transports.render import SSE_HEADERS, SSE_MEDIA_TYPE
+
 LOST_HOOK = "agui_on_lost"  # the attribute of uvicorn's request cycle our protocol calls when the connection is lost
 _END: HTTPResponseBodyEvent = {"type": "http.response.body", "body": b"", "more_body": False}
-_HEADERS = [(b"cache-control", b"no-cache"), (b"x-accel-buffering", b"no"), (b"content-type", b"text/event-stream; charset=utf-8")]
+_CONTENT_TYPE = f"{SSE_MEDIA_TYPE}; charset=utf-8"  # what Litestar's Stream says for a text media type
 
 
 class SseBody:
     """A run's SSE response as a plain ASGI app (the run routes send it directly, transports/sse.py RunRoutes):
     its start with the headers Litestar's `Stream` would send, then the body as below."""
 
-    __slots__ = ("chunks", "headers")
+    __slots__ = ("chunks", "echo")
 
-    def __init__(self, chunks: AsyncIterator[bytes], headers: dict[str, str]) -> None:
+    def __init__(self, chunks: AsyncIterator[bytes], echo: dict[str, str]) -> None:
         self.chunks = chunks
-        self.headers = [*_HEADERS, *((name.lower().encode("latin-1"), value.encode("latin-1")) for name, value in headers.items())]
+        self.echo = echo  # headers of the request echoed on the response
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        await send({"type": "http.response.start", "status": 200, "headers": self.headers})
+        headers = {**SSE_HEADERS, "Content-Type": _CONTENT_TYPE, **self.echo}
+        encoded = [(name.lower().encode("latin-1"), value.encode("latin-1")) for name, value in headers.items()]
+        await send({"type": "http.response.start", "status": 200, "headers": encoded})
         await stream_body(self.chunks, send, receive)
 
     def as_stream(self) -> SseStream:
         """The same response for Litestar's handler path."""
-        extra = {name.decode("latin-1"): value.decode("latin-1") for name, value in self.headers[len(_HEADERS) :]}
-        return SseStream(
-            self.chunks, media_type="text/event-stream", headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no", **extra}
-        )
+        return SseStream(self.chunks, media_type=SSE_MEDIA_TYPE, headers={**SSE_HEADERS, **self.echo})
 
 
 class SseStream(Stream):
@@ -70,13 +71,13 @@ async def stream_body(chunks: AsyncIterable[bytes], send: Send, receive: Receive
             task.cancel()
 
     cycle = getattr(receive, "__self__", None)
-    watcher = None
-    if cycle is not None and hasattr(cycle, "disconnected"):
-        if cycle.disconnected:
-            return
-        setattr(cycle, LOST_HOOK, lost)
+    if cycle is None or not hasattr(cycle, "disconnected"):
+        cycle, watcher = None, asyncio.ensure_future(_wait_for_disconnect(receive, lost))
+    elif cycle.disconnected:
+        return
     else:
-        watcher = asyncio.ensure_future(_wait_for_disconnect(receive, lost))
+        watcher = None
+        setattr(cycle, LOST_HOOK, lost)
     try:
         async for chunk in chunks:
             body: HTTPResponseBodyEvent = {"type": "http.response.body", "body": chunk, "more_body": True}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import time
@@ -92,10 +93,8 @@ class RunEngine:
             {"agui.thread_id": prepared.run.thread_id, "agui.run_id": prepared.run.run_id, "agui.transport": prepared.transport},
         )
         try:
-            if run_span.is_recording():
-                with trace.use_span(run_span, end_on_exit=False), tracing.span("agui.admission"):
-                    run = await self._admit(prepared, thread_key(caller, prepared.run.thread_id), run_span, retry)
-            else:
+            current = trace.use_span(run_span, end_on_exit=False) if run_span.is_recording() else contextlib.nullcontext()
+            with current, tracing.span("agui.admission"):
                 run = await self._admit(prepared, thread_key(caller, prepared.run.thread_id), run_span, retry)
         except BaseException as exc:
             run_span.set_attribute("agui.outcome", exc.code.name if isinstance(exc, GatewayError) else "error")

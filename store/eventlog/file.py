@@ -29,7 +29,7 @@ class _Meta(msgspec.Struct):
 
 _encode = msgspec.json.Encoder().encode
 _decode = msgspec.json.Decoder(_Meta).decode
-_END = b"E "
+_HEAD, _END = b"M ", b"E "  # the meta line a log opens with, and the one its end appends
 
 
 class FileEventLog(EventLog):
@@ -124,16 +124,20 @@ class FileEventLog(EventLog):
         return removed
 
 
+def _meta_line(kind: bytes, meta: _Meta) -> bytes:
+    return b"".join([kind, _encode(meta), b"\n"])
+
+
 def _create(path: str, meta: _Meta) -> None:
     with open(path, "wb") as handle:  # a log made again for the same run starts empty
-        handle.write(b"".join([b"M ", _encode(meta), b"\n"]))
+        handle.write(_meta_line(_HEAD, meta))
 
 
-def _rewrite(path: str, meta: _Meta, lines: list[bytes], kind: bytes = b"M ") -> None:
-    """The whole file anew (creation, compaction, expiry): its meta line, then the lines kept."""
+def _rewrite(path: str, meta: _Meta, lines: list[bytes], kind: bytes = _HEAD) -> None:
+    """The whole file anew (compaction, expiry): its meta line, then the lines kept."""
     tmp = f"{path}.{os.getpid()}.tmp"
     with open(tmp, "wb") as handle:
-        handle.write(b"".join([kind, _encode(meta), b"\n", *lines]))
+        handle.write(b"".join([_meta_line(kind, meta), *lines]))
     os.replace(tmp, path)
 
 
@@ -148,7 +152,7 @@ def _append(path: str, lines: bytes, compact_to: int, meta: _Meta | None) -> Non
 
 def _append_meta(path: str, meta: _Meta, kind: bytes) -> None:
     with open(path, "ab") as handle:
-        handle.write(b"".join([kind, _encode(meta), b"\n"]))
+        handle.write(_meta_line(kind, meta))
 
 
 def _parse(path: str) -> tuple[_Meta | None, list[bytes]]:
@@ -159,7 +163,7 @@ def _parse(path: str) -> tuple[_Meta | None, list[bytes]]:
     for line in _lines(path):
         if not line.endswith(b"\n"):
             continue
-        if line.startswith((b"M ", _END)):
+        if line.startswith((_HEAD, _END)):
             try:
                 meta = _decode(line[2:-1])
             except msgspec.MsgspecError:
