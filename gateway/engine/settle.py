@@ -40,7 +40,22 @@ FINISH_RETRY_SECONDS = 10.0
 
 async def settle(run: Run, outcome: Outcome) -> Outcome:
     """Write the outcome to the store, queue the terminal events, end the stream; returns the final outcome
-    (an interrupt that cannot be saved becomes a cancel or a failure)."""
+    (an interrupt that cannot be saved becomes a cancel or a failure). A defect of ours while settling still
+    ends the stream, with RUN_ERROR INTERNAL_ERROR: no client is left waiting for a terminal event."""
+    try:
+        return await _settle(run, outcome)
+    except Exception:
+        log.exception("settling run %s failed", run.lease.run_id)
+        failed = Failed(GatewayError(ErrorCode.INTERNAL_ERROR))
+        if not run.stream.ended:
+            await run.stream.put([_error_event(run, failed.error)])
+            await run.stream.close()
+        if run.state is RunState.SETTLING:
+            run.move_to(RunState.ENDED)
+        return failed
+
+
+async def _settle(run: Run, outcome: Outcome) -> Outcome:
     run.move_to(RunState.SETTLING)
     if isinstance(outcome, HandedOff):  # the new owner writes the end; local followers simply stop here
         run.move_to(RunState.ENDED)

@@ -246,6 +246,19 @@ async def test_the_end_of_a_run_is_recorded_even_when_the_store_is_busy_at_first
     assert document["active"] is None and document["history"][-1]["status"] == "completed"
 
 
+async def test_a_defect_while_settling_still_ends_the_stream_with_an_internal_error():
+    harness = Harness(ScriptedAgent([s.TextDelta(text="a"), s.Completed()]))
+
+    async def broken(lease, status, progress):
+        raise RuntimeError("a defect of ours, not a store failure")
+
+    harness.store.finish_run = broken  # type: ignore[method-assign]
+    events = await harness.run(body())
+    assert types(events)[0] == "RUN_STARTED" and events[-1]["type"] == "RUN_ERROR"
+    assert events[-1]["code"] == "INTERNAL_ERROR", "the client is told, never left waiting"
+    assert harness.engine.in_flight == 0
+
+
 async def test_a_run_stopped_before_its_task_starts_still_settles_and_frees_the_thread():
     agent = ScriptedAgent([s.Completed()], [s.Completed()])
     harness = Harness(agent)
