@@ -2,7 +2,8 @@
 its ratios: events/s at C=1 N=10000 and C=50 N=200, streams/s at C=200 N=20, time to first event (p50, p99) at C=1.
 
 Usage: (cd bench/node && npm ci) && python -m bench.flood [--store memory|file|redis] [--config c1|ttfe|c50|c200|all]
-Each server runs in its own process on loopback (redis: a redis-server of the bench's own); the client is Node
+Each server runs in its own process on loopback (redis: a redis-server of the bench's own); with --store file or
+redis, the gateway on the memory store runs beside it, for the ratio of the two stores. The client is Node
 (bench/node/load_client.mjs), so that it is not the bottleneck; rounds interleave the servers so drift hits all alike.
 """
 
@@ -68,6 +69,8 @@ def start(kind: str, state_dir: str, store: str = "memory") -> tuple[subprocess.
     port = free_port()
     if kind == "gateway":
         return spawn(gateway_command(port, state_dir, "--store", store), port, "/ping")
+    if kind == "memory":  # the gateway on the memory store, beside a file or Redis one
+        return spawn(gateway_command(port, state_dir, "--store", "memory"), port, "/ping")
     return spawn([sys.executable, "-m", "bench.servers", kind, str(port)], port)
 
 
@@ -165,7 +168,7 @@ def main() -> None:
     if not os.path.exists(os.path.join(ROOT, "bench", "node", "node_modules")):
         raise SystemExit("run (cd bench/node && npm ci) first")
     configs = list(CONFIGS) if args.config == "all" else [args.config]
-    kinds = ["gateway", "bare", "sdk"]
+    kinds = ["gateway", "bare", "sdk", *(["memory"] if args.store != "memory" else [])]
     with tempfile.TemporaryDirectory() as state_dir:
         redis = start_redis(state_dir) if args.store == "redis" else None
         store = redis[1] if redis else args.store
@@ -206,6 +209,11 @@ def main() -> None:
             f"  gateway / floor = {medians['gateway'] / medians['bare']:.2f}x   gateway / sdk = {medians['gateway'] / medians['sdk']:.2f}x"
             f"   server CPU per run: gateway / floor = {cpu['gateway'] / cpu['bare']:.2f}x"
         )
+        if "memory" in medians:
+            ratio = medians["gateway"] / medians["memory"]
+            if metric == "first event":
+                ratio = 1 / ratio  # a shorter first event is better
+            print(f"  {args.store} store / memory store = {ratio:.2f}x")
 
 
 if __name__ == "__main__":

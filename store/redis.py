@@ -39,6 +39,7 @@ from store.eventlog import LogFenced, LogRef, LogWrite
 from store.eventlog.redis import RedisEventLog
 from store.limits import MAX_ANSWERED_IDS, MAX_HISTORY, MAX_RUN_RECORDS
 from store.records import Execution, ExecutionStatus, PendingInterrupt
+from store.redis_wire import Wire, evalsha
 
 log = logging.getLogger("agui.store.redis")
 LUA_DIR = os.path.join(os.path.dirname(__file__), "lua")
@@ -187,13 +188,20 @@ class RedisStore(ThreadStore):
             "ADOPT_WINDOW": float(lease_seconds * ADOPT_WINDOW_LEASES),
         }
         self.scripts = {name: self.client.register_script(script_source(name, bounds)) for name in SCRIPTS}
+        self._wire = None if self._cluster else Wire(self.client)  # the scripts' short way to a pooled connection
         self._listener: asyncio.Task[None] | None = None
         self._failovers: asyncio.Task[None] | None = None
         self._writes_open = asyncio.Event()  # cleared while Sentinel runs a failover
         self._writes_open.set()
         self._sub_client: Any = None
         self._log = RedisEventLog(
-            self.client, lambda: connect(url, blocking=True), self._command, thread_key, log_retention, lease_seconds * ADOPT_WINDOW_LEASES
+            self.client,
+            lambda: connect(url, blocking=True),
+            self._command,
+            self._script,
+            thread_key,
+            log_retention,
+            lease_seconds * ADOPT_WINDOW_LEASES,
         )
         self.events = self._log
 
@@ -222,7 +230,11 @@ class RedisStore(ThreadStore):
         script, args, keys = self.scripts[name], [_encoder.encode(argument)], [key, *extra_keys]
         if self.min_replicas and name in DURABLE_SCRIPTS:
             return await self._command(lambda: self._replicated(script, keys, args))
-        return await self._command(lambda: script(keys=keys, args=args))
+        return await self._command(lambda: self._script(script, keys, args))
+
+    def _script(self, script: Any, keys: list[str], args: list[Any]) -> Awaitable[Any]:
+        """A script call (inside the gate): on the wire's short way where there is one."""
+        return self._wire.script(script, keys, args) if self._wire is not None else script(keys=keys, args=args)
 
     async def _replicated(self, script: Any, keys: list[str], args: list[bytes]) -> Any:
         """The script, then WAIT on the same connection: the reply counts only once `min_replicas` replicas have
@@ -290,21 +302,16 @@ class RedisStore(ThreadStore):
         """The finish script and the run's last log write pipelined: one round trip for both (the end of a short
         run). Replicated durability keeps them apart (the finish waits for its replicas on its own), and so does
         a Cluster (its pipelines route command by command)."""
-        if self.min_replicas or self._cluster:
+        wire = self._wire
+        if self.min_replicas or wire is None:
             return await super().finish_run_and_log(lease, status, progress, log)
-        finish = self.scripts["finish_run"]
         argument = _encoder.encode({"lease": _lease(lease), "status": status, "progress": _progress(progress)})
         log_keys, log_args = self._log.script_call(log)
-
-        async def both() -> list[Any]:
-            # Plain EVALSHAs: a pipeline given Script objects first asks SCRIPT EXISTS, a round trip of its own.
-            async with self.client.pipeline(transaction=False) as pipe:
-                pipe.evalsha(finish.sha, 1, thread_key(lease.thread_id), argument)
-                pipe.evalsha(self._log.append_script.sha, len(log_keys), *log_keys, *log_args)
-                replies: list[Any] = await pipe.execute(raise_on_error=False)
-                return replies
-
-        finished, logged = await self._command(both)
+        commands = [
+            evalsha(self.scripts["finish_run"], [thread_key(lease.thread_id)], [argument]),
+            evalsha(self._log.append_script, log_keys, log_args),
+        ]
+        finished, logged = await self._command(lambda: wire.exchange(commands))
         if isinstance(finished, NoScriptError) or isinstance(logged, NoScriptError):
             # The scripts are not loaded (a restarted or flushed Redis): the ordinary calls load them. The finish
             # is fenced, so running it again after it landed changes nothing.

@@ -39,6 +39,7 @@ class RedisEventLog(EventLog):
         client: Any,
         blocking: Callable[[], Any],
         command: Callable[[Callable[[], Awaitable[Any]]], Awaitable[Any]],
+        script: Callable[[Any, list[str], list[Any]], Awaitable[Any]],
         state_key: Callable[[str], str],
         retention_seconds: float,
         adopt_window: float = 0.0,
@@ -48,6 +49,7 @@ class RedisEventLog(EventLog):
         self._blocking_factory = blocking
         self._blocking: Any = None
         self._command = command  # the store's gate: bounded wait for a pooled connection, errors as StoreUnavailable
+        self._script = script  # the store's way to run a script (inside the gate)
         self._state_key = state_key
         self._retention_ms = max(1, int(retention_seconds * 1000))
         with open(os.path.join(LUA_DIR, "log_append.lua")) as source:
@@ -81,7 +83,7 @@ class RedisEventLog(EventLog):
     ) -> None:
         """One script call whatever it does (open, append a flushed batch, end): one command to encode, one trip."""
         keys, args = self.script_call(LogWrite(ref, entries, first_kept, create, end, fence))
-        if await self._command(lambda: self._append(keys=keys, args=args)) == -1:
+        if await self._command(lambda: self._script(self._append, keys, args)) == -1:
             raise LogFenced(f"run {ref.run_id}: a newer owner writes this log")
 
     def script_call(self, write: LogWrite) -> tuple[list[str], list[int | bytes]]:
