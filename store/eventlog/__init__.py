@@ -77,7 +77,8 @@ class EventLog(abc.ABC):
 
     @abc.abstractmethod
     async def append(self, ref: LogRef, entries: list[Entry], first_kept: int) -> None:
-        """Add entries (in position order) and drop every entry before `first_kept`."""
+        """Add entries (in position order) and drop every entry before `first_kept`. A position written again (a
+        write retried after its reply was lost) is kept once."""
 
     @abc.abstractmethod
     async def end(self, ref: LogRef, head: int) -> None:

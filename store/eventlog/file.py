@@ -94,8 +94,9 @@ class FileEventLog(EventLog):
             if position < meta.first:  # trimmed
                 continue
             first = position if first is None else first
-            if position > after and len(entries) < limit:
+            if position > after and len(entries) < limit:  # each position once (a retried write may repeat some)
                 entries.append((position, data))
+                after = position
         return LogRead(info, entries, first if first is not None else after + 1, meta.ended_at is not None)
 
     async def purge_expired(self) -> int:

@@ -39,6 +39,8 @@ class MemoryEventLog(EventLog):
             return
         if not log.data:
             log.first = entries[0][0]
+        elif entries[0][0] < log.first + len(log.data):  # a write repeated: each position is kept once
+            entries = [entry for entry in entries if entry[0] >= log.first + len(log.data)]
         log.data.extend([data for _, data in entries])
         if log.first < first_kept:
             del log.data[: first_kept - log.first]

@@ -1,5 +1,5 @@
-"""Event logs in Redis: one Stream per run (entry ids `0-<position>`), a meta hash and an attach marker, all under
-the thread's hash tag. Appends are one pipelined round trip per flushed batch; followers block with XREAD on
+"""Event logs in Redis: one Stream per run whose entries are written batches (id `0-<last position>`; the
+batch's first position, its events' lengths, its events end to end), a meta hash and an attach marker, all under the thread's hash tag. Appends are one pipelined round trip per flushed batch; followers block with XREAD on
 connections of their own, never the pool that admission uses."""
 
 from __future__ import annotations
@@ -29,6 +29,32 @@ def _keys(ref: LogRef, state_key: str) -> tuple[str, str, str]:
 def _position(entry_id: Any) -> int:
     text = entry_id.decode() if isinstance(entry_id, bytes) else str(entry_id)
     return int(text.split("-", 1)[1])
+
+
+def _batch(entry_id: Any, fields: dict[bytes, bytes]) -> list[Entry]:
+    """A stream entry's events: a batch (f: first position, l: lengths, b: data end to end), or one event in
+    field d, its position in the entry's id (logs written before batches)."""
+    if b"d" in fields:
+        return [(_position(entry_id), fields[b"d"])]
+    position, blob, entries, offset = int(fields[b"f"]), fields[b"b"], [], 0
+    for length in map(int, fields[b"l"].split(b",")):
+        entries.append((position, blob[offset : offset + length]))
+        position, offset = position + 1, offset + length
+    return entries
+
+
+def _entries(rows: list[Any], after: int, limit: int) -> list[Entry]:
+    """The events of stream entries (batches whose fields are position -> data; an entry written before batches
+    holds one event in field `d`, its position in its id), those after `after`, at most `limit`."""
+    entries: list[Entry] = []
+    for entry_id, fields in rows:
+        for entry in _batch(entry_id, fields):
+            if entry[0] > after:  # each position once (a retried write may repeat some)
+                entries.append(entry)
+                after = entry[0]
+        if len(entries) >= limit:
+            return entries[:limit]
+    return entries
 
 
 class RedisEventLog(EventLog):
@@ -99,10 +125,15 @@ class RedisEventLog(EventLog):
             }
         if write.end is not None:
             control.update(end_head=write.end, retention_ms=self._retention_ms, tombstone_ms=int(TOMBSTONE_SECONDS * 1000))
-        args: list[int | bytes] = [json.dumps(control).encode()]
-        for position, data in write.entries:
-            args += (position, data)
-        return [stream, info], args
+        entries = write.entries
+        if not entries:
+            return [stream, info], [json.dumps(control).encode()]
+        start = entries[0][0]
+        if entries[-1][0] - start != len(entries) - 1:
+            raise ValueError(f"run {write.ref.run_id}: a log write's positions must follow each other")
+        control.update({"from": start, "count": len(entries)})
+        lengths = ",".join([str(len(data)) for _, data in entries]).encode()
+        return [stream, info], [json.dumps(control).encode(), lengths, b"".join([data for _, data in entries])]
 
     @property
     def append_script(self) -> Any:
@@ -124,11 +155,11 @@ class RedisEventLog(EventLog):
             return None
         text = {k.decode(): v.decode() for k, v in fields.items()}
         meta = LogMeta(text.get("ros", ""), text.get("digest", ""), text.get("owner", ""), text.get("execution", ""))
-        entries = [(_position(entry_id), values[b"d"]) for entry_id, values in rows]
+        entries = _entries(rows, after, limit)
         ended = text.get("ended") == "1"
         # With nothing held, every event expired (a tombstone) or none was written yet.
         empty_first = int(text.get("head", "0")) + 1 if ended else after + 1
-        first = _position(oldest[0][0]) if oldest else empty_first
+        first = _entries(oldest, 0, 1)[0][0] if oldest else empty_first
         return LogRead(meta, entries, first, ended)
 
     async def wait(self, ref: LogRef, after: int, timeout: float) -> None:
