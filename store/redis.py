@@ -39,7 +39,7 @@ from store.eventlog import LogFenced, LogRef, LogWrite
 from store.eventlog.redis import RedisEventLog
 from store.limits import MAX_ANSWERED_IDS, MAX_HISTORY, MAX_RUN_RECORDS
 from store.records import Execution, ExecutionStatus, PendingInterrupt
-from store.redis_wire import Wire, evalsha
+from store.redis_wire import WIRE_IDLE, Wire, evalsha
 
 log = logging.getLogger("agui.store.redis")
 LUA_DIR = os.path.join(os.path.dirname(__file__), "lua")
@@ -177,7 +177,7 @@ class RedisStore(ThreadStore):
         # Commands wait for one of `max_connections` slots (at most SLOT_WAIT_SECONDS) instead of failing when
         # every pooled connection is busy: load alone never turns into STATE_PERSISTENCE_FAILED.
         self._slots = asyncio.Semaphore(max_connections)
-        self.client = connect(url, max_connections=max_connections + POOL_HEADROOM)
+        self.client = connect(url, max_connections=max_connections + WIRE_IDLE + POOL_HEADROOM)
         bounds = {
             "MAX_RUNS": MAX_RUN_RECORDS,
             "MAX_HISTORY": MAX_HISTORY,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import NoScriptError, ResponseError
 
 Arg = bytes | str | int
@@ -23,24 +24,35 @@ def evalsha(script: Any, keys: list[str], args: list[Any]) -> bytes:
     return pack(b"EVALSHA", script.sha, len(keys), *keys, *args)
 
 
+WIRE_IDLE = 32  # connections the wire keeps between exchanges; more go back to the pool
+
+
 class Wire:
-    """Round trips on the connections of a standalone or Sentinel client's pool (not Cluster: its pipelines route
-    command by command). A connection that fails is dropped and the exchange retried as the connection's own
-    retry policy says, as redis-py does for its commands; the scripts are fenced or carry a nonce, so a retry of
-    one that did run changes nothing."""
+    """Round trips on connections of a standalone or Sentinel client's pool (not Cluster: its pipelines route
+    command by command). The wire keeps the connections it took (up to WIRE_IDLE idle) instead of asking the
+    pool each time: redis-py 8's pool takes a lock, checks the socket and reports to its hooks per checkout.
+    A connection keeps its own connect (authentication, TLS, Sentinel's current master) and its read timeout; one
+    that fails is dropped and the exchange retried as its retry policy says, as redis-py does for its commands
+    (the scripts are fenced or carry a nonce, so a retry of one that did run changes nothing)."""
 
     def __init__(self, client: Any) -> None:
         self._pool = client.connection_pool
+        self._idle: list[Any] = []
 
     async def exchange(self, commands: list[bytes]) -> list[Any]:
         """Send the packed commands in one write, read one reply each. An error reply comes back as its
         ResponseError in its place (the replies after it are still read); a broken connection raises."""
-        conn = await self._pool.get_connection()
+        conn = self._idle.pop() if self._idle else await self._pool.get_connection()
         try:
             result: list[Any] = await conn.retry.call_with_retry(lambda: _send_and_read(conn, commands), lambda _: conn.disconnect())
-            return result
-        finally:
+        except BaseException:
+            await self._pool.release(conn)  # its state is unknown: the pool checks it before handing it out again
+            raise
+        if len(self._idle) < WIRE_IDLE:
+            self._idle.append(conn)
+        else:
             await self._pool.release(conn)
+        return result
 
     async def script(self, script: Any, keys: list[str], args: list[Any]) -> Any:
         """One script by its digest; a server that lost it (restarted, flushed) gets it through redis-py, which
@@ -54,7 +66,18 @@ class Wire:
 
 
 async def _send_and_read(conn: Any, commands: list[bytes]) -> list[Any]:
-    await conn.send_packed_command(commands, check_health=False)
+    if not conn.is_connected:  # its connect, not its send's: a Sentinel connection finds the current master there
+        await conn.connect()
+    writer = getattr(conn, "_writer", None)
+    if writer is None:  # a redis-py without the attribute
+        await conn.send_packed_command(commands, check_health=False)
+    else:  # its send wraps the write in wait_for, a task per command; a write that fails shows in the read
+        try:
+            writer.write(b"".join(commands))
+            await writer.drain()
+        except OSError as exc:
+            await conn.disconnect(nowait=True)
+            raise RedisConnectionError(f"writing to redis: {exc}") from None
     replies: list[Any] = []
     for _ in commands:
         try:
