@@ -13,7 +13,7 @@ from gateway.errors import ErrorCode, GatewayError
 from gateway.i18n import negotiate
 from gateway.protocol.input import MAX_ID_LENGTH
 from gateway.protocol.validate import check_depth, error_from_msgspec
-from transports.http_input import authenticate, caller_of, check_media_type, read_body
+from transports.http_input import authenticate, caller_of, check_media_type, header, read_body
 from transports.render import json_error
 from transports.services import Services
 
@@ -31,7 +31,7 @@ _decoder = msgspec.json.Decoder(CancelRequest)
 
 @post("/extensions/iac-code/v1/executions/{execution_id:str}/cancel", request_max_body_size=None, status_code=200)
 async def cancel_execution(request: Request, execution_id: FromPath[str], services: Services) -> Response:
-    language = negotiate(None, request.headers.get("accept-language"))
+    language = negotiate(None, header(request, "accept-language"))
     try:
         principal = await authenticate(request, services)
         check_media_type(request)

@@ -14,13 +14,14 @@ from litestar.types import ASGIApp, Receive, Scope, Send
 
 from gateway.errors import ErrorCode, GatewayError
 from gateway.i18n import negotiate
+from transports.http_input import header
 from transports.render import error_body, json_error, sse_error
 
 log = logging.getLogger("agui.http")
 
 
 def _answer(request: Request[Any, Any, Any], error: GatewayError) -> Response[Any]:
-    language = negotiate(None, request.headers.get("accept-language"))
+    language = negotiate(None, header(request, "accept-language"))
     if request.url.path.rstrip("/") == "/invocations":
         return sse_error(error, language)
     return json_error(error, language)
@@ -69,6 +70,16 @@ def _envelope(status: int, code: ErrorCode, language: str) -> tuple[Any, bytes]:
     return start, body
 
 
+def _refusal(scope: Scope) -> tuple[int, ErrorCode] | None:
+    """Computed apart, so that nothing of it stays in the frame that lives as long as the request."""
+    names = {name for name, _ in scope["headers"]}
+    if b"content-length" in names and b"transfer-encoding" in names:
+        return 400, ErrorCode.INVALID_INPUT
+    if "\x00" in scope["path"]:
+        return 404, ErrorCode.NOT_FOUND
+    return None
+
+
 class RequestHygiene:
     """ASGI middleware: refuses, before routing, what must never reach a handler."""
 
@@ -77,12 +88,7 @@ class RequestHygiene:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
-            names = {name for name, _ in scope["headers"]}
-            refusal = None
-            if b"content-length" in names and b"transfer-encoding" in names:
-                refusal = (400, ErrorCode.INVALID_INPUT)
-            elif "\x00" in scope["path"]:
-                refusal = (404, ErrorCode.NOT_FOUND)
+            refusal = _refusal(scope)
             if refusal is not None:
                 start, body = _envelope(refusal[0], refusal[1], "en")
                 await send(start)

@@ -17,9 +17,24 @@ from gateway.errors import ErrorCode, GatewayError
 from transports.services import TransportServices
 
 
+def header(connection: ASGIConnection[Any, Any, Any, Any], name: str) -> str | None:
+    """The first value of a request header, read from the ASGI scope's list (names arrive lower-case): no parsed
+    header map is built, nor kept for the life of a long stream."""
+    key = name.lower().encode("latin-1")
+    for raw, value in connection.scope["headers"]:
+        if raw == key:
+            return value.decode("latin-1")
+    return None
+
+
+def header_values(connection: ASGIConnection[Any, Any, Any, Any], name: str) -> list[str]:
+    key = name.lower().encode("latin-1")
+    return [value.decode("latin-1") for raw, value in connection.scope["headers"] if raw == key]
+
+
 def bearer_token(connection: ASGIConnection[Any, Any, Any, Any]) -> str | None:
     """The bearer token of the one Authorization header; two or more headers are refused (400 invalid_request)."""
-    values = connection.headers.getall("authorization", [])
+    values = header_values(connection, "authorization")
     if len(values) > 1:
         error = GatewayError(ErrorCode.INVALID_INPUT, "Authorization", "Send exactly one Authorization header.", http_status=400)
         error.headers["WWW-Authenticate"] = 'Bearer error="invalid_request"'
@@ -87,13 +102,13 @@ async def check_rate(services: TransportServices, principal: Principal) -> None:
 
 
 def check_media_type(request: Request) -> None:
-    media_type = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+    media_type = (header(request, "content-type") or "").split(";", 1)[0].strip().lower()
     if media_type != "application/json":
         raise GatewayError(ErrorCode.INVALID_INPUT, "Content-Type", "Send application/json.", http_status=415)
 
 
 def check_accept(request: Request) -> None:
-    accept = request.headers.get("accept")
+    accept = header(request, "accept")
     if accept is None:
         return
     kinds = {part.split(";", 1)[0].strip().lower() for part in accept.split(",")}
@@ -105,7 +120,7 @@ async def read_body(request: Request[Any, Any, Any], limit: int, timeout: float)
     """Read at most `limit` bytes within `timeout` seconds: refuse from Content-Length, stop a chunked body once
     past the limit, and refuse a body that trickles in (408). Refusals close the connection (the rest of the
     body is never read)."""
-    declared = request.headers.get("content-length")
+    declared = header(request, "content-length")
     if declared is not None:
         try:
             if int(declared) > limit:

@@ -13,7 +13,7 @@ from gateway import metrics
 from gateway.errors import ErrorCode, GatewayError
 from gateway.i18n import negotiate
 from gateway.protocol.input import MAX_ID_LENGTH
-from transports.http_input import authenticate_or_redeem, caller_of, check_accept, parse_position
+from transports.http_input import authenticate_or_redeem, caller_of, check_accept, header, parse_position
 from transports.render import SSE_HEADERS, SSE_MEDIA_TYPE, json_error
 from transports.services import Services
 from transports.sse import sse_stream
@@ -29,15 +29,15 @@ def _check_ids(*pairs: tuple[str, str]) -> None:
 @get("/threads/{thread_id:str}/runs/{run_id:str}/events", status_code=200)
 async def run_events(request: Request, services: Services, thread_id: str, run_id: str) -> Response:
     arrived = time.perf_counter()
-    language = negotiate(None, request.headers.get("accept-language"))
+    language = negotiate(None, header(request, "accept-language"))
     query = request.query_params
     try:
         tickets = [query["ticket"]] if query.get("ticket") else []
         principal = await authenticate_or_redeem(request, services, tickets)
         check_accept(request)
         _check_ids(("threadId", thread_id), ("runId", run_id))
-        header = parse_position(request.headers.get("last-event-id"), "Last-Event-ID")
-        last = header if header is not None else parse_position(query.get("lastEventId"))
+        from_header = parse_position(header(request, "last-event-id"), "Last-Event-ID")
+        last = from_header if from_header is not None else parse_position(query.get("lastEventId"))
         ros_invocation_id = query.get("rosInvocationId", "")
         if len(ros_invocation_id) > MAX_ID_LENGTH:
             raise GatewayError(ErrorCode.INVALID_INPUT, "rosInvocationId")

@@ -27,6 +27,7 @@ from transports.http_input import (
     caller_of,
     check_accept,
     check_media_type,
+    header,
     parse_grace,
     parse_position,
     read_body,
@@ -80,7 +81,7 @@ async def sse_stream(run: RunHandle, heartbeat_seconds: float, agentcore: bool, 
 def _echo_headers(request: Request) -> dict[str, str]:
     headers = {}
     for name, out in ((SESSION_HEADER, "X-Amzn-Bedrock-AgentCore-Runtime-Session-Id"), (REQUEST_ID_HEADER, "X-Amzn-RequestId")):
-        value = request.headers.get(name)
+        value = header(request, name)
         if value and len(value) <= 256 and value.isprintable():
             headers[out] = value
     return headers
@@ -95,13 +96,13 @@ async def _start_or_attach(
         body,
         allowed_roots=settings.allowed_cwd,
         default_cwd=settings.default_cwd,
-        accept_language=request.headers.get("accept-language"),
+        accept_language=header(request, "accept-language"),
         runtime_session_id=runtime_session,
         transport=transport,
     )
     try:
-        prepared.grace_seconds = parse_grace(request.headers.get(GRACE_HEADER))
-        last = parse_position(request.headers.get("last-event-id"), "Last-Event-ID")
+        prepared.grace_seconds = parse_grace(header(request, GRACE_HEADER))
+        last = parse_position(header(request, "last-event-id"), "Last-Event-ID")
     except GatewayError as error:
         error.language = prepared.language
         raise
@@ -131,7 +132,7 @@ async def _run(request: Request, services: TransportServices, agentcore: bool) -
     arrived = time.perf_counter()
     transport = "invocations" if agentcore else "sse"
     echo = _echo_headers(request)
-    language = negotiate(None, request.headers.get("accept-language"))
+    language = negotiate(None, header(request, "accept-language"))
     try:
         principal = await authenticate(request, services)
         check_media_type(request)

@@ -15,7 +15,7 @@ from typing import Any
 from litestar.response import Stream
 from litestar.response.base import ASGIResponse
 from litestar.response.streaming import ASGIStreamingResponse
-from litestar.types import HTTPResponseBodyEvent, Receive, Scope, Send
+from litestar.types import HTTPResponseBodyEvent, HTTPResponseStartEvent, Receive, Scope, Send
 
 from transports.render import SSE_HEADERS, SSE_MEDIA_TYPE
 
@@ -35,10 +35,13 @@ class SseBody:
         self.echo = echo  # headers of the request echoed on the response
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await send(self._start())  # built in a call of its own: the stream's frame keeps none of it
+        await stream_body(self.chunks, send, receive)
+
+    def _start(self) -> HTTPResponseStartEvent:
         headers = {**SSE_HEADERS, "Content-Type": _CONTENT_TYPE, **self.echo}
         encoded = [(name.lower().encode("latin-1"), value.encode("latin-1")) for name, value in headers.items()]
-        await send({"type": "http.response.start", "status": 200, "headers": encoded})
-        await stream_body(self.chunks, send, receive)
+        return {"type": "http.response.start", "status": 200, "headers": encoded}
 
     def as_stream(self) -> SseStream:
         """The same response for Litestar's handler path."""

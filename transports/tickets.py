@@ -6,7 +6,7 @@ from litestar import Request, Response, post
 
 from gateway.errors import GatewayError
 from gateway.i18n import negotiate
-from transports.http_input import authenticate
+from transports.http_input import authenticate, header
 from transports.render import json_error
 from transports.services import Services
 
@@ -18,6 +18,6 @@ async def issue_ticket(request: Request, services: Services) -> Response:
         principal = await authenticate(request, services)
         ticket, lifetime = await ctx.access.issue_ticket(ctx.settings.ticket_ttl, principal)
     except GatewayError as error:
-        return json_error(error, negotiate(None, request.headers.get("accept-language")))
+        return json_error(error, negotiate(None, header(request, "accept-language")))
     body = {"ticket": ticket, "expiresIn": round(lifetime, 3)}
     return Response(body, status_code=201, headers={"Cache-Control": "no-store"})

@@ -33,7 +33,7 @@ from gateway.logs import with_request_id
 from gateway.protocol import events as e
 from gateway.protocol.input import MAX_ID_LENGTH
 from gateway.protocol.validate import check_depth, error_from_msgspec
-from transports.http_input import authenticate_or_redeem, bearer_token, caller_of, check_rate, parse_grace, parse_position
+from transports.http_input import authenticate_or_redeem, bearer_token, caller_of, check_rate, header, parse_grace, parse_position
 from transports.render import error_body
 from transports.services import Services, TransportServices
 from transports.sse import SESSION_HEADER
@@ -110,7 +110,7 @@ class Connection:
         # Our uvicorn protocol takes a batch of UTF-8 payloads, one text frame each (ASGI extension).
         self.batching = TEXT_BATCH_EXTENSION in (socket.scope.get("extensions") or {})
         self.raw_send: Any = socket.send  # takes our batch extension's message too, which ASGI's types do not know
-        self.language = negotiate(None, socket.headers.get("accept-language"))
+        self.language = negotiate(None, header(socket, "accept-language"))
 
     def _frames(self, entries: list[Entry], stream_id: str | None, positions: bool) -> list[bytes]:
         if not self.mux:
@@ -149,8 +149,8 @@ class Connection:
                 raw,
                 allowed_roots=settings.allowed_cwd,
                 default_cwd=settings.default_cwd,
-                accept_language=self.socket.headers.get("accept-language"),
-                runtime_session_id=self.socket.headers.get(SESSION_HEADER),
+                accept_language=header(self.socket, "accept-language"),
+                runtime_session_id=header(self.socket, SESSION_HEADER),
                 transport="ws",
             )
             prepared.grace_seconds = parse_grace(grace, "reattachGraceSeconds")
@@ -336,7 +336,7 @@ async def ws_endpoint(socket: WebSocket, services: Services) -> None:
     try:
         principal = await _authenticated(socket, services, offered)
     except GatewayError as error:
-        await _refuse_upgrade(socket, error, negotiate(None, socket.headers.get("accept-language")))
+        await _refuse_upgrade(socket, error, negotiate(None, header(socket, "accept-language")))
         return
     chosen: str | None = None
     for protocol in offered:
