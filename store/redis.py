@@ -17,6 +17,8 @@ from urllib.parse import urlparse
 
 import msgspec
 import redis.asyncio as aioredis
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import NoScriptError, RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
@@ -136,6 +138,10 @@ def _text(value: Any) -> str:
 def connect(url: str, *, blocking: bool = False, max_connections: int | None = None) -> Any:
     """`redis://`, `rediss://`, `redis+sentinel://h:p[,h:p]/service[/db]`, `redis+cluster://h:p`."""
     timeouts: dict[str, Any] = {"socket_connect_timeout": 2.0, "socket_timeout": None if blocking else 5.0}
+    if not urlparse(url).scheme.endswith("+cluster"):  # a Cluster client retries (and re-routes) on its own
+        # A command on a connection that broke (its server restarted, failed over, or closed it while idle) goes once
+        # more on a new one: every store command is idempotent, fenced or carries a nonce. A timeout is not retried.
+        timeouts["retry"] = Retry(NoBackoff(), 1, supported_errors=(RedisConnectionError,))
     if max_connections is not None:
         timeouts["max_connections"] = max_connections
     parsed = urlparse(url)

@@ -31,9 +31,9 @@ class Wire:
     """Round trips on connections of a standalone or Sentinel client's pool (not Cluster: its pipelines route
     command by command). The wire keeps the connections it took (up to WIRE_IDLE idle) instead of asking the
     pool each time: redis-py 8's pool takes a lock, checks the socket and reports to its hooks per checkout.
-    A connection keeps its own connect (authentication, TLS, Sentinel's current master) and its read timeout; one
-    that fails is dropped and the exchange retried as its retry policy says, as redis-py does for its commands
-    (the scripts are fenced or carry a nonce, so a retry of one that did run changes nothing)."""
+    A connection keeps its own connect (authentication, TLS, Sentinel's current master), its read timeout and its
+    retry policy (store/redis.py `connect`: once more on a new connection when the connection broke, as for every
+    command of the store; a kept connection may have died with its server while it sat here)."""
 
     def __init__(self, client: Any) -> None:
         self._pool = client.connection_pool

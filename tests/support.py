@@ -213,6 +213,7 @@ def session_of(events: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def pending_interrupt(result: SseResult) -> dict[str, Any]:
+    assert "outcome" in result.terminal, result.terminal
     outcome = result.terminal["outcome"]
     assert outcome["type"] == "interrupt", result.terminal
     return outcome["interrupts"][0]

@@ -21,7 +21,7 @@ from store.file import FileStore, thread_file_name
 from store.memory import MemoryStore
 from store.redis import RedisStore, thread_key
 from tests.clock import FakeClock
-from tests.support import Gateway, run_body
+from tests.support import Gateway, RedisServer, run_body
 
 BACKENDS = ["memory", "file", "redis"]
 NO_PROGRESS = Progress(0, {})
@@ -364,3 +364,22 @@ async def test_the_event_log_reads_from_any_position_across_written_batches(back
         client.xadd(stream, {"d": b"two"}, id="0-2")
         old = await log.read(LogRef("t1", "old"), 1, 10)
         assert old is not None and old.entries == [(2, b"two")] and old.first == 1
+
+
+async def test_the_redis_store_takes_its_first_call_after_redis_restarted(tmp_path):
+    """The connections the store keeps between calls died with the server: the next script call (here an event-log
+    write, which the store does not retry) still lands, on a new connection, and its script is loaded again."""
+    (tmp_path / "redis").mkdir()
+    server = RedisServer(tmp_path / "redis").start()
+    store = RedisStore(server.url, retention_seconds=3600)
+    try:
+        await asyncio.gather(*(store.admit(admission(store, thread=f"t{i}")) for i in range(4)))  # connections kept
+        server.stop()
+        server.start()
+        ref = LogRef("t9", "r9")
+        await store.events.write(ref, [(1, b"one")], 1, create=LogMeta("ros", "digest", store.owner_id, "e9"))
+        read = await store.events.read(ref, 0, 10)
+        assert read is not None and read.entries == [(1, b"one")]
+    finally:
+        await store.close()
+        server.stop()

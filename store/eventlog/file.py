@@ -72,6 +72,38 @@ class FileEventLog(EventLog):
         meta.ended_at, meta.head, meta.first = self.clock(), head, max(meta.first, kept)
         await self._io(_append_meta, self._path(ref), meta, _END)
 
+    async def write(
+        self,
+        ref: LogRef,
+        entries: list[Entry],
+        first_kept: int,
+        *,
+        create: LogMeta | None = None,
+        end: int | None = None,
+        fence: int = 0,
+    ) -> None:
+        """Open, append and end as one file operation (a short run's whole log: one open, one write), unless the
+        file is due for compaction (a long run), which goes the step-by-step way."""
+        meta = self._meta.get(ref)
+        head = entries[-1][0] if entries else first_kept
+        if create is None and entries and meta is not None and first_kept - meta.first > max(1024, head - first_kept):
+            await super().write(ref, entries, first_kept, end=end, fence=fence)
+            return
+        parts = []
+        if create is not None:
+            meta = self._meta[ref] = _Meta(create.ros_digest, create.request_digest, create.owner, create.execution_id)
+            parts.append(_meta_line(_HEAD, meta))
+        if entries:
+            self._kept[ref] = first_kept
+            parts.append(b"".join(b"%d %s\n" % (position, data) for position, data in entries))
+        if end is not None:
+            meta, kept = self._meta.pop(ref, None), self._kept.pop(ref, 1)
+            if meta is not None:
+                meta.ended_at, meta.head, meta.first = self.clock(), end, max(meta.first, kept)
+                parts.append(_meta_line(_END, meta))
+        if parts:
+            await self._io(_put, self._path(ref), "wb" if create is not None else "ab", b"".join(parts))
+
     async def read(self, ref: LogRef, after: int, limit: int) -> LogRead | None:
         result = await self._io(self._read, ref, after, limit)
         return result if isinstance(result, LogRead) else None
@@ -149,6 +181,11 @@ def _append(path: str, lines: bytes, compact_to: int, meta: _Meta | None) -> Non
         _, held = _parse(path)
         meta.first = compact_to
         _rewrite(path, meta, [line for line in held if int(line.split(b" ", 1)[0]) >= compact_to])
+
+
+def _put(path: str, mode: str, data: bytes) -> None:
+    with open(path, mode) as handle:
+        handle.write(data)
 
 
 def _append_meta(path: str, meta: _Meta, kind: bytes) -> None:
