@@ -103,15 +103,16 @@ class EventLog(abc.ABC):
         """Open (`create`), append and end (`end`: the head) in one step where the log can (Redis: one call).
         `fence`: the writer's lease fence; a shared log refuses (LogFenced) a writer older than one it has seen,
         so a paused former owner writes nothing after another replica adopted its run."""
-        if create is not None:
-            await self.create(ref, create)
-        if entries:
-            await self.append(ref, entries, first_kept)
-        if end is not None:
-            await self.end(ref, end)
+        await self.apply(LogWrite(ref, entries, first_kept, create, end, fence))
 
     async def apply(self, write: LogWrite) -> None:
-        await self.write(write.ref, write.entries, write.first_kept, create=write.create, end=write.end, fence=write.fence)
+        """One write, step by step; a log that can do it at once overrides this (file: one file operation)."""
+        if write.create is not None:
+            await self.create(write.ref, write.create)
+        if write.entries:
+            await self.append(write.ref, write.entries, write.first_kept)
+        if write.end is not None:
+            await self.end(write.ref, write.end)
 
     async def wait(self, ref: LogRef, after: int, timeout: float) -> None:
         """Return when an entry after `after` may exist, or after `timeout` (shared logs block on the server)."""

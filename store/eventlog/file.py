@@ -11,7 +11,7 @@ import time
 import msgspec
 
 from store.base import Clock, StoreUnavailable
-from store.eventlog import TOMBSTONE_SECONDS, Entry, EventLog, LogMeta, LogRead, LogRef, ref_digest
+from store.eventlog import TOMBSTONE_SECONDS, Entry, EventLog, LogMeta, LogRead, LogRef, LogWrite, ref_digest
 from store.lane import IoLane
 
 ABANDONED_SECONDS = 86400.0  # a log never ended (its process died) is removed after this long without writes
@@ -72,22 +72,14 @@ class FileEventLog(EventLog):
         meta.ended_at, meta.head, meta.first = self.clock(), head, max(meta.first, kept)
         await self._io(_append_meta, self._path(ref), meta, _END)
 
-    async def write(
-        self,
-        ref: LogRef,
-        entries: list[Entry],
-        first_kept: int,
-        *,
-        create: LogMeta | None = None,
-        end: int | None = None,
-        fence: int = 0,
-    ) -> None:
+    async def apply(self, write: LogWrite) -> None:
         """Open, append and end as one file operation (a short run's whole log: one open, one write), unless the
         file is due for compaction (a long run), which goes the step-by-step way."""
+        ref, entries, first_kept, create, end = write.ref, write.entries, write.first_kept, write.create, write.end
         meta = self._meta.get(ref)
         head = entries[-1][0] if entries else first_kept
         if create is None and entries and meta is not None and first_kept - meta.first > max(1024, head - first_kept):
-            await super().write(ref, entries, first_kept, end=end, fence=fence)
+            await super().apply(write)
             return
         parts = []
         if create is not None:

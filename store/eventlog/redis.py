@@ -97,20 +97,11 @@ class RedisEventLog(EventLog):
     async def end(self, ref: LogRef, head: int) -> None:
         await self.write(ref, [], head + 1, end=head)
 
-    async def write(
-        self,
-        ref: LogRef,
-        entries: list[Entry],
-        first_kept: int,
-        *,
-        create: LogMeta | None = None,
-        end: int | None = None,
-        fence: int = 0,
-    ) -> None:
+    async def apply(self, write: LogWrite) -> None:
         """One script call whatever it does (open, append a flushed batch, end): one command to encode, one trip."""
-        keys, args = self.script_call(LogWrite(ref, entries, first_kept, create, end, fence))
+        keys, args = self.script_call(write)
         if await self._command(lambda: self._script(self._append, keys, args)) == -1:
-            raise LogFenced(f"run {ref.run_id}: a newer owner writes this log")
+            raise LogFenced(f"run {write.ref.run_id}: a newer owner writes this log")
 
     def script_call(self, write: LogWrite) -> tuple[list[str], list[int | bytes]]:
         """The append script's keys and arguments for this write (the store may pipeline it with its own)."""
