@@ -22,6 +22,7 @@ import h11
 import msgspec
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
+from transports.lean import Flag
 from transports.sse_response import LOST_HOOK
 from transports.ws_protocol import CorkedWebSocketsProtocol
 
@@ -93,6 +94,17 @@ class _LingeringTransport:
         return getattr(self._transport, name)
 
 
+def _lighten(owner: object, name: str) -> None:
+    """Swap an asyncio.Event that uvicorn holds per connection or request for a Flag (transports/lean.py) in the
+    same state: an idle stream keeps about 0.7 KiB less each. Left as is where uvicorn no longer has it."""
+    event = getattr(owner, name, None)
+    if type(event) is asyncio.Event:
+        flag = Flag()
+        if event.is_set():
+            flag.set()
+        setattr(owner, name, flag)
+
+
 class GatewayH11Protocol(SendDeadline, H11Protocol):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -106,6 +118,7 @@ class GatewayH11Protocol(SendDeadline, H11Protocol):
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
+        _lighten(self.flow, "_is_writable_event")  # uvicorn's flow control: one event per connection
         self.transport = _LingeringTransport(self.transport, self)
         self._address = _peer(transport)
         OPEN_BY_ADDRESS[self._address] += 1
@@ -126,6 +139,11 @@ class GatewayH11Protocol(SendDeadline, H11Protocol):
         lost = getattr(getattr(self, "cycle", None), LOST_HOOK, None)
         if lost is not None:  # a streaming response waits on this connection (transports/sse_response.py)
             lost()
+
+    def handle_events(self) -> None:
+        super().handle_events()
+        # A request's cycle is made here, and its task has not run yet: its event is swapped before anyone waits.
+        _lighten(getattr(self, "cycle", None), "message_event")
 
     def handle_websocket_upgrade(self, event: h11.Request) -> None:
         # The WebSocket protocol takes over this connection (the raw transport), and with it the address's count.

@@ -34,6 +34,7 @@ from gateway.protocol import events as e
 from gateway.protocol.input import MAX_ID_LENGTH
 from gateway.protocol.validate import check_depth, error_from_msgspec
 from transports.http_input import authenticate_or_redeem, bearer_token, caller_of, check_rate, header, parse_grace, parse_position
+from transports.lean import Flag, Inbox
 from transports.render import error_body
 from transports.services import Services, TransportServices
 from transports.sse import SESSION_HEADER
@@ -224,8 +225,8 @@ def _is_json(text: str) -> bool:
 
 async def _serve_base(conn: Connection) -> None:
     socket = conn.socket
-    pending: asyncio.Queue[str | None] = asyncio.Queue()  # frames in order; None once the socket is done
-    closed = asyncio.Event()
+    pending: Inbox[str | None] = Inbox()  # frames in order; None once the socket is done
+    closed = Flag()
 
     async def reader() -> None:
         while True:

@@ -5,6 +5,7 @@
   negotiated (the gateway disables permessage-deflate): the frame header is packed here instead of going
   through the generic frame serializer. Everything else (handshake, close, ping/pong, flow control,
   receiving) stays uvicorn's and websockets' own code.
+- Its receive queue and writable event are the lighter ones of transports/lean.py (no deque per socket).
 - The ASGI scope advertises the extension `agui.ws.text_batch`: the app may then send
   `{"type": "websocket.send", "agui.ws.text_batch": [<utf-8 bytes>, ...]}`, one text frame per item,
   in one ASGI call and without a decode/encode round trip.
@@ -18,6 +19,8 @@ from typing import Any
 
 from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
 from websockets.protocol import OPEN
+
+from transports.lean import Flag, Inbox
 
 TEXT_BATCH_EXTENSION = "agui.ws.text_batch"
 _FIN_TEXT = 0x81
@@ -67,6 +70,12 @@ class CorkedTransport:
 
 
 class CorkedWebSocketsProtocol(WebSocketsSansIOProtocol):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.queue = Inbox()  # type: ignore[assignment]  # put_nowait, get, empty: what uvicorn uses of it
+        self.writable = Flag()  # type: ignore[assignment]
+        self.writable.set()
+
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         super().connection_made(transport)
         self.transport = CorkedTransport(self.transport, asyncio.get_running_loop())  # type: ignore[assignment]
