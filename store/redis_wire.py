@@ -3,10 +3,12 @@ replies read in order, none of redis-py's per-command layers (pipeline and scrip
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import NoScriptError, ResponseError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
 Arg = bytes | str | int
 
@@ -74,7 +76,11 @@ async def _send_and_read(conn: Any, commands: list[bytes]) -> list[Any]:
     else:  # its send wraps the write in wait_for, a task per command; a write that fails shows in the read
         try:
             writer.write(b"".join(commands))
-            await writer.drain()
+            async with asyncio.timeout(conn.socket_timeout):  # a stalled server must not hold a large write forever
+                await writer.drain()
+        except TimeoutError:
+            await conn.disconnect(nowait=True)
+            raise RedisTimeoutError("writing to redis timed out") from None
         except OSError as exc:
             await conn.disconnect(nowait=True)
             raise RedisConnectionError(f"writing to redis: {exc}") from None

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
 import stat
 import threading
 import time
@@ -381,5 +382,27 @@ async def test_the_redis_store_takes_its_first_call_after_redis_restarted(tmp_pa
         read = await store.events.read(ref, 0, 10)
         assert read is not None and read.entries == [(1, b"one")]
     finally:
+        await store.close()
+        server.stop()
+
+
+async def test_a_large_write_to_a_stalled_redis_times_out_instead_of_hanging(tmp_path):
+    """Redis stopped (SIGSTOP) while a write larger than the socket buffers is sent: the write gives up after the
+    socket timeout (5 s) with StoreUnavailable, and its connection slot is free again."""
+    (tmp_path / "redis").mkdir()
+    server = RedisServer(tmp_path / "redis").start()
+    store = RedisStore(server.url, retention_seconds=3600)
+    try:
+        await store.admit(admission(store))
+        assert server.proc is not None
+        server.proc.send_signal(signal.SIGSTOP)
+        big = [(position, b"x" * 65536) for position in range(1, 513)]  # 32 MiB: more than loopback buffers hold
+        started = time.monotonic()
+        with pytest.raises(StoreUnavailable):
+            await asyncio.wait_for(store.events.write(LogRef("t1", "big"), big, 1, create=LogMeta("r", "d", "o", "e")), 30)
+        assert time.monotonic() - started < 20
+    finally:
+        if server.proc is not None:
+            server.proc.send_signal(signal.SIGCONT)
         await store.close()
         server.stop()
