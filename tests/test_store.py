@@ -406,3 +406,18 @@ async def test_a_large_write_to_a_stalled_redis_times_out_instead_of_hanging(tmp
             server.proc.send_signal(signal.SIGCONT)
         await store.close()
         server.stop()
+
+
+async def test_the_file_event_log_compacts_a_long_run_and_still_ends_it(tmp_path):
+    """A long run whose bounds trimmed more than 1024 events: the write that would leave them in the file
+    rewrites it with what is kept; the end is recorded after it."""
+    log = FileStore(str(tmp_path / "state"), retention_seconds=3600).events
+    ref = LogRef("t1", "long")
+    await log.write(ref, [(p, b"e%d" % p) for p in range(1, 1501)], 1, create=LogMeta("r", "d", "o", "e"))
+    path = next(entry.path for entry in os.scandir(tmp_path / "state" / "events"))
+    before = os.path.getsize(path)  # noqa: ASYNC240
+    await log.write(ref, [(p, b"e%d" % p) for p in range(1501, 1511)], 1400, end=1510)
+    assert os.path.getsize(path) < before, "the trimmed events left the file"  # noqa: ASYNC240
+    read = await log.read(ref, 0, 10_000)
+    assert read is not None and read.ended and read.first == 1400
+    assert read.entries == [(p, b"e%d" % p) for p in range(1400, 1511)]

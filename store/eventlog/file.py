@@ -52,33 +52,27 @@ class FileEventLog(EventLog):
             raise StoreUnavailable(f"event log: {exc.strerror}") from None
 
     async def create(self, ref: LogRef, meta: LogMeta) -> None:
-        record = _Meta(meta.ros_digest, meta.request_digest, meta.owner, meta.execution_id)
-        self._meta[ref] = record
-        await self._io(_create, self._path(ref), record)
+        await self.apply(LogWrite(ref, [], 1, create=meta))
 
     async def append(self, ref: LogRef, entries: list[Entry], first_kept: int) -> None:
-        lines = b"".join(b"%d %s\n" % (position, data) for position, data in entries)
-        meta = self._meta.get(ref)  # its `first` is the first position still in the file
+        compact_to = self._compact_to(ref, entries, first_kept)
         self._kept[ref] = first_kept
-        head = entries[-1][0] if entries else first_kept
-        compact = meta is not None and first_kept - meta.first > max(1024, head - first_kept)
-        await self._io(_append, self._path(ref), lines, first_kept if compact else 0, meta)
+        await self._io(_append, self._path(ref), _event_lines(entries), compact_to, self._meta.get(ref))
 
     async def end(self, ref: LogRef, head: int) -> None:
-        meta = self._meta.pop(ref, None)
-        kept = self._kept.pop(ref, 1)
-        if meta is None:
-            return
-        meta.ended_at, meta.head, meta.first = self.clock(), head, max(meta.first, kept)
-        await self._io(_append_meta, self._path(ref), meta, _END)
+        await self.apply(LogWrite(ref, [], head + 1, end=head))
+
+    def _compact_to(self, ref: LogRef, entries: list[Entry], first_kept: int) -> int:
+        """The position to compact the file to once its trimmed part outgrows what it keeps; 0: not yet."""
+        meta = self._meta.get(ref)  # its `first` is the first position still in the file
+        head = entries[-1][0] if entries else first_kept
+        return first_kept if meta is not None and first_kept - meta.first > max(1024, head - first_kept) else 0
 
     async def apply(self, write: LogWrite) -> None:
         """Open, append and end as one file operation (a short run's whole log: one open, one write), unless the
         file is due for compaction (a long run), which goes the step-by-step way."""
-        ref, entries, first_kept, create, end = write.ref, write.entries, write.first_kept, write.create, write.end
-        meta = self._meta.get(ref)
-        head = entries[-1][0] if entries else first_kept
-        if create is None and entries and meta is not None and first_kept - meta.first > max(1024, head - first_kept):
+        ref, entries, create, end = write.ref, write.entries, write.create, write.end
+        if create is None and entries and self._compact_to(ref, entries, write.first_kept):
             await super().apply(write)
             return
         parts = []
@@ -86,13 +80,13 @@ class FileEventLog(EventLog):
             meta = self._meta[ref] = _Meta(create.ros_digest, create.request_digest, create.owner, create.execution_id)
             parts.append(_meta_line(_HEAD, meta))
         if entries:
-            self._kept[ref] = first_kept
-            parts.append(b"".join(b"%d %s\n" % (position, data) for position, data in entries))
+            self._kept[ref] = write.first_kept
+            parts.append(_event_lines(entries))
         if end is not None:
-            meta, kept = self._meta.pop(ref, None), self._kept.pop(ref, 1)
-            if meta is not None:
-                meta.ended_at, meta.head, meta.first = self.clock(), end, max(meta.first, kept)
-                parts.append(_meta_line(_END, meta))
+            ended, kept = self._meta.pop(ref, None), self._kept.pop(ref, 1)
+            if ended is not None:
+                ended.ended_at, ended.head, ended.first = self.clock(), end, max(ended.first, kept)
+                parts.append(_meta_line(_END, ended))
         if parts:
             await self._io(_put, self._path(ref), "wb" if create is not None else "ab", b"".join(parts))
 
@@ -153,9 +147,8 @@ def _meta_line(kind: bytes, meta: _Meta) -> bytes:
     return b"".join([kind, _encode(meta), b"\n"])
 
 
-def _create(path: str, meta: _Meta) -> None:
-    with open(path, "wb") as handle:  # a log made again for the same run starts empty
-        handle.write(_meta_line(_HEAD, meta))
+def _event_lines(entries: list[Entry]) -> bytes:
+    return b"".join(b"%d %s\n" % (position, data) for position, data in entries)
 
 
 def _rewrite(path: str, meta: _Meta, lines: list[bytes], kind: bytes = _HEAD) -> None:
@@ -176,13 +169,9 @@ def _append(path: str, lines: bytes, compact_to: int, meta: _Meta | None) -> Non
 
 
 def _put(path: str, mode: str, data: bytes) -> None:
+    """One open and one write ("wb": a log made again for the same run starts empty; "ab": appended)."""
     with open(path, mode) as handle:
         handle.write(data)
-
-
-def _append_meta(path: str, meta: _Meta, kind: bytes) -> None:
-    with open(path, "ab") as handle:
-        handle.write(_meta_line(kind, meta))
 
 
 def _parse(path: str) -> tuple[_Meta | None, list[bytes]]:

@@ -1,6 +1,7 @@
 """Event logs in Redis: one Stream per run whose entries are written batches (id `0-<last position>`; the
-batch's first position, its events' lengths, its events end to end), a meta hash and an attach marker, all under the thread's hash tag. Appends are one pipelined round trip per flushed batch; followers block with XREAD on
-connections of their own, never the pool that admission uses."""
+batch's first position, its events' lengths, its events end to end), a meta hash and an attach marker, all under
+the thread's hash tag. Each write is one script call; followers block with XREAD on connections of their own,
+never the pool that admission uses."""
 
 from __future__ import annotations
 
@@ -44,8 +45,7 @@ def _batch(entry_id: Any, fields: dict[bytes, bytes]) -> list[Entry]:
 
 
 def _entries(rows: list[Any], after: int, limit: int) -> list[Entry]:
-    """The events of stream entries (batches whose fields are position -> data; an entry written before batches
-    holds one event in field `d`, its position in its id), those after `after`, at most `limit`."""
+    """The events of stream entries (see `_batch`) after position `after`, each position once, at most `limit`."""
     entries: list[Entry] = []
     for entry_id, fields in rows:
         for entry in _batch(entry_id, fields):
@@ -150,7 +150,7 @@ class RedisEventLog(EventLog):
         ended = text.get("ended") == "1"
         # With nothing held, every event expired (a tombstone) or none was written yet.
         empty_first = int(text.get("head", "0")) + 1 if ended else after + 1
-        first = _entries(oldest, 0, 1)[0][0] if oldest else empty_first
+        first = _batch(*oldest[0])[0][0] if oldest else empty_first
         return LogRead(meta, entries, first, ended)
 
     async def wait(self, ref: LogRef, after: int, timeout: float) -> None:
