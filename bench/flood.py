@@ -67,10 +67,8 @@ def gateway_command(port: int, state_dir: str, *extra: str) -> list[str]:
 
 def start(kind: str, state_dir: str, store: str = "memory") -> tuple[subprocess.Popen, str]:
     port = free_port()
-    if kind == "gateway":
-        return spawn(gateway_command(port, state_dir, "--store", store), port, "/ping")
-    if kind == "memory":  # the gateway on the memory store, beside a file or Redis one
-        return spawn(gateway_command(port, state_dir, "--store", "memory"), port, "/ping")
+    if kind in ("gateway", "memory"):  # "memory": the gateway on the memory store, beside a file or Redis one
+        return spawn(gateway_command(port, state_dir, "--store", store if kind == "gateway" else "memory"), port, "/ping")
     return spawn([sys.executable, "-m", "bench.servers", kind, str(port)], port)
 
 
