@@ -7,6 +7,7 @@ import json
 import re
 import shutil
 import subprocess
+import threading
 import time
 
 import httpx
@@ -18,7 +19,17 @@ from gateway.server.app import create_app
 from gateway.settings import Settings
 from store.memory import MemoryStore
 from tests.clock import FakeClock
-from tests.support import EVENT_ADAPTER, ROOT, InProcessGateway, assert_no_nulls, assert_well_formed_run, ext, post_sse, run_body
+from tests.support import (
+    EVENT_ADAPTER,
+    ROOT,
+    InProcessGateway,
+    assert_no_nulls,
+    assert_well_formed_run,
+    ext,
+    parse_sse,
+    post_sse,
+    run_body,
+)
 
 TERMINAL = {"RUN_FINISHED", "RUN_ERROR"}
 
@@ -111,7 +122,24 @@ async def test_frames_that_close_the_socket(gateway, frame, code):
 async def test_thread_busy_holds_across_sse_and_websocket(gateway):
     body = run_body("/slow 2")
     loop = asyncio.get_running_loop()
-    sse = loop.run_in_executor(None, lambda: post_sse(httpx.Client(), gateway.url + "/", body))
+    started = threading.Event()
+
+    def stream_sse() -> list[dict]:
+        raw = b""
+        with (
+            httpx.Client(timeout=30) as http,
+            http.stream("POST", gateway.url + "/", json=body, headers={"accept": "text/event-stream"}) as response,
+        ):
+            for chunk in response.iter_bytes():
+                raw += chunk
+                if b'"RUN_STARTED"' in raw:
+                    started.set()
+        started.set()
+        return parse_sse(raw)[0]
+
+    sse = loop.run_in_executor(None, stream_sse)
+    # The SSE run holds the thread before the socket tries it (else a loaded machine may let the socket's run in first).
+    assert await loop.run_in_executor(None, started.wait, 10)
     async with websockets.connect(ws_url(gateway)) as ws:
         deadline = time.monotonic() + 5
         while True:
@@ -131,7 +159,7 @@ async def test_thread_busy_holds_across_sse_and_websocket(gateway):
         assert refused.status == 409 and json.loads(refused.raw)["error"]["code"] == "THREAD_BUSY"
         while (await recv_event(ws))["type"] not in TERMINAL:
             pass
-    assert (await sse).terminal["outcome"]["type"] == "success"
+    assert (await sse)[-1]["outcome"]["type"] == "success"
 
 
 async def test_disconnect_cancels_the_run(gateway):
