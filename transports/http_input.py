@@ -129,13 +129,20 @@ async def read_body(request: Request[Any, Any, Any], limit: int, timeout: float)
             raise GatewayError(ErrorCode.INVALID_INPUT, "Content-Length") from None
     chunks: list[bytes] = []
     size = 0
+    receive = request.receive  # the ASGI messages directly: Request.stream() builds and keeps a parsed header map
     try:
         async with asyncio.timeout(timeout):
-            async for chunk in request.stream():
+            while True:
+                message: Any = await receive()
+                if message["type"] == "http.disconnect":
+                    raise _closing(GatewayError(ErrorCode.INVALID_INPUT, "body", "The client left before its body arrived."))
+                chunk = message.get("body", b"")
                 size += len(chunk)
                 if size > limit:
                     raise _closing(GatewayError(ErrorCode.INVALID_INPUT, "body", f"The request exceeds {limit} bytes.", http_status=413))
                 chunks.append(chunk)
+                if not message.get("more_body", False):
+                    break
     except TimeoutError:
         raise _closing(GatewayError(ErrorCode.REQUEST_TIMEOUT, "body", f"The body did not arrive within {timeout:g} seconds.")) from None
     return b"".join(chunks)
