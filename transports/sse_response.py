@@ -9,7 +9,7 @@ that hook, one task waits for the disconnect instead."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterable, AsyncIterator
+from collections.abc import AsyncIterable, AsyncIterator, Coroutine
 from typing import Any
 
 from litestar.response import Stream
@@ -34,9 +34,9 @@ class SseBody:
         self.chunks = chunks
         self.echo = echo  # headers of the request echoed on the response
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        await send(self._start())  # built in a call of its own: the stream's frame keeps none of it
-        await stream_body(self.chunks, send, receive)
+    def __call__(self, scope: Scope, receive: Receive, send: Send) -> Coroutine[Any, Any, None]:
+        # The body's coroutine itself, not one awaiting it: an idle stream holds one frame fewer.
+        return stream_body(self.chunks, send, receive, self._start())
 
     def _start(self) -> HTTPResponseStartEvent:
         headers = {**SSE_HEADERS, "Content-Type": _CONTENT_TYPE, **self.echo}
@@ -62,8 +62,12 @@ class _SseBody(ASGIStreamingResponse):
         await stream_body(self.iterator, send, receive)  # type: ignore[arg-type]  # our streams yield bytes
 
 
-async def stream_body(chunks: AsyncIterable[bytes], send: Send, receive: Receive) -> None:
-    """Every chunk, then the end; the client's disconnect cancels this task and the response simply ends."""
+async def stream_body(chunks: AsyncIterable[bytes], send: Send, receive: Receive, start: HTTPResponseStartEvent | None = None) -> None:
+    """The start when given, every chunk, then the end; the client's disconnect cancels this task and the response
+    simply ends."""
+    if start is not None:
+        await send(start)
+        start = None  # the frame lives as long as the stream: it keeps none of the headers
     task = asyncio.current_task()
     assert task is not None
     gone: list[bool] = []  # one entry once the client left (a list: the least a closure can flip)
