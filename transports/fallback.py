@@ -70,7 +70,7 @@ def _envelope(status: int, code: ErrorCode, language: str) -> tuple[Any, bytes]:
     return start, body
 
 
-def _refusal(scope: Scope) -> tuple[int, ErrorCode] | None:
+def refusal(scope: Scope) -> tuple[int, ErrorCode] | None:
     """Computed apart, so that nothing of it stays in the frame that lives as long as the request."""
     names = {name for name, _ in scope["headers"]}
     if b"content-length" in names and b"transfer-encoding" in names:
@@ -88,9 +88,9 @@ class RequestHygiene:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
-            refusal = _refusal(scope)
-            if refusal is not None:
-                start, body = _envelope(refusal[0], refusal[1], "en")
+            refused = refusal(scope)
+            if refused is not None:
+                start, body = _envelope(refused[0], refused[1], "en")
                 await send(start)
                 await send({"type": "http.response.body", "body": body, "more_body": False})
                 return

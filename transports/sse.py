@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
+from functools import partial
 
 import msgspec
 from litestar import Request, Response, post
@@ -21,6 +22,8 @@ from gateway.errors import ErrorCode, GatewayError
 from gateway.i18n import negotiate
 from gateway.protocol import events as e
 from gateway.protocol.validate import MAX_BODY_BYTES
+from transports.access_log import AccessLog
+from transports.fallback import refusal, unexpected
 from transports.http_input import (
     GRACE_HEADER,
     authenticate,
@@ -169,6 +172,22 @@ async def run_invocations(request: Request, services: Services) -> Response:
 
 
 _ROOT, _INVOCATIONS = run_root.fn, run_invocations.fn
+RUN_PATHS = ("/", "/invocations")
+
+
+async def serve_run(scope: Scope, receive: Receive, send: Send, agentcore: bool) -> None:
+    """A run route served directly: the request, the run, the response; an unexpected failure before the response
+    is the contract's 500, as Litestar's exception handlers would give it."""
+    request: Request = Request(scope, receive)
+    try:
+        answer = await _run(request, scope["litestar_app"].state.services, agentcore)
+    except Exception as exc:  # noqa: BLE001 - rendered as the contract's INTERNAL_ERROR, and logged
+        answer = unexpected(request, exc)
+    if isinstance(answer, SseBody):
+        del request  # the stream outlives the request object: keep none of it
+        await answer(scope, receive, send)
+    else:
+        await answer.to_asgi_response(None, request)(scope, receive, send)
 
 
 class RunRoutes:
@@ -183,12 +202,26 @@ class RunRoutes:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         handler = getattr(scope.get("route_handler"), "fn", None)  # Litestar registers copies of the handlers
         if scope["type"] == "http" and (handler is _ROOT or handler is _INVOCATIONS):
-            request: Request = Request(scope, receive)
-            litestar_app = scope["litestar_app"]
-            answer = await _run(request, litestar_app.state.services, agentcore=handler is _INVOCATIONS)
-            if isinstance(answer, SseBody):
-                await answer(scope, receive, send)
-            else:
-                await answer.to_asgi_response(None, request)(scope, receive, send)
+            await serve_run(scope, receive, send, agentcore=handler is _INVOCATIONS)
             return
         await self.app(scope, receive, send)
+
+
+class RunFastPath:
+    """Wraps Litestar's ASGI handler (inside `Litestar.__call__`): a POST to exactly `/` or `/invocations` that
+    passes the hygiene checks goes through the access log straight to `serve_run`. Through the router, the
+    exception middleware, the hygiene middleware and RunRoutes, an idle stream kept four more coroutine frames
+    alive (about 2 KiB each run). Anything else (other paths and methods, a trailing slash, a refusal) is
+    Litestar's, where RunRoutes still serves a run route it matched."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+        self._root = AccessLog(partial(serve_run, agentcore=False))
+        self._invocations = AccessLog(partial(serve_run, agentcore=True))
+
+    def __call__(self, scope: Scope, receive: Receive, send: Send) -> Awaitable[None]:
+        # Returns the coroutine to await rather than awaiting it: no frame of its own for the life of a stream.
+        if scope["type"] == "http" and scope.get("method") == "POST" and scope["path"] in RUN_PATHS and refusal(scope) is None:
+            direct = self._root if scope["path"] == "/" else self._invocations
+            return direct(scope, receive, send)
+        return self.app(scope, receive, send)
