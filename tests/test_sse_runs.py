@@ -100,3 +100,16 @@ def test_ping_and_health(gateway, client):
     assert health["extensions"]["iac-code"]["schemaVersion"] == 1
     assert health["store"] == {"kind": "file", "reachable": True}
     assert health["version"]
+
+
+@pytest.mark.parametrize("path", ["/invocations", "/invocations/"])
+def test_the_fast_path_and_the_routed_path_answer_alike(gateway, client, path):
+    """`/invocations` is served past Litestar's router (transports/sse.py RunFastPath); `/invocations/` goes through
+    it and RunRoutes: the same stream, the same request id echo, the same refusal."""
+    result = post_sse(client, gateway.url + path, run_body("hello both"), headers={"x-request-id": "req-fast-1"})
+    assert result.status == 200 and result.headers["x-request-id"] == "req-fast-1"
+    assert_well_formed_run(result.events)
+    assert "".join(e["delta"] for e in result.of("TEXT_MESSAGE_CONTENT")) == "You said: hello both"
+    refused = client.post(gateway.url + path, content=b"{", headers={"content-type": "application/json", "x-request-id": "req-fast-2"})
+    assert refused.status_code == 400 and refused.headers["x-request-id"] == "req-fast-2"
+    assert refused.headers["content-type"].startswith("text/event-stream") and '"type":"RUN_ERROR"' in refused.text
