@@ -78,6 +78,17 @@ async def test_plain_reasoning_and_a_second_turn_on_one_socket(gateway):
     verify_with_node([first, second])
 
 
+@pytest.mark.parametrize("suffix", ["", "/"])
+async def test_the_fast_path_and_the_routed_path_serve_sockets_alike(gateway, suffix):
+    """`/ws` is served past Litestar's router (transports/fast_path.py); `/ws/` goes through it: both run, both echo
+    the request id on the handshake."""
+    async with websockets.connect(ws_url(gateway) + suffix, additional_headers={"x-request-id": "req-ws-fast"}) as ws:
+        assert ws.response.headers["x-request-id"] == "req-ws-fast"
+        events = await run_over(ws, run_body("hello fast"))
+    assert_well_formed_run(events)
+    assert "".join(e["delta"] for e in events if e["type"] == "TEXT_MESSAGE_CONTENT") == "You said: hello fast"
+
+
 async def test_interrupt_and_resume_on_the_same_socket(gateway):
     body = run_body('/tool deploy {"stack":"vpc"}')
     async with websockets.connect(ws_url(gateway)) as ws:

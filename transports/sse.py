@@ -7,8 +7,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable
-from functools import partial
+from collections.abc import AsyncIterator
 
 import msgspec
 from litestar import Request, Response, post
@@ -22,8 +21,7 @@ from gateway.errors import ErrorCode, GatewayError
 from gateway.i18n import negotiate
 from gateway.protocol import events as e
 from gateway.protocol.validate import MAX_BODY_BYTES
-from transports.access_log import AccessLog
-from transports.fallback import refusal, unexpected
+from transports.fallback import unexpected
 from transports.http_input import (
     GRACE_HEADER,
     authenticate,
@@ -172,7 +170,6 @@ async def run_invocations(request: Request, services: Services) -> Response:
 
 
 _ROOT, _INVOCATIONS = run_root.fn, run_invocations.fn
-RUN_PATHS = ("/", "/invocations")
 
 
 async def serve_run(scope: Scope, receive: Receive, send: Send, agentcore: bool) -> None:
@@ -205,23 +202,3 @@ class RunRoutes:
             await serve_run(scope, receive, send, agentcore=handler is _INVOCATIONS)
             return
         await self.app(scope, receive, send)
-
-
-class RunFastPath:
-    """Wraps Litestar's ASGI handler (inside `Litestar.__call__`): a POST to exactly `/` or `/invocations` that
-    passes the hygiene checks goes through the access log straight to `serve_run`. Through the router, the
-    exception middleware, the hygiene middleware and RunRoutes, an idle stream kept four more coroutine frames
-    alive (about 2 KiB each run). Anything else (other paths and methods, a trailing slash, a refusal) is
-    Litestar's, where RunRoutes still serves a run route it matched."""
-
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-        self._root = AccessLog(partial(serve_run, agentcore=False))
-        self._invocations = AccessLog(partial(serve_run, agentcore=True))
-
-    def __call__(self, scope: Scope, receive: Receive, send: Send) -> Awaitable[None]:
-        # Returns the coroutine to await rather than awaiting it: no frame of its own for the life of a stream.
-        if scope["type"] == "http" and scope.get("method") == "POST" and scope["path"] in RUN_PATHS and refusal(scope) is None:
-            direct = self._root if scope["path"] == "/" else self._invocations
-            return direct(scope, receive, send)
-        return self.app(scope, receive, send)

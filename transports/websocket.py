@@ -21,6 +21,7 @@ from typing import Annotated, Any
 
 import msgspec
 from litestar import WebSocket, websocket
+from litestar.types import Receive, Scope, Send
 
 from gateway import metrics
 from gateway.auth import Principal
@@ -332,6 +333,21 @@ async def _serve_mux(conn: Connection) -> None:
 
 @websocket("/ws")
 async def ws_endpoint(socket: WebSocket, services: Services) -> None:
+    await _serve_socket(socket, services)
+
+
+async def serve_socket(scope: Scope, receive: Receive, send: Send) -> None:
+    """`/ws` served directly (transports/fast_path.py); a failure before the handshake closes with 1011, as
+    Litestar's exception middleware would."""
+    socket: WebSocket = WebSocket(scope, receive, send)
+    try:
+        await _serve_socket(socket, scope["litestar_app"].state.services)
+    except Exception:
+        log.exception("websocket handler failed")
+        await send({"type": "websocket.close", "code": CLOSE_INTERNAL, "reason": ""})
+
+
+async def _serve_socket(socket: WebSocket, services: TransportServices) -> None:
     ctx = services
     offered: list[str] = list(socket.scope.get("subprotocols") or [])
     try:

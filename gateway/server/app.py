@@ -28,10 +28,11 @@ from transports.access_log import AccessLog
 from transports.busy import BusyStatus
 from transports.cancel import cancel_execution
 from transports.fallback import EXCEPTION_HANDLERS, RequestHygiene
+from transports.fast_path import FastPath
 from transports.health import health, ping, protected_resource, ready
 from transports.reattach import run_events
 from transports.services import TransportServices
-from transports.sse import RunFastPath, RunRoutes, run_invocations, run_root
+from transports.sse import RunRoutes, run_invocations, run_root
 from transports.static_ui import ui_router
 from transports.tickets import issue_ticket
 from transports.websocket import ws_endpoint
@@ -152,6 +153,6 @@ def create_app(
         debug=False,
         logging_config=None,
     )
-    app.asgi_handler = RunFastPath(app.asgi_handler)
+    app.asgi_handler = FastPath(app.asgi_handler)  # the run routes and /ws past the router
     app.state.services = services  # for the server wrapper (drain) only; handlers receive it injected
     return app
