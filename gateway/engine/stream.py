@@ -59,7 +59,7 @@ class EventStream:
         self._bounds = bounds
         self._cursors: dict[int, int] = {}  # follower -> last position it took
         self._next_follower = 0
-        self._grew: asyncio.Future[None] | None = None
+        self._grew: list[asyncio.Future[None]] = []  # one future per follower waiting for the stream to grow
         self._advanced: asyncio.Future[None] | None = None
         self._on_detached = on_detached
         self._on_append = on_append
@@ -112,9 +112,8 @@ class EventStream:
             self._trim()
         if self._on_append is not None:
             self._on_append(list(zip(range(start, self.head + 1), encoded, strict=True)))
-        if self._grew is not None:
-            self._grew.set_result(None)
-            self._grew = None
+        if self._grew:
+            self._wake_followers()
         while self.head > self._pause_at:  # an attached follower trails too far: wait for it
             self._advanced = self._advanced or asyncio.get_running_loop().create_future()
             await asyncio.shield(self._advanced)
@@ -125,9 +124,8 @@ class EventStream:
     async def close(self) -> None:
         """No event follows: followers end after what is held."""
         self.ended = True
-        if self._grew is not None:
-            self._grew.set_result(None)
-            self._grew = None
+        if self._grew:
+            self._wake_followers()
 
     def entries(self, after: int) -> list[Entry]:
         """Every entry held after position `after`; raise PositionGone if some of them were trimmed."""
@@ -198,8 +196,11 @@ class EventStream:
                 if not self._wake_pending:
                     self._wake_pending = True
                     heartbeat.clock().wake_at(self, self._quiet_from + heartbeat_seconds, heartbeat_seconds)
-                self._grew = self._grew or loop.create_future()
-                await asyncio.shield(self._grew)
+                # Each follower awaits a future of its own (a cancelled follower cancels only its own): a shared
+                # future behind asyncio.shield cost an idle stream two closures and a second future more.
+                waiter: asyncio.Future[None] = loop.create_future()
+                self._grew.append(waiter)
+                await waiter
         finally:
             self._leave(follower)
 
@@ -207,20 +208,27 @@ class EventStream:
         """The shared clock's call: beat if the followers waiting have been silent for the interval, else ask to be
         woken when they will have been. Nobody waiting: nothing (a follower that waits again asks anew)."""
         self._wake_pending = False
-        if self.ended or self._grew is None:
+        if self.ended or not self._grew:
             return
         due = self._quiet_from + self._interval
         if now + slack >= due:
             self._beats += 1
             self._quiet_from = now
-            grew, self._grew = self._grew, None
-            grew.set_result(None)
+            self._wake_followers()
             due = now + self._interval
         self._wake_pending = True
         heartbeat.clock().wake_at(self, due, self._interval)
 
+    def _wake_followers(self) -> None:
+        waiting, self._grew = self._grew, []
+        for waiter in waiting:
+            if not waiter.done():
+                waiter.set_result(None)
+
     def _leave(self, follower: int) -> None:
         self._cursors.pop(follower, None)
+        if self._grew:  # a follower cancelled while waiting leaves its (cancelled) future behind
+            self._grew = [waiter for waiter in self._grew if not waiter.done()]
         self._followers_moved()
         if not self._cursors and not self.ended:
             self._on_detached()
