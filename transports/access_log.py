@@ -34,6 +34,32 @@ def request_id_of(scope: Scope) -> str:
     return os.urandom(16).hex()
 
 
+class Tracked:
+    """The request's `send`, noting the status and the bytes sent, and adding the request id to the response head
+    (a slotted object rather than a closure over a dict: an idle stream keeps it for its whole life)."""
+
+    __slots__ = ("bytes", "header", "send", "status")
+
+    def __init__(self, send: Send, header: tuple[bytes, bytes]) -> None:
+        self.send = send
+        self.header = header
+        self.status: int | None = None
+        self.bytes = 0
+
+    async def __call__(self, message: Message) -> None:
+        raw: Any = message  # ASGI's typed dicts do not cover the denial response; read and extend them as data
+        kind = raw["type"]
+        if kind == "http.response.body":
+            self.bytes += len(raw.get("body", b""))
+        elif kind in ("http.response.start", "websocket.http.response.start"):
+            self.status = raw["status"]
+            raw = {**raw, "headers": [*raw.get("headers", []), self.header]}
+        elif kind == "websocket.accept":
+            self.status = 101
+            raw = {**raw, "headers": [*(raw.get("headers") or []), self.header]}
+        await self.send(raw)
+
+
 class AccessLog:
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
@@ -44,22 +70,7 @@ class AccessLog:
             return
         request_id = request_id_of(scope)
         token = REQUEST_ID.set(request_id)
-        outcome: dict[str, Any] = {"status": None, "bytes": 0}
-        header = (HEADER, request_id.encode())
-
-        async def tracked(message: Message) -> None:
-            raw: Any = message  # ASGI's typed dicts do not cover the denial response; read and extend them as data
-            kind = raw["type"]
-            if kind in ("http.response.start", "websocket.http.response.start"):
-                outcome["status"] = raw["status"]
-                raw = {**raw, "headers": [*raw.get("headers", []), header]}
-            elif kind == "websocket.accept":
-                outcome["status"] = 101
-                raw = {**raw, "headers": [*(raw.get("headers") or []), header]}
-            elif kind == "http.response.body":
-                outcome["bytes"] += len(raw.get("body", b""))
-            await send(raw)
-
+        tracked = Tracked(send, (HEADER, request_id.encode()))
         started = time.monotonic()
         try:
             if any(name == b"traceparent" for name, _ in scope["headers"]):  # continue the caller's trace (W3C)
@@ -73,8 +84,8 @@ class AccessLog:
                 "%s %s %s %d bytes %.1f ms",
                 method,
                 scope["path"][:200],
-                outcome["status"] if outcome["status"] is not None else "-",
-                outcome["bytes"],
+                tracked.status if tracked.status is not None else "-",
+                tracked.bytes,
                 (time.monotonic() - started) * 1000,
             )
             REQUEST_ID.reset(token)
