@@ -35,7 +35,6 @@ from gateway.protocol import events as e
 from gateway.protocol.input import MAX_ID_LENGTH
 from gateway.protocol.validate import check_depth, error_from_msgspec
 from transports.http_input import authenticate_or_redeem, bearer_token, caller_of, check_rate, header, parse_grace, parse_position
-from transports.lean import Flag, Inbox
 from transports.render import error_body
 from transports.services import Services, TransportServices
 from transports.sse import SESSION_HEADER
@@ -213,6 +212,13 @@ async def _receive_text(socket: WebSocket) -> str | None:
     return message["text"]
 
 
+async def _close_quietly(socket: WebSocket, code: int, reason: str) -> None:
+    try:
+        await socket.close(code, reason)
+    except Exception:  # noqa: BLE001 - the peer may be gone already
+        pass
+
+
 def _is_json(text: str) -> bool:
     """Whether a frame is JSON at all (over-deep JSON counts: the run input's own checks refuse it, in words)."""
     if too_deep(text):
@@ -225,48 +231,48 @@ def _is_json(text: str) -> bool:
 
 
 async def _serve_base(conn: Connection) -> None:
+    """The socket's own task reads frames. A frame starts its run in a task of its own (the runner); frames that
+    arrive during a run wait, at most MAX_QUEUED_FRAMES of them, and run after it in order. An idle socket holds
+    nothing but its own task waiting for a frame (a reader task beside a loop waiting on a queue cost about
+    1.5 KiB more per socket)."""
     socket = conn.socket
-    pending: Inbox[str | None] = Inbox()  # frames in order; None once the socket is done
-    closed = Flag()
+    queued: list[str] = []  # frames waiting for the active run to end, in order
+    runner: asyncio.Task[None] | None = None
 
-    async def reader() -> None:
+    async def run_queued() -> None:
+        try:
+            while queued:
+                text = queued.pop(0)
+                arrived = time.perf_counter()
+                run = await conn.start_run(text.encode(), None)  # admission is safe to cancel (the engine releases it)
+                if run is not None:
+                    await conn.forward(run, None, arrived)
+        except Exception:
+            log.exception("websocket run failed")
+            await _close_quietly(socket, CLOSE_INTERNAL, "internal error")
+        finally:
+            conn.forwarders.pop("base", None)
+
+    try:
         while True:
-            text = await _receive_text(socket)
+            text = await _receive_text(socket)  # an idle socket waits here
             if text is None:
                 break
             if not _is_json(text):
                 await socket.close(CLOSE_INVALID, "frames must be JSON")
                 break
-            if pending.qsize() >= MAX_QUEUED_FRAMES:
+            if len(queued) >= MAX_QUEUED_FRAMES:
                 await socket.close(CLOSE_POLICY, "too many frames queued behind the active run")
                 break
-            pending.put_nowait(text)
-        closed.set()
-        pending.put_nowait(None)
-        conn.abandon()
-
-    reader_task = asyncio.create_task(reader())
-    try:
-        while True:
-            text = await pending.get()  # an idle socket waits here: no task of its own besides the reader
-            if text is None or closed.is_set():
-                return
-            arrived = time.perf_counter()
-            run = await conn.start_run(text.encode(), None)
-            if run is None:
-                continue
-            task = asyncio.create_task(conn.forward(run, None, arrived))
-            conn.forwarders["base"] = task
-            try:
-                await task
-            except asyncio.CancelledError:
-                if closed.is_set():
-                    return
-                raise
-            finally:
-                conn.forwarders.pop("base", None)
+            queued.append(text)
+            if runner is None or runner.done():
+                runner = asyncio.create_task(run_queued())
+                conn.forwarders["base"] = runner  # the peer leaving (abandon) cancels it, admission included
     finally:
-        reader_task.cancel()
+        queued.clear()
+        conn.abandon()  # the peer is gone: the active run sees its consumer gone
+        if runner is not None:
+            await asyncio.gather(runner, return_exceptions=True)
 
 
 def _forget_stream(conn: Connection, stream_id: str, _task: asyncio.Task[None]) -> None:
@@ -368,10 +374,7 @@ async def _serve_socket(socket: WebSocket, services: TransportServices) -> None:
         await (_serve_mux(conn) if conn.mux else _serve_base(conn))
     except Exception:
         log.exception("websocket handler failed")
-        try:
-            await socket.close(CLOSE_INTERNAL, "internal error")
-        except Exception:  # noqa: BLE001
-            pass
+        await _close_quietly(socket, CLOSE_INTERNAL, "internal error")
     finally:
         ctx.sockets.discard(conn)
         metrics.labelled(metrics.CONNECTIONS_OPEN, "websocket").dec()
