@@ -17,6 +17,7 @@ import asyncio
 import functools
 import logging
 import time
+from collections.abc import Coroutine
 from typing import Annotated, Any
 
 import msgspec
@@ -342,31 +343,26 @@ async def ws_endpoint(socket: WebSocket, services: Services) -> None:
     await _serve_socket(socket, services)
 
 
-async def serve_socket(scope: Scope, receive: Receive, send: Send) -> None:
-    """`/ws` served directly (transports/fast_path.py); a failure before the handshake closes with 1011, as
-    Litestar's exception middleware would."""
-    socket: WebSocket = WebSocket(scope, receive, send)
-    try:
-        await _serve_socket(socket, scope["litestar_app"].state.services)
-    except Exception:
-        log.exception("websocket handler failed")
-        await send({"type": "websocket.close", "code": CLOSE_INTERNAL, "reason": ""})
+def serve_socket(scope: Scope, receive: Receive, send: Send) -> Coroutine[Any, Any, None]:
+    """`/ws` served directly (transports/fast_path.py): the handler's own coroutine, no frame of its own."""
+    return _serve_socket(WebSocket(scope, receive, send), scope["litestar_app"].state.services)
 
 
 async def _serve_socket(socket: WebSocket, services: TransportServices) -> None:
+    """The handshake (authentication, the subprotocol; an unexpected failure closes with 1011), then the socket."""
     ctx = services
     offered: list[str] = list(socket.scope.get("subprotocols") or [])
     try:
         principal = await _authenticated(socket, services, offered)
+        chosen = next((protocol for protocol in offered if protocol in (MUX_PROTOCOL, BASE_PROTOCOL)), None)
+        await socket.accept(subprotocols=chosen)
     except GatewayError as error:
         await _refuse_upgrade(socket, error, negotiate(None, header(socket, "accept-language")))
         return
-    chosen: str | None = None
-    for protocol in offered:
-        if protocol in (MUX_PROTOCOL, BASE_PROTOCOL):
-            chosen = protocol
-            break
-    await socket.accept(subprotocols=chosen)
+    except Exception:
+        log.exception("websocket handshake failed")
+        await _close_quietly(socket, CLOSE_INTERNAL, "internal error")
+        return
     conn = Connection(socket, services, mux=chosen == MUX_PROTOCOL, principal=principal)
     ctx.sockets.add(conn)
     metrics.labelled(metrics.CONNECTIONS_OPEN, "websocket").inc()
