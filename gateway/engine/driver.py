@@ -4,7 +4,7 @@ into the run's event stream until a terminal signal fixes the outcome."""
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Coroutine
 from typing import TYPE_CHECKING, Any
 
 from gateway import PROTOCOL_VERSION
@@ -70,8 +70,10 @@ async def announce(run: Run) -> None:
     await run.stream.put(_started(run))
 
 
-async def drive(run: Run) -> Outcome:
-    """Run the backend to its terminal signal; a stop request arrives as cancellation of this coroutine."""
+async def drive(run: Run) -> Outcome | Coroutine[Any, Any, Outcome]:
+    """Start the backend: an outcome when it ends before any signal, else the coroutine that consumes its signals
+    to the terminal one, for the run's task to await itself (one frame less on the stack of every run while it
+    waits). A stop request arrives as cancellation of either."""
     if run.adoption is not None:
         return await _follow(run)
     await announce(run)
@@ -82,10 +84,10 @@ async def drive(run: Run) -> Outcome:
     run.move_to(RunState.AWAITING_ACCEPTANCE if answers else RunState.RUNNING)
     checkpoint: Any = run.execution.checkpoint if run.execution is not None else None
     request = agent_request(run.prepared, run.lease, answers, checkpoint, released=lambda: run.released)
-    return await _consume(run, run.services.agent.run(request), digests)
+    return _consume(run, run.services.agent.run(request), digests)
 
 
-async def _follow(run: Run) -> Outcome:
+async def _follow(run: Run) -> Coroutine[Any, Any, Outcome]:
     """An adopted run: no RUN_STARTED (its first owner sent it), the backend follows the agent's task from the
     state the first owner recorded and the text its log shows."""
     assert run.adoption is not None
@@ -97,7 +99,7 @@ async def _follow(run: Run) -> Outcome:
     # The log may be ahead of the recorded state (recorded at each renewal): what it shows is never sent again.
     state = {**(run.adopt_state or {}), "seenEvents": replayed.agent_events}
     state["cursor"] = max(int(state.get("cursor") or 0), replayed.agent_sequence)
-    return await _consume(run, run.services.agent.follow(request, state, replayed.shown), {})
+    return _consume(run, run.services.agent.follow(request, state, replayed.shown), {})
 
 
 async def _consume(run: Run, signals: AsyncIterator[s.Signal], digests: dict[str, str]) -> Outcome:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any
 
@@ -283,7 +283,8 @@ class Run:
     async def _outcome(self) -> Outcome:
         task = asyncio.current_task()
         try:
-            outcome = await drive(self)
+            started = await drive(self)
+            outcome = await started if isinstance(started, Coroutine) else started
         except asyncio.CancelledError:
             outcome = self._stop or Disconnected()
         except Exception as exc:  # a backend that raises is a failed task, never a crashed stream
