@@ -32,9 +32,6 @@ class Inbox(Generic[T]):
                 self._waiter = None
         return self._items.pop(0)
 
-    def qsize(self) -> int:
-        return len(self._items)
-
     def empty(self) -> bool:
         return not self._items
 
