@@ -1,36 +1,29 @@
-"""Embedded default store: one JSON file per thread, loaded on demand and replaced atomically (tmp, flush, rename,
-flush the directory), with group commit: writes that wait together share the flushes."""
+"""Embedded default store: thread states in one append-only journal under the state directory (store/journal.py),
+with group commit: the writes waiting together share one write and one fdatasync, and each writer is answered once
+its batch is durable. Event logs sit beside it, one file per run (store/eventlog/file.py)."""
 
 from __future__ import annotations
 
 import asyncio
-import ctypes
-import hashlib
+import logging
 import os
-import re
 import time
 from collections import OrderedDict
-from collections.abc import Callable
 
 import msgspec
 
 from store.base import Clock, StoreUnavailable
 from store.document import DocumentStore
 from store.eventlog.file import FileEventLog
+from store.journal import Journal, deleted_record, state_record
 from store.lane import IoLane
+from store.legacy import import_thread_files
 from store.records import ThreadState
 
+log = logging.getLogger("agui.store")
 _encoder = msgspec.json.Encoder()
 _decoder = msgspec.json.Decoder(ThreadState)
-_UNSAFE = re.compile(r"[^A-Za-z0-9_-]+")
-WRITTEN_KEPT = 4096  # threads whose last written bytes are kept, to load them without reading the file
-
-
-def thread_file_name(thread_id: str) -> str:
-    """A safe, bounded file name for any thread id: readable prefix plus a hash (no traversal, no reserved names)."""
-    readable = _UNSAFE.sub("_", thread_id)[:40]
-    digest = hashlib.sha256(thread_id.encode("utf-8", "surrogatepass")).hexdigest()[:32]
-    return f"t-{readable}-{digest}.json"
+WRITTEN_KEPT = 4096  # threads whose last written bytes are kept, to load them without reading the journal
 
 
 class FileStore(DocumentStore):
@@ -47,177 +40,99 @@ class FileStore(DocumentStore):
     ) -> None:
         super().__init__(retention_seconds, clock=clock, lease_seconds=lease_seconds)
         self.directory = os.path.abspath(directory)
-        self.threads_dir = os.path.join(self.directory, "threads")
-        os.makedirs(self.threads_dir, mode=0o700, exist_ok=True)
-        for path in (self.directory, self.threads_dir):
-            os.chmod(path, 0o700)
+        os.makedirs(self.directory, mode=0o700, exist_ok=True)
+        os.chmod(self.directory, 0o700)
+        self.journal = Journal(os.path.join(self.directory, "threads.journal"))
+        self._legacy_corrupt = import_thread_files(os.path.join(self.directory, "threads"), self.journal)
         self.events = FileEventLog(os.path.join(self.directory, "events"), log_retention, clock=clock)
-        self._pending: list[tuple[str, bytes, asyncio.Future[None]]] = []  # writes waiting for the next batch
-        self._written: OrderedDict[str, bytes] = OrderedDict()  # thread -> its file's bytes, newest last
-        self._lane = IoLane()
+        self._pending: list[tuple[str, bytes, float, asyncio.Future[None]]] = []  # writes waiting for the next batch
+        self._written: OrderedDict[str, bytes] = OrderedDict()  # thread -> its newest state, newest last
+        self._lane = IoLane()  # every journal operation, one at a time, batched into worker-thread hops
         self._committer: asyncio.Task[None] | None = None
-
-    def _path(self, thread_id: str) -> str:
-        return os.path.join(self.threads_dir, thread_file_name(thread_id))
-
-    def _read(self, thread_id: str) -> bytes | None:
-        try:
-            with open(self._path(thread_id), "rb") as handle:
-                return handle.read()
-        except FileNotFoundError:
-            return None
-        except OSError as exc:
-            raise StoreUnavailable(f"cannot read thread state: {exc.strerror}") from None
 
     @staticmethod
     def _decode(thread_id: str, raw: bytes) -> ThreadState:
         try:
             state = _decoder.decode(raw)
         except msgspec.MsgspecError:
-            raise StoreUnavailable("thread state file is corrupt") from None
+            raise StoreUnavailable("thread state record is corrupt") from None
         if state.thread_id != thread_id:
-            raise StoreUnavailable("thread state file belongs to another thread")
+            raise StoreUnavailable("thread state record belongs to another thread")
         return state
 
     async def _load(self, thread_id: str) -> ThreadState | None:
-        """From the bytes this process last wrote when it still has them (one process owns the directory), else
-        from the file; decoded afresh each time, since the rules change the state they are given."""
+        """From the bytes this process last wrote when it still has them, else from the journal (a thread the
+        index does not know was never written: no read); decoded afresh each time, since the rules change the
+        state they are given."""
         raw = self._written.get(thread_id)
         if raw is not None:
             self._written.move_to_end(thread_id)
-        else:
-            raw = await self._lane.call(self._read, thread_id)
+        elif thread_id in self.journal.slots or thread_id in self.journal.corrupt:
+            raw = await self._lane.call(self.journal.read, thread_id)
             if raw is None:
                 return None
+        else:
+            self._legacy_corrupt.check(thread_id)
+            return None
         return self._decode(thread_id, raw)
 
     async def _save(self, thread_id: str, state: ThreadState) -> None:
         """Queue the write and wait until its batch is durable: writes that arrive while a batch is being made
-        durable share the next one (group commit: one flush for all of them, whatever their number)."""
-        done = asyncio.get_running_loop().create_future()
+        durable share the next one (group commit: one write and one flush for all of them, whatever their number)."""
         data = _encoder.encode(state)
-        self._written.pop(thread_id, None)  # until it is durable, the file is what counts
-        self._pending.append((self._path(thread_id), data, done))
-        if self._committer is None:
-            self._committer = asyncio.create_task(self._commit_batches())
-        await done
+        self._written.pop(thread_id, None)  # until it is durable, the journal is what counts
+        await self._commit(thread_id, state_record(data), state.updated_at)
         self._written[thread_id] = data
         if len(self._written) > WRITTEN_KEPT:
             self._written.popitem(last=False)
+
+    async def _commit(self, thread_id: str, line: bytes, written_at: float) -> None:
+        done = asyncio.get_running_loop().create_future()
+        self._pending.append((thread_id, line, written_at, done))
+        if self._committer is None:
+            self._committer = asyncio.create_task(self._commit_batches())
+        await done
 
     async def _commit_batches(self) -> None:
         try:
             while self._pending:
                 batch, self._pending = self._pending, []
-                failures = await asyncio.to_thread(_commit, self.threads_dir, [(path, data) for path, data, _ in batch])
-                for path, _, done in batch:
-                    if done.done():
-                        continue
-                    failure = failures.get(path)
-                    if failure is None:
+                try:
+                    await self._lane.call(self._append, [(thread_id, line, at) for thread_id, line, at, _ in batch])
+                except Exception as exc:  # noqa: BLE001 (every writer of the batch gets the failure)
+                    failure = exc if isinstance(exc, StoreUnavailable) else StoreUnavailable(f"cannot write thread state: {exc}")
+                    for *_, done in batch:
+                        if not done.done():
+                            done.set_exception(failure)
+                    continue
+                for *_, done in batch:
+                    if not done.done():
                         done.set_result(None)
-                    else:
-                        done.set_exception(StoreUnavailable(f"cannot write thread state: {failure}"))
         finally:
             self._committer = None
 
-    def _purge(self, now: float) -> int:
-        removed = 0
-        cutoff = now - self.retention_seconds
-        for entry in os.scandir(self.threads_dir):
-            try:
-                if entry.is_file() and entry.stat().st_mtime < cutoff:
-                    os.unlink(entry.path)
-                    removed += 1
-            except OSError:
-                continue
-        return removed
+    def _append(self, writes: list[tuple[str, bytes, float]]) -> None:
+        self.journal.append(writes)
+        if self.journal.due():
+            self.journal.compact()
 
     async def purge_expired(self) -> int:
         await self.events.purge_expired()
-        self._written.clear()  # the purge removes files behind it
-        return await asyncio.to_thread(self._purge, self.clock())
+        expired = await self._lane.call(self._purge, self.clock() - self.retention_seconds)
+        for thread_id in expired:
+            self._written.pop(thread_id, None)
+        return len(expired)
+
+    def _purge(self, cutoff: float) -> list[str]:
+        """Threads not written since `cutoff`, removed by one batch of deletion records (on the lane, so no write
+        of theirs can slip between the choice and the removal)."""
+        expired = self.journal.expired(cutoff)
+        if expired:
+            self._append([(thread_id, deleted_record(thread_id), 0.0) for thread_id in expired])
+        return expired
 
     async def ping(self) -> bool:
-        return os.access(self.threads_dir, os.W_OK)
+        return self.journal.broken is None and os.access(self.directory, os.W_OK)
 
-
-def _commit(directory: str, batch: list[tuple[str, bytes]]) -> dict[str, str]:
-    """Make a batch of thread files durable together: every new content to its temporary file, one flush of them
-    all, every rename, one flush of the directory. Returns the paths that failed, with why (the others succeeded).
-    A crash at any point leaves each file either as it was or as written, never torn."""
-    failures: dict[str, str] = {}
-    written: list[tuple[str, str, int]] = []
-    for path, data in batch:
-        tmp = f"{path}.{os.getpid()}.{time.monotonic_ns()}.tmp"
-        try:
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        except OSError as exc:
-            failures[path] = exc.strerror or "error"
-            continue
-        try:
-            os.write(fd, data)
-            written.append((path, tmp, fd))
-        except OSError as exc:
-            os.close(fd)
-            _discard(tmp)
-            failures[path] = exc.strerror or "error"
-    flushed = _flush_all(written, failures)
-    renamed = []
-    for path, tmp in flushed:
-        try:
-            os.replace(tmp, path)
-            renamed.append(path)
-        except OSError as exc:
-            _discard(tmp)
-            failures[path] = exc.strerror or "error"
-    if renamed:
-        try:
-            dir_fd = os.open(directory, os.O_RDONLY)
-            try:
-                os.fsync(dir_fd)
-            finally:
-                os.close(dir_fd)
-        except OSError as exc:
-            for path in renamed:
-                failures[path] = exc.strerror or "error"
-    return failures
-
-
-def _flush_all(written: list[tuple[str, str, int]], failures: dict[str, str]) -> list[tuple[str, str]]:
-    """One filesystem flush (syncfs) for every file of the batch where Linux offers it, else one fsync each."""
-    flushed: list[tuple[str, str]] = []
-    if written and _syncfs is not None and _syncfs(written[0][2]) == 0:
-        for path, tmp, fd in written:
-            os.close(fd)
-            flushed.append((path, tmp))
-        return flushed
-    for path, tmp, fd in written:
-        try:
-            os.fsync(fd)
-            flushed.append((path, tmp))
-        except OSError as exc:
-            _discard(tmp)
-            failures[path] = exc.strerror or "error"
-        finally:
-            os.close(fd)
-    return flushed
-
-
-def _discard(tmp: str) -> None:
-    try:
-        os.unlink(tmp)
-    except OSError:
-        pass
-
-
-def _load_syncfs() -> Callable[[int], int] | None:
-    try:
-        syncfs = ctypes.CDLL(None, use_errno=True).syncfs
-    except (OSError, AttributeError):
-        return None
-    syncfs.argtypes, syncfs.restype = [ctypes.c_int], ctypes.c_int
-    return syncfs
-
-
-_syncfs = _load_syncfs()
+    async def close(self) -> None:
+        await self._lane.call(self.journal.close)

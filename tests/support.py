@@ -296,3 +296,29 @@ class RedisServer:
         if self.proc and self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait()
+
+
+def thread_state(state_dir: str, thread_id: str) -> dict | None:
+    """A thread's newest state as the file store's journal holds it on disk (acknowledged writes are there)."""
+    from store.journal import payload_of, scan
+
+    with open(os.path.join(state_dir, "threads.journal"), "rb") as handle:
+        data = handle.read()
+    slot = scan(data).slots.get(thread_id)
+    if slot is None:
+        return None
+    payload = payload_of(data[slot[0] : slot[0] + slot[1]])
+    assert payload is not None
+    return json.loads(payload)
+
+
+def corrupt_thread(state_dir: str, thread_id: str) -> None:
+    """Append to a stopped gateway's journal a record for `thread_id` whose checksum does not hold."""
+    from store.journal import HEADER, state_record
+
+    path = os.path.join(state_dir, "threads.journal")
+    line = state_record(json.dumps({"thread_id": thread_id, "updated_at": 0}).encode())
+    with open(path, "ab") as handle:
+        if handle.tell() == 0:
+            handle.write(HEADER)
+        handle.write(line[:1] + b"00000000" + line[9:])

@@ -3,16 +3,14 @@
 from __future__ import annotations
 
 import json
-import os
 import threading
 import time
 
 import httpx
 
 from gateway.engine.caller import Caller, thread_key
-from store.file import thread_file_name
 from tests.issuer import Issuer
-from tests.support import RedisServer, post_sse, run_body
+from tests.support import RedisServer, corrupt_thread, post_sse, run_body
 
 SESSION = "X-Amzn-Bedrock-AgentCore-Runtime-Session-Id"
 
@@ -80,8 +78,9 @@ def test_every_agentcore_code_is_reachable_on_invocations(start_gateway, client,
         assert event["metadata"]["gatewayCode"] == "DUPLICATE_RUN_ID"
         fourth = {"authorization": f"Bearer {issuer.token(sub='user-4')}"}
         key = thread_key(Caller(owner=f"oauth:{issuer.issuer}:sub:user-4"), "agentcore-thread")  # threads are per principal
-        with open(os.path.join(server.state_dir, "threads", thread_file_name(key)), "w") as handle:
-            handle.write("corrupt")
+        server.stop()
+        corrupt_thread(server.state_dir, key)
+        server.start()
         event = sse_error(post_sse(client, url, run_body("x", thread="agentcore-thread"), headers=fourth), "INTERNAL_ERROR", 500)
         assert event["metadata"]["gatewayCode"] == "STATE_PERSISTENCE_FAILED"
     finally:

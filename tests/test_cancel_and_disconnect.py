@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import threading
 import time
 
@@ -13,10 +12,9 @@ from gateway.agents.demo import DemoAgent
 from gateway.server.app import create_app
 from gateway.settings import Settings
 from store import StoreUnavailable
-from store.file import thread_file_name
 from store.memory import MemoryStore
 from tests.clock import FakeClock
-from tests.support import InProcessGateway, assert_well_formed_run, pending_interrupt, post_sse, run_body, session_of
+from tests.support import InProcessGateway, assert_well_formed_run, pending_interrupt, post_sse, run_body, session_of, thread_state
 
 CANCEL = "/extensions/iac-code/v1/executions/{}/cancel"
 
@@ -132,8 +130,7 @@ def test_client_disconnect_cancels_the_backend_task(gateway, client):
             break
         assert retry.status == 409 and time.monotonic() < deadline
         time.sleep(0.1)
-    with open(os.path.join(gateway.state_dir, "threads", thread_file_name(body["threadId"]))) as handle:
-        state = json.load(handle)
+    state = thread_state(gateway.state_dir, body["threadId"])
     assert state["history"][0]["status"] == "cancelled"
 
 

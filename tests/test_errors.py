@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import base64
 import json
-import os
 import threading
 import time
 
@@ -13,8 +12,7 @@ import pytest
 
 from gateway.engine.prepare import prepare
 from gateway.errors import GatewayError
-from store.file import thread_file_name
-from tests.support import Gateway, ext, post_sse, run_body
+from tests.support import Gateway, corrupt_thread, ext, post_sse, run_body, thread_state
 
 AGENTCORE = {
     "INVALID_INPUT": ("VALIDATION_ERROR", 400),
@@ -91,7 +89,7 @@ def test_invalid_input_names_the_field(gateway, client, mutate, field):
     mutate(body)
     expect_error(client, gateway.url, body, "INVALID_INPUT", 400, field=field)
     # Nothing was left behind for a rejected request.
-    assert not os.path.exists(os.path.join(gateway.state_dir, "threads", thread_file_name(body.get("threadId") or "x")))
+    assert thread_state(gateway.state_dir, body.get("threadId") or "x") is None
 
 
 def _image(value: str, mime: str = "image/png") -> dict:
@@ -204,9 +202,7 @@ def test_corrupt_state_file_answers_503_for_that_thread_only(tmp_path, client):
     body = run_body("first")
     assert post_sse(client, first.url + "/", body).status == 200
     first.stop()
-    path = os.path.join(first.state_dir, "threads", thread_file_name(body["threadId"]))
-    with open(path, "w") as handle:
-        handle.write("{ not json")
+    corrupt_thread(first.state_dir, body["threadId"])
     gateway = Gateway(tmp_path, "--allowed-cwd", "/tmp")
     gateway.args[gateway.args.index("--state-dir") + 1] = first.state_dir
     gateway.start()

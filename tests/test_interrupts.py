@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 import json
-import os
 
 import pytest
 
 from gateway.server.app import create_app
 from gateway.settings import Settings
-from store.file import FileStore, thread_file_name
+from store.file import FileStore
 from tests.clock import FakeClock
-from tests.support import InProcessGateway, assert_well_formed_run, ext, pending_interrupt, post_sse, run_body
+from tests.support import InProcessGateway, assert_well_formed_run, ext, pending_interrupt, post_sse, run_body, thread_state
 
 
 def start_tool(client, url, args='{"stack":"vpc"}', **kw):
@@ -219,8 +218,7 @@ def test_state_file_stays_bounded_and_holds_no_text(start_gateway, client):
     thread = "bounded-thread"
     for index in range(300):
         assert post_sse(client, server.url + "/", run_body(f"turn-text-{index}", thread=thread)).status == 200
-    with open(os.path.join(server.state_dir, "threads", thread_file_name(thread))) as handle:
-        state = json.load(handle)
+    state = thread_state(server.state_dir, thread)
     assert len(state["runs"]) == 256
     assert len(state["history"]) <= 16
     assert "turn-text" not in json.dumps(state)

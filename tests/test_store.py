@@ -6,23 +6,27 @@ variants wait for real, with leases and expiries of a fraction of a second."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import stat
+import subprocess
+import sys
 import threading
 import time
 
 import httpx
 import pytest
 
-import store.file as file_module
+import store.journal as journal_module
 from store import Admission, Lease, PendingInterrupt, Progress, Rejected, Rejection, StoreUnavailable
 from store.eventlog import LogMeta, LogRef, ref_digest
-from store.file import FileStore, thread_file_name
+from store.file import FileStore
+from store.legacy import thread_file_name
 from store.memory import MemoryStore
 from store.redis import RedisStore, thread_key
 from tests.clock import FakeClock
-from tests.support import Gateway, RedisServer, run_body
+from tests.support import ROOT, Gateway, RedisServer, corrupt_thread, run_body, thread_state
 
 BACKENDS = ["memory", "file", "redis"]
 NO_PROGRESS = Progress(0, {})
@@ -214,9 +218,6 @@ async def test_retention_removes_old_state(backend, store):
         ttl = await store.client.pttl(thread_key("t1"))
         assert 0 < ttl <= 3600 * 1000, "every Redis key carries the retention as its TTL"
         return
-    if isinstance(store, FileStore):
-        path = os.path.join(store.threads_dir, thread_file_name("t1"))
-        os.utime(path, (backend.clock.now, backend.clock.now))
     await backend.advance(3601)
     assert await store.purge_expired() == 1
     fresh = await store.admit(admission(store, run="r1", execution="e9"))
@@ -240,20 +241,103 @@ def test_file_names_are_safe_and_bounded(thread_id):
 
 
 async def test_file_store_permissions_and_corruption(tmp_path):
-    store = FileStore(str(tmp_path / "state"), retention_seconds=3600)
+    """The directory is 0700 and the journal 0600; a record found corrupt at start refuses its thread only, a torn
+    last line (a write never acknowledged) is dropped, and every write before it stays."""
+    directory = str(tmp_path / "state")
+    store = FileStore(directory, retention_seconds=3600)
     await store.admit(admission(store, thread="good"))
     await store.admit(admission(store, thread="bad"))
     assert stat.S_IMODE(os.stat(store.directory).st_mode) == 0o700
-    assert stat.S_IMODE(os.stat(store.threads_dir).st_mode) == 0o700
-    for name in os.listdir(store.threads_dir):
-        assert stat.S_IMODE(os.stat(os.path.join(store.threads_dir, name)).st_mode) == 0o600
-    with open(os.path.join(store.threads_dir, thread_file_name("bad")), "w") as handle:
-        handle.write("[]")
-    reopened = FileStore(str(tmp_path / "state"), retention_seconds=3600)  # as after a restart: read from the file
+    assert sorted(os.listdir(directory)) == ["events", "threads.journal"]
+    assert stat.S_IMODE(os.stat(store.journal.path).st_mode) == 0o600
+    await store.close()
+    corrupt_thread(directory, "bad")
+    with open(os.path.join(directory, "threads.journal"), "ab") as handle:
+        handle.write(b"S0badc0de not a whole line")  # torn: no newline
+    reopened = FileStore(directory, retention_seconds=3600)  # as after a restart
     with pytest.raises(StoreUnavailable):
         await reopened.admit(admission(reopened, thread="bad", run="r2"))
-    await store.finish_run(Lease("good", "r1", "e1", 1), "completed", NO_PROGRESS)
-    assert not [n for n in os.listdir(store.threads_dir) if n.endswith(".tmp")]
+    await reopened.finish_run(Lease("good", "r1", "e1", 1), "completed", NO_PROGRESS)
+    assert (await reopened.read_document("good"))["history"][0]["status"] == "completed"
+    with open(os.path.join(directory, "threads.journal"), "rb") as handle:
+        assert handle.read().endswith(b"\n"), "the torn line is gone before anything is appended"
+
+
+async def test_file_store_imports_the_earlier_one_file_per_thread_layout(tmp_path):
+    """Thread files of the earlier layout are imported into the journal at start and removed; one that cannot be
+    read stays, and its thread answers as corrupt."""
+    old = FileStore(str(tmp_path / "source"), retention_seconds=3600)
+    await old.admit(admission(old, thread="kept"))
+    document = await old.read_document("kept")
+    threads = tmp_path / "state" / "threads"
+    threads.mkdir(parents=True)
+    (threads / thread_file_name("kept")).write_text(json.dumps(document, indent=2))  # any JSON layout
+    (threads / thread_file_name("broken")).write_text("{ not json")
+    (threads / (thread_file_name("kept") + ".123.tmp")).write_text("half")
+    store = FileStore(str(tmp_path / "state"), retention_seconds=3600)
+    assert await store.read_document("kept") == document
+    assert sorted(os.listdir(threads)) == [thread_file_name("broken")]
+    with pytest.raises(StoreUnavailable):
+        await store.admit(admission(store, thread="broken"))
+    assert thread_state(str(tmp_path / "state"), "kept") == document, "durable in the journal"
+
+
+async def test_file_store_compacts_its_journal_and_purges_for_good(tmp_path, monkeypatch):
+    """Once dead records outweigh live ones the journal is rewritten with the live ones only; a purge writes
+    deletion records, so a restart does not bring purged threads back."""
+    monkeypatch.setattr(journal_module, "COMPACT_MIN_BYTES", 4096)
+    clock = FakeClock()
+    directory = str(tmp_path / "state")
+    store = FileStore(directory, retention_seconds=3600, clock=clock)
+    for index in range(60):
+        admitted = await store.admit(admission(store, thread="busy", run=f"r{index}", execution=f"e{index}"))
+        await store.finish_run(lease(admitted, thread="busy", run=f"r{index}", execution=f"e{index}"), "completed", NO_PROGRESS)
+    assert store.journal.size < 2 * max(4096, store.journal.live), "compacted along the way"
+    await store.admit(admission(store, thread="old"))
+    clock.now += 3601
+    await store.admit(admission(store, thread="fresh"))
+    busy = await store.read_document("busy")
+    assert await store.purge_expired() == 2  # "busy" and "old" were last written an hour ago
+    await store.close()
+    reopened = FileStore(directory, retention_seconds=3600, clock=clock)
+    assert await reopened.read_document("old") is None and await reopened.read_document("busy") is None
+    assert (await reopened.read_document("fresh"))["thread_id"] == "fresh"
+    assert len(busy["runs"]) == 60
+
+
+def test_a_failed_journal_write_leaves_nothing_behind(tmp_path):
+    """A write the filesystem refuses (here: past the process's file size limit) fails that batch with
+    StoreUnavailable and is cut from the journal; once there is room, the next write succeeds and a restart finds both earlier states."""
+    script = f"""
+import asyncio, resource, signal, sys
+sys.path.insert(0, {ROOT!r})
+from store.file import FileStore
+from store.base import StoreUnavailable
+from tests.test_store import admission
+
+async def main():
+    store = FileStore({str(tmp_path / "state")!r}, retention_seconds=3600)
+    await store.admit(admission(store, thread="before"))
+    size = store.journal.size
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (size + 600, resource.RLIM_INFINITY))
+    try:
+        await asyncio.gather(*(store.admit(admission(store, thread=f"big{{i}}")) for i in range(20)))
+    except StoreUnavailable as exc:
+        print("refused:", exc)
+    assert store.journal.size == size, "cut back"
+    resource.setrlimit(resource.RLIMIT_FSIZE, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))  # room again
+    await store.admit(admission(store, thread="after"))
+    print("ok")
+
+asyncio.run(main())
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert "refused: cannot write thread state" in done.stdout and done.stdout.strip().endswith("ok")
+    assert thread_state(str(tmp_path / "state"), "before") is not None
+    assert thread_state(str(tmp_path / "state"), "after") is not None
+    assert thread_state(str(tmp_path / "state"), "big0") is None
 
 
 async def test_cancel_checks_the_user_binding_and_leaks_nothing(store):
@@ -273,22 +357,19 @@ async def test_file_store_group_commit_shares_flushes_and_keeps_each_write(tmp_p
     """Concurrent writes of many threads join batches (far fewer flushes than writes); each reads back as written."""
     store = FileStore(str(tmp_path / "state"), retention_seconds=3600)
     batches = []
-    real = file_module._commit
+    real = store.journal.append
 
-    def counting(directory, batch):
-        batches.append(len(batch))
-        return real(directory, batch)
+    def counting(writes):
+        batches.append(len(writes))
+        return real(writes)
 
-    file_module._commit = counting
-    try:
-        await asyncio.gather(*(store.admit(admission(store, thread=f"t{i}")) for i in range(200)))
-    finally:
-        file_module._commit = real
+    store.journal.append = counting  # type: ignore[method-assign]
+    await asyncio.gather(*(store.admit(admission(store, thread=f"t{i}")) for i in range(200)))
     assert sum(batches) == 200 and len(batches) < 50, batches
-    reopened = FileStore(str(tmp_path / "state"), retention_seconds=3600)  # read back from the files themselves
+    await store.close()
+    reopened = FileStore(str(tmp_path / "state"), retention_seconds=3600)  # read back from the journal itself
     for i in range(200):
         assert (await reopened.read_document(f"t{i}"))["thread_id"] == f"t{i}"
-    assert not [n for n in os.listdir(store.threads_dir) if n.endswith(".tmp")]
 
 
 def test_file_store_loses_no_acknowledged_run_when_the_process_is_killed_mid_batch(tmp_path):

@@ -1,0 +1,266 @@
+"""The file store's thread states in one append-only journal: a write appends a checksummed record, the writes
+of one batch share one write and one fdatasync, an index in memory finds each thread's newest record, and the live
+records are copied into a fresh journal once the dead ones outweigh them. No file is created, renamed or removed per
+write (on ext4 a new file's inode is found past the recently deleted ones, a search that grows with the churn).
+
+Every method blocks: the store calls them on its lane, one at a time."""
+
+from __future__ import annotations
+
+import logging
+import os
+import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import msgspec
+
+from store.base import StoreUnavailable
+
+log = logging.getLogger("agui.store")
+
+HEADER = b"AGUI-THREAD-JOURNAL 1\n"
+STATE, DELETED, CORRUPT = b"S", b"D", b"X"  # a thread's state; its removal; a record of it found unreadable
+COMPACT_MIN_BYTES = 4 << 20  # below this size a journal is never compacted
+
+
+class _Head(msgspec.Struct):
+    thread_id: str
+    updated_at: float = 0.0
+
+
+_head = msgspec.json.Decoder(_Head).decode
+_name = msgspec.json.Decoder(str).decode
+_encode_name = msgspec.json.Encoder().encode
+
+
+def record(kind: bytes, payload: bytes) -> bytes:
+    """One line: kind, the payload's CRC-32 in 8 hex digits, a space, the payload (JSON: never a raw newline)."""
+    return b"%s%08x %s\n" % (kind, zlib.crc32(payload), payload)
+
+
+def state_record(payload: bytes) -> bytes:
+    return record(STATE, payload)
+
+
+def deleted_record(thread_id: str) -> bytes:
+    return record(DELETED, _encode_name(thread_id))
+
+
+@dataclass(slots=True)
+class Scan:
+    """What a journal's bytes hold: each thread's newest state record (offset and length of its line, and when it
+    was written), the threads whose newest record is unreadable, and where the last whole line ends."""
+
+    slots: dict[str, tuple[int, int, float]] = field(default_factory=dict)
+    corrupt: set[str] = field(default_factory=set)
+    end: int = len(HEADER)
+    unattributed: list[int] = field(default_factory=list)  # offsets of unreadable records naming no thread
+
+
+def scan(data: bytes) -> Scan:
+    """Replay a journal's bytes (a line torn by a crash mid-write, at the end, is left out of `end`)."""
+    if not data.startswith(HEADER):
+        raise StoreUnavailable("the thread journal has no journal header")
+    found = Scan()
+    for offset, line in _lines(data):
+        kind, payload = line[:1], line[10:-1]
+        thread_id = _thread_of(kind, payload)
+        if line[9:10] != b" " or line[1:9] != b"%08x" % zlib.crc32(payload) or thread_id is None:
+            guess = _thread_of(STATE, payload) or _thread_of(DELETED, payload)
+            if guess is None:
+                found.unattributed.append(offset)
+            else:
+                found.slots.pop(guess, None)
+                found.corrupt.add(guess)
+        elif kind == STATE:
+            found.slots[thread_id] = (offset, len(line), _head(payload).updated_at)
+            found.corrupt.discard(thread_id)
+        else:
+            found.slots.pop(thread_id, None)
+            if kind == CORRUPT:
+                found.corrupt.add(thread_id)
+            else:
+                found.corrupt.discard(thread_id)
+        found.end = offset + len(line)
+    return found
+
+
+def _lines(data: bytes) -> Iterator[tuple[int, bytes]]:
+    offset = len(HEADER)
+    while True:
+        newline = data.find(b"\n", offset)
+        if newline < 0:
+            return
+        yield offset, data[offset : newline + 1]
+        offset = newline + 1
+
+
+def _thread_of(kind: bytes, payload: bytes) -> str | None:
+    try:
+        if kind == STATE:
+            return _head(payload).thread_id
+        if kind in (DELETED, CORRUPT):
+            return _name(payload)
+    except msgspec.MsgspecError:
+        return None
+    return None
+
+
+def payload_of(line: bytes) -> bytes | None:
+    """The payload of one state record, or None when its checksum does not hold."""
+    payload = line[10:-1]
+    if line[:1] != STATE or line[1:9] != b"%08x" % zlib.crc32(payload) or not line.endswith(b"\n"):
+        return None
+    return payload
+
+
+class Journal:
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.broken: str | None = None  # why writes are refused until a restart (a failed write not undone)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            os.fchmod(fd, 0o600)
+            data = _read_all(fd)
+            if not data:
+                os.write(fd, HEADER)
+                os.fsync(fd)
+                _sync_directory(os.path.dirname(path))
+                data = HEADER
+            found = scan(data)
+            if found.end < len(data):  # the torn tail of a write that was never acknowledged
+                log.warning("thread journal: %d bytes of an unfinished write dropped from its end", len(data) - found.end)
+                os.ftruncate(fd, found.end)
+                os.fsync(fd)
+        except BaseException:
+            os.close(fd)
+            raise
+        for offset in found.unattributed:
+            log.error("thread journal: an unreadable record at byte %d names no thread; it is skipped", offset)
+        self.fd = fd
+        self.size = found.end
+        self.slots = found.slots
+        self.corrupt = found.corrupt
+        self.live = sum(length for _, length, _ in self.slots.values())
+
+    def read(self, thread_id: str) -> bytes | None:
+        """The thread's newest state (JSON), None for a thread never written (or removed)."""
+        if thread_id in self.corrupt:
+            raise StoreUnavailable("thread state record is corrupt")
+        slot = self.slots.get(thread_id)
+        if slot is None:
+            return None
+        try:
+            line = os.pread(self.fd, slot[1], slot[0])
+        except OSError as exc:
+            raise StoreUnavailable(f"cannot read thread state: {exc.strerror}") from None
+        payload = payload_of(line)
+        if payload is None:
+            raise StoreUnavailable("thread state record is corrupt")
+        return payload
+
+    def append(self, writes: list[tuple[str, bytes, float]]) -> None:
+        """Make a batch durable: its lines in one write, then one fdatasync. `writes`: (thread, line, written at),
+        in order (a later line of the same thread wins). On failure nothing of the batch stays in the journal."""
+        if self.broken is not None:
+            raise StoreUnavailable(f"thread journal unusable since a failed write: {self.broken}")
+        data = b"".join(line for _, line, _ in writes)
+        start = self.size
+        try:
+            _write_all(self.fd, data, start)
+            os.fdatasync(self.fd)
+        except OSError as exc:
+            self._undo(start, exc)
+            raise StoreUnavailable(f"cannot write thread state: {exc.strerror}") from None
+        self.size = start + len(data)
+        offset = start
+        for thread_id, line, written_at in writes:
+            self._forget(thread_id)
+            if line[:1] == STATE:
+                self.slots[thread_id] = (offset, len(line), written_at)
+                self.live += len(line)
+            elif line[:1] == CORRUPT:
+                self.corrupt.add(thread_id)
+            offset += len(line)
+
+    def _forget(self, thread_id: str) -> None:
+        old = self.slots.pop(thread_id, None)
+        if old is not None:
+            self.live -= old[1]
+        self.corrupt.discard(thread_id)
+
+    def _undo(self, start: int, failure: OSError) -> None:
+        try:
+            os.ftruncate(self.fd, start)
+            os.fsync(self.fd)
+        except OSError as exc:
+            self.broken = f"{failure.strerror}, then {exc.strerror}"
+            log.error("thread journal: a failed write could not be undone (%s); writes refused until a restart", self.broken)
+
+    def expired(self, cutoff: float) -> list[str]:
+        return [thread_id for thread_id, (_, _, written_at) in self.slots.items() if written_at < cutoff]
+
+    def due(self) -> bool:
+        return self.size >= COMPACT_MIN_BYTES and self.size >= 2 * max(self.live, 1)
+
+    def compact(self) -> None:
+        """Copy the live records (and the marks of corrupt threads) into a fresh journal, made durable before it
+        replaces this one; on failure the old journal stays in use."""
+        tmp = f"{self.path}.compact"
+        fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            slots, offset, parts = {}, len(HEADER), [HEADER]
+            for thread_id, (old, length, written_at) in self.slots.items():
+                parts.append(os.pread(self.fd, length, old))
+                slots[thread_id] = (offset, length, written_at)
+                offset += length
+            parts.extend(record(CORRUPT, _encode_name(thread_id)) for thread_id in self.corrupt)
+            data = b"".join(parts)
+            _write_all(fd, data, 0)
+            os.fsync(fd)
+            os.replace(tmp, self.path)
+            _sync_directory(os.path.dirname(self.path))
+        except OSError as exc:
+            os.close(fd)
+            _remove(tmp)
+            log.warning("thread journal: compaction failed (%s); the journal stays as it is", exc.strerror)
+            return
+        old_fd, self.fd = self.fd, fd
+        os.close(old_fd)
+        self.slots, self.size = slots, len(data)
+        self.live = sum(length for _, length, _ in slots.values())
+
+    def close(self) -> None:
+        os.close(self.fd)
+
+
+def _read_all(fd: int) -> bytes:
+    chunks = []
+    offset = 0
+    while chunk := os.pread(fd, 1 << 20, offset):
+        chunks.append(chunk)
+        offset += len(chunk)
+    return b"".join(chunks)
+
+
+def _write_all(fd: int, data: bytes, offset: int) -> None:
+    view = memoryview(data)
+    while view:
+        written = os.pwrite(fd, view, offset)
+        view, offset = view[written:], offset + written
+
+
+def _sync_directory(directory: str) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _remove(path: str) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
