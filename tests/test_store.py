@@ -18,6 +18,7 @@ import time
 import httpx
 import pytest
 
+import store.eventlog.segments as segments_module
 import store.journal as journal_module
 from store import Admission, Lease, PendingInterrupt, Progress, Rejected, Rejection, StoreUnavailable
 from store.eventlog import LogMeta, LogRef, ref_digest
@@ -489,16 +490,55 @@ async def test_a_large_write_to_a_stalled_redis_times_out_instead_of_hanging(tmp
         server.stop()
 
 
-async def test_the_file_event_log_compacts_a_long_run_and_still_ends_it(tmp_path):
-    """A long run whose bounds trimmed more than 1024 events: the write that would leave them in the file
-    rewrites it with what is kept; the end is recorded after it."""
-    log = FileStore(str(tmp_path / "state"), retention_seconds=3600).events
-    ref = LogRef("t1", "long")
-    await log.write(ref, [(p, b"e%d" % p) for p in range(1, 1501)], 1, create=LogMeta("r", "d", "o", "e"))
-    path = next(entry.path for entry in os.scandir(tmp_path / "state" / "events"))
-    before = os.path.getsize(path)  # noqa: ASYNC240
-    await log.write(ref, [(p, b"e%d" % p) for p in range(1501, 1511)], 1400, end=1510)
-    assert os.path.getsize(path) < before, "the trimmed events left the file"  # noqa: ASYNC240
-    read = await log.read(ref, 0, 10_000)
-    assert read is not None and read.ended and read.first == 1400
-    assert read.entries == [(p, b"e%d" % p) for p in range(1400, 1511)]
+async def test_the_file_event_log_rotates_segments_and_keeps_what_runs_need(tmp_path, monkeypatch):
+    """Every run's lines share segment files; full ones are sealed, one that no log needs any more (events
+    trimmed by a long run's bounds, or expired) is removed, one mostly dead has what it still holds copied forward,
+    and a restart rebuilds the index from the segments that remain."""
+    monkeypatch.setattr(segments_module, "SEGMENT_BYTES", 4096)
+    clock = FakeClock()
+    directory = str(tmp_path / "state")
+    log = FileStore(directory, retention_seconds=3600, clock=clock).events
+    meta = LogMeta("ros", "digest", "owner", "e1")
+    long_run = LogRef("t1", "long")
+    await log.write(long_run, [(1, b'{"n":1}')], 1, create=meta)
+    for index in range(40):  # short runs, each a whole log in one write, between the long run's writes
+        events = [(p, b'{"run":%d,"n":%d,"pad":"%s"}' % (index, p, b"x" * 40)) for p in range(1, 21)]
+        await log.write(LogRef("t2", f"short-{index}"), events, 1, create=meta, end=20)
+        await log.write(long_run, [(index + 2, b'{"n":%d}' % (index + 2))], max(1, index - 8))
+    segments = [name for name in os.listdir(os.path.join(directory, "events")) if name.startswith("seg-")]
+    assert 10 < len(segments) < 40, segments  # the short runs keep theirs until their events expire
+    clock.now += 601  # past the event log retention (600 s): the short runs' events expire
+    await log.write(long_run, [(p, b'{"n":%d}' % p) for p in range(42, 120)], 100)  # fills and rotates
+    remaining = [name for name in os.listdir(os.path.join(directory, "events")) if name.startswith("seg-")]
+    assert len(remaining) <= 4, remaining
+    expected = [(p, b'{"n":%d}' % p) for p in range(100, 120)]
+    assert (await log.read(long_run, 0, 1000)).entries == expected
+    tombstone = await log.read(LogRef("t2", "short-3"), 0, 100)
+    assert tombstone is not None and tombstone.ended and tombstone.entries == [] and tombstone.first == 21
+    await log.close()
+    restarted = FileStore(directory, retention_seconds=3600, clock=clock).events
+    assert (await restarted.read(long_run, 0, 1000)).entries == expected
+    assert (await restarted.read(long_run, 110, 5)).entries == expected[11:16]
+    assert (await restarted.read(LogRef("t2", "short-3"), 0, 100)).ended
+    clock.now += 86_400  # past the tombstones' day
+    # The 40 tombstones; the long run, never ended, is judged after a restart by its segment's time (the real clock).
+    assert await restarted.purge_expired() == 40
+    assert await restarted.read(LogRef("t2", "short-3"), 0, 100) is None
+
+
+async def test_the_file_event_log_imports_the_earlier_one_file_per_run_layout(tmp_path):
+    """A log of the earlier layout (`events/<digest>.log`: meta line, position lines, end line) is read into
+    the segments at start and its file removed; its events and its end read as before."""
+    events = tmp_path / "state" / "events"
+    events.mkdir(parents=True)
+    ref = LogRef("t1", "old")
+    head = {"ros_digest": "ros", "request_digest": "digest", "owner": "o", "execution_id": "e", "first": 1, "ended_at": None, "head": 0}
+    ended = {**head, "ended_at": 1_000_000.0, "head": 2}
+    (events / f"{ref_digest(ref)}.log").write_bytes(
+        b'M %s\n1 {"n":1}\n2 {"n":2}\nE %s\n' % (json.dumps(head).encode(), json.dumps(ended).encode())
+    )
+    store = FileStore(str(tmp_path / "state"), retention_seconds=3600, clock=FakeClock())
+    read = await store.events.read(ref, 0, 10)
+    assert read is not None and read.ended and read.entries == [(1, b'{"n":1}'), (2, b'{"n":2}')]
+    assert read.meta == LogMeta("ros", "digest", "o", "e")
+    assert not (events / f"{ref_digest(ref)}.log").exists()

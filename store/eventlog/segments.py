@@ -1,0 +1,288 @@
+"""The segment files behind the file store's event logs: the active segment takes every write, an index in memory
+says where each log's lines are, and a sealed segment is removed once no log needs it (copied forward first when
+mostly dead). Every method blocks: the event log calls them on its lane, one at a time."""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable, Iterator
+
+import msgspec
+
+from store.eventlog import TOMBSTONE_SECONDS, Entry
+
+log = logging.getLogger("agui.store")
+
+SEGMENT_BYTES = 32 << 20  # the active segment is sealed, and a new one begun, past this size
+COPY_FORWARD_BELOW = 0.25  # a sealed segment whose lines still needed fall under this share is copied forward
+ABANDONED_SECONDS = 86400.0  # a log never ended (its process died) is removed after this long without writes
+_AT = 43  # where a line's payload starts: kind, space, 40-character log digest, space
+
+
+class Meta(msgspec.Struct):
+    ros_digest: str
+    request_digest: str
+    owner: str
+    execution_id: str = ""
+    first: int = 1
+    ended_at: float | None = None
+    head: int = 0
+
+
+_encode = msgspec.json.Encoder().encode
+_decode = msgspec.json.Decoder(Meta).decode
+
+
+class Log:
+    """One run's log in the index: its meta, where its event lines are, where its newest meta line is."""
+
+    __slots__ = ("chunks", "home", "meta", "touched")
+
+    def __init__(self, meta: Meta, home: int, touched: float) -> None:
+        self.meta = meta
+        self.chunks: list[list[int]] = []  # [segment, offset, length, first position, last position], write order
+        self.home = home
+        self.touched = touched
+
+
+class Segments:
+    def __init__(self, directory: str, retention_seconds: float, clock: Callable[[], float]) -> None:
+        self.directory = directory
+        self.retention = retention_seconds
+        self.clock = clock
+        self.logs: dict[str, Log] = {}
+        self.sizes: dict[int, int] = {}  # segment -> its bytes
+        self._readers: dict[int, int] = {}  # segment -> a descriptor open for reading
+        numbers = sorted(int(name[4:-4]) for name in os.listdir(directory) if _is_segment(name))
+        for number in numbers:
+            self._replay(number)
+        for entry in self.logs.values():
+            entry.chunks = [chunk for chunk in entry.chunks if chunk[4] >= entry.meta.first]
+        self.active = numbers[-1] + 1 if numbers else 1
+        self.fd = self._begin(self.active)
+        self._import_run_files()
+
+    def _path(self, number: int) -> str:
+        return os.path.join(self.directory, f"seg-{number:010d}.log")
+
+    def _begin(self, number: int) -> int:
+        fd = os.open(self._path(number), os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_TRUNC, 0o600)
+        self.sizes[number] = 0
+        return fd
+
+    def write(self, digest: str, create: Meta | None, entries: list[Entry], first_kept: int, end: int | None) -> None:
+        """Open (`create`: a log made again starts empty), append and end one log with one write."""
+        now = self.clock()
+        entry = Log(create, self.active, now) if create is not None else self.logs.get(digest)
+        if entry is None:
+            return  # never opened here, or removed since: nothing to add to
+        name = digest.encode()
+        parts = [_meta_line(b"M", name, entry.meta)] if create is not None else []
+        at = self.sizes[self.active] + sum(map(len, parts))
+        lines = b"".join(b"V %s %d %s\n" % (name, position, data) for position, data in entries)
+        parts.append(lines)
+        ended = None
+        if end is not None:
+            ended = msgspec.structs.replace(entry.meta, ended_at=now, head=end, first=max(entry.meta.first, first_kept))
+            parts.append(_meta_line(b"E", name, ended))
+        self._append(b"".join(parts))
+        if create is not None:
+            self.logs[digest] = entry
+        if entries:
+            entry.chunks.append([self.active, at, len(lines), entries[0][0], entries[-1][0]])
+        if first_kept > entry.meta.first:
+            entry.meta.first = first_kept
+            entry.chunks = [chunk for chunk in entry.chunks if chunk[4] >= first_kept]
+        if ended is not None:
+            entry.meta, entry.home = ended, self.active
+        entry.touched = now
+        if self.sizes[self.active] >= SEGMENT_BYTES:
+            self._rotate()
+
+    def _append(self, data: bytes) -> None:
+        """Append to the active segment; on failure cut what got written, so no line is left torn."""
+        start = self.sizes[self.active]
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(self.fd, view) :]
+        except OSError:
+            try:
+                os.ftruncate(self.fd, start)
+            except OSError:
+                pass
+            raise
+        self.sizes[self.active] = start + len(data)
+
+    def entries(self, entry: Log, after: int, limit: int) -> tuple[list[Entry], int | None]:
+        """Up to `limit` entries after `after` (each position once: a retried write may repeat some), and the
+        oldest position held (None: none)."""
+        floor = entry.meta.first
+        held = [chunk for chunk in entry.chunks if chunk[4] >= floor]
+        first = min((max(chunk[3], floor) for chunk in held), default=None)
+        found: list[Entry] = []
+        for segment, offset, length, _, high in held:
+            if len(found) >= limit:
+                break
+            if high <= after:
+                continue
+            for line in os.pread(self._reader(segment), length, offset).split(b"\n")[:-1]:
+                cut = line.index(b" ", _AT)
+                position = int(line[_AT:cut])
+                if position > after and position >= floor:
+                    found.append((position, line[cut + 1 :]))
+                    after = position
+                    if len(found) >= limit:
+                        break
+        return found, first
+
+    def _reader(self, segment: int) -> int:
+        fd = self._readers.get(segment)
+        if fd is None:
+            fd = self._readers[segment] = os.open(self._path(segment), os.O_RDONLY)
+        return fd
+
+    def purge(self) -> int:
+        """Remove logs past their tombstone (or abandoned), drop expired events, remove the segments no log
+        needs; returns how many logs were removed."""
+        now = self.clock()
+        removed = 0
+        for digest, entry in list(self.logs.items()):
+            ended = entry.meta.ended_at
+            if (ended is not None and ended + TOMBSTONE_SECONDS <= now) or (ended is None and entry.touched + ABANDONED_SECONDS <= now):
+                del self.logs[digest]
+                removed += 1
+        self._expire(now)
+        self._retire()
+        return removed
+
+    def _expire(self, now: float) -> None:
+        for entry in self.logs.values():
+            if entry.chunks and entry.meta.ended_at is not None and entry.meta.ended_at + self.retention <= now:
+                entry.chunks = []  # the events expired: the tombstone (its meta line) stays
+
+    def _rotate(self) -> None:
+        os.close(self.fd)
+        self.active += 1
+        self.fd = self._begin(self.active)
+        self._expire(self.clock())
+        self._retire()
+
+    def _retire(self) -> None:
+        needed: dict[int, int] = {}
+        for entry in self.logs.values():
+            needed[entry.home] = needed.get(entry.home, 0) + 1
+            for segment, _, length, _, _ in entry.chunks:
+                needed[segment] = needed.get(segment, 0) + length
+        for segment in sorted(self.sizes):
+            if segment == self.active:
+                continue
+            need = needed.get(segment, 0)
+            if need and need >= COPY_FORWARD_BELOW * self.sizes[segment]:
+                continue
+            if need:
+                self._copy_forward(segment)
+            self._remove(segment)
+
+    def _copy_forward(self, segment: int) -> None:
+        """Rewrite every log with a line in `segment` into the active segment: its meta, then its events."""
+        for digest, entry in self.logs.items():
+            if entry.home != segment and all(chunk[0] != segment for chunk in entry.chunks):
+                continue
+            name = digest.encode()
+            head = _meta_line(b"M", name, entry.meta)
+            lines = b"".join(os.pread(self._reader(chunk[0]), chunk[2], chunk[1]) for chunk in entry.chunks)
+            at = self.sizes[self.active] + len(head)
+            self._append(head + lines)
+            entry.home = self.active
+            if entry.chunks:
+                low, high = entry.chunks[0][3], max(chunk[4] for chunk in entry.chunks)
+                entry.chunks = [[self.active, at, len(lines), low, high]]
+
+    def _remove(self, segment: int) -> None:
+        fd = self._readers.pop(segment, None)
+        if fd is not None:
+            os.close(fd)
+        try:
+            os.unlink(self._path(segment))
+        except FileNotFoundError:
+            pass
+        del self.sizes[segment]
+
+    def _replay(self, number: int) -> None:
+        """Rebuild the index from one segment's lines (a line torn by a crash, at its end, is left out)."""
+        path = self._path(number)
+        with open(path, "rb") as handle:
+            data = handle.read()
+        self.sizes[number] = len(data)
+        touched = os.stat(path).st_mtime
+        for offset, line in _lines(data):
+            kind, digest = line[:1], line[2:42].decode("ascii", "replace")
+            try:
+                if kind == b"M":
+                    self.logs[digest] = Log(_decode(line[_AT:-1]), number, touched)
+                elif kind == b"E" and digest in self.logs:
+                    entry = self.logs[digest]
+                    entry.meta, entry.home, entry.touched = _decode(line[_AT:-1]), number, touched
+                elif kind == b"V" and digest in self.logs:
+                    _extend(self.logs[digest], number, offset, line)
+            except (msgspec.MsgspecError, ValueError):
+                log.warning("event log segment %s: an unreadable line at byte %d is skipped", path, offset)
+
+    def _import_run_files(self) -> None:
+        """Logs of the earlier layout, one file per run (`<digest>.log`), copied into the active segment."""
+        for name in os.listdir(self.directory):
+            path = os.path.join(self.directory, name)
+            if name.endswith(".tmp"):
+                os.unlink(path)
+            elif name.endswith(".log") and not _is_segment(name) and len(name) == 44:
+                self._import_run_file(name[:40], path)
+                os.unlink(path)
+
+    def _import_run_file(self, digest: str, path: str) -> None:
+        with open(path, "rb") as handle:
+            lines = [line for line in handle.readlines() if line.endswith(b"\n")]
+        metas = [line for line in lines if line.startswith((b"M ", b"E "))]
+        if not metas:
+            return
+        try:
+            meta = _decode(metas[-1][2:-1])
+            events = [(int(line.split(b" ", 1)[0]), line.split(b" ", 1)[1][:-1]) for line in lines if line not in metas]
+        except (msgspec.MsgspecError, ValueError):
+            log.warning("event log %s of the earlier layout is unreadable; not imported", path)
+            return
+        events = [event for event in events if event[0] >= meta.first]
+        self.write(digest, meta, events, meta.first, None)  # its meta line carries the end, if it ended
+
+    def close(self) -> None:
+        os.close(self.fd)
+        for fd in self._readers.values():
+            os.close(fd)
+        self._readers.clear()
+
+
+def _is_segment(name: str) -> bool:
+    return name.startswith("seg-") and name.endswith(".log") and name[4:-4].isdigit()
+
+
+def _meta_line(kind: bytes, name: bytes, meta: Meta) -> bytes:
+    return b"%s %s %s\n" % (kind, name, _encode(meta))
+
+
+def _lines(data: bytes) -> Iterator[tuple[int, bytes]]:
+    offset = 0
+    while (newline := data.find(b"\n", offset)) >= 0:
+        yield offset, data[offset : newline + 1]
+        offset = newline + 1
+
+
+def _extend(entry: Log, segment: int, offset: int, line: bytes) -> None:
+    """Add one replayed event line to its log: to the last chunk when it follows it in the same segment."""
+    position = int(line[_AT : line.index(b" ", _AT)])
+    last = entry.chunks[-1] if entry.chunks else None
+    if last is not None and last[0] == segment and last[1] + last[2] == offset:
+        last[2] += len(line)
+        last[4] = max(last[4], position)
+    else:
+        entry.chunks.append([segment, offset, len(line), position, position])
