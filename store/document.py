@@ -43,17 +43,23 @@ class DocumentStore(ThreadStore):
     async def _load(self, thread_id: str) -> ThreadState | None: ...
 
     @abc.abstractmethod
-    async def _save(self, thread_id: str, state: ThreadState) -> None: ...
+    async def _save(self, thread_id: str, state: ThreadState, then: Callable[[], None] | None = None) -> None:
+        """Store the state; `then` (which never raises) runs once it is stored, before this returns."""
 
-    async def _transact(self, thread_id: str, change: Callable[[ThreadState | None, float], tuple[ThreadState | None, T]]) -> T:
-        """Apply one rule under the thread's lock; save what it returns; raise a refusal after saving."""
+    async def _transact(
+        self,
+        thread_id: str,
+        change: Callable[[ThreadState | None, float], tuple[ThreadState | None, T]],
+        then: Callable[[], None] | None = None,
+    ) -> T:
+        """Apply one rule under the thread's lock; save what it returns (then `then`); raise a refusal after saving."""
         lock = self._locks.get(thread_id)
         if lock is None:
             lock = self._locks[thread_id] = asyncio.Lock()
         async with lock:
             new_state, result = change(await self._load(thread_id), self.clock())
             if new_state is not None:
-                await self._save(thread_id, new_state)
+                await self._save(thread_id, new_state, then)
         if isinstance(result, Rejected):
             raise result
         return result

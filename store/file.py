@@ -4,21 +4,23 @@ its batch is durable. Event logs sit beside it, one file per run (store/eventlog
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import os
 import time
 from collections import OrderedDict
+from collections.abc import Callable
 
 import msgspec
 
-from store.base import Clock, StoreUnavailable
+from store import rules
+from store.base import Clock, Lease, Progress, StoreUnavailable
 from store.document import DocumentStore
+from store.eventlog import LogFenced, LogWrite
 from store.eventlog.file import FileEventLog
 from store.journal import Journal, deleted_record, state_record
 from store.lane import IoLane
 from store.legacy import import_thread_files
-from store.records import ThreadState
+from store.records import ExecutionStatus, ThreadState
 
 log = logging.getLogger("agui.store")
 _encoder = msgspec.json.Encoder()
@@ -44,11 +46,10 @@ class FileStore(DocumentStore):
         os.chmod(self.directory, 0o700)
         self.journal = Journal(os.path.join(self.directory, "threads.journal"))
         self._legacy_corrupt = import_thread_files(os.path.join(self.directory, "threads"), self.journal)
-        self.events = FileEventLog(os.path.join(self.directory, "events"), log_retention, clock=clock)
-        self._pending: list[tuple[str, bytes, float, asyncio.Future[None]]] = []  # writes waiting for the next batch
+        self._lane = IoLane()  # every file operation (journal and event logs), one at a time on one thread
+        self.file_events = FileEventLog(os.path.join(self.directory, "events"), log_retention, clock=clock, lane=self._lane)
+        self.events = self.file_events
         self._written: OrderedDict[str, bytes] = OrderedDict()  # thread -> its newest state, newest last
-        self._lane = IoLane()  # every journal operation, one at a time, batched into worker-thread hops
-        self._committer: asyncio.Task[None] | None = None
 
     @staticmethod
     def _decode(thread_id: str, raw: bytes) -> ThreadState:
@@ -76,45 +77,41 @@ class FileStore(DocumentStore):
             return None
         return self._decode(thread_id, raw)
 
-    async def _save(self, thread_id: str, state: ThreadState) -> None:
-        """Queue the write and wait until its batch is durable: writes that arrive while a batch is being made
-        durable share the next one (group commit: one write and one flush for all of them, whatever their number)."""
+    async def _save(self, thread_id: str, state: ThreadState, then: Callable[[], None] | None = None) -> None:
+        """Join the next batch and wait until it is durable: writes that arrive while a batch is being made durable
+        share the next one (group commit: one write and one flush for all of them, whatever their number)."""
         data = _encoder.encode(state)
         self._written.pop(thread_id, None)  # until it is durable, the journal is what counts
-        await self._commit(thread_id, state_record(data), state.updated_at)
+        await self._lane.join(self._append, (thread_id, state_record(data), state.updated_at, then))
         self._written[thread_id] = data
         if len(self._written) > WRITTEN_KEPT:
             self._written.popitem(last=False)
 
-    async def _commit(self, thread_id: str, line: bytes, written_at: float) -> None:
-        done = asyncio.get_running_loop().create_future()
-        self._pending.append((thread_id, line, written_at, done))
-        if self._committer is None:
-            self._committer = asyncio.create_task(self._commit_batches())
-        await done
-
-    async def _commit_batches(self) -> None:
-        try:
-            while self._pending:
-                batch, self._pending = self._pending, []
-                try:
-                    await self._lane.call(self._append, [(thread_id, line, at) for thread_id, line, at, _ in batch])
-                except Exception as exc:  # noqa: BLE001 (every writer of the batch gets the failure)
-                    failure = exc if isinstance(exc, StoreUnavailable) else StoreUnavailable(f"cannot write thread state: {exc}")
-                    for *_, done in batch:
-                        if not done.done():
-                            done.set_exception(failure)
-                    continue
-                for *_, done in batch:
-                    if not done.done():
-                        done.set_result(None)
-        finally:
-            self._committer = None
-
-    def _append(self, writes: list[tuple[str, bytes, float]]) -> None:
-        self.journal.append(writes)
+    def _append(self, writes: list[tuple[str, bytes, float, Callable[[], None] | None]]) -> list[None]:
+        """On the lane: one batch into the journal, then what waits on each write (the end of a run's log)."""
+        self.journal.append([(thread_id, line, at) for thread_id, line, at, _ in writes])
+        for *_, then in writes:
+            if then is not None:
+                then()
         if self.journal.due():
             self.journal.compact()
+        return [None] * len(writes)
+
+    async def finish_run_and_log(self, lease: Lease, status: ExecutionStatus | None, progress: Progress, log: LogWrite) -> Exception | None:
+        """`finish_run`, and the run's last event-log write on the lane right after the journal made the finish
+        durable: one trip to the lane for both, and the log is never written when the finish failed."""
+        written: list[Exception | None] = []
+        write = self.file_events.deferred(log)
+        await self._transact(
+            lease.thread_id, lambda s, now: (rules.finish_run(s, lease, status, progress, now), None), lambda: written.append(write())
+        )
+        if written:
+            return written[0]
+        try:  # nothing to save (the lease was already gone): the log on its own, as before
+            await self.events.apply(log)
+        except (LogFenced, StoreUnavailable) as exc:
+            return exc
+        return None
 
     async def purge_expired(self) -> int:
         await self.events.purge_expired()
@@ -128,11 +125,12 @@ class FileStore(DocumentStore):
         of theirs can slip between the choice and the removal)."""
         expired = self.journal.expired(cutoff)
         if expired:
-            self._append([(thread_id, deleted_record(thread_id), 0.0) for thread_id in expired])
+            self._append([(thread_id, deleted_record(thread_id), 0.0, None) for thread_id in expired])
         return expired
 
     async def ping(self) -> bool:
         return self.journal.broken is None and os.access(self.directory, os.W_OK)
 
     async def close(self) -> None:
+        await self.events.close()
         await self._lane.call(self.journal.close)

@@ -1,49 +1,100 @@
-"""One lane for a store's blocking file work: calls queued while the lane is busy run together, one after another,
-in a single worker-thread hop, instead of one hop (and one loop wake-up) each."""
+"""One lane for a store's blocking file work: a worker thread of its own runs the calls queued while it was busy
+together, one after another, and answers their callers with one callback on the event loop. Calls made with
+`join` that wait together become one call with all their items (group commit: one flush for all of them). The
+thread ends after a second with nothing to do and starts again with the next call."""
 
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 T = TypeVar("T")
+IDLE_SECONDS = 1.0
+
+# A queued call: the work, its arguments (for a joined call: its one item), the caller's future, whether joined.
+_Call = tuple[Callable[..., Any], tuple[Any, ...], asyncio.Future[Any], bool]
 
 
 class IoLane:
     def __init__(self) -> None:
-        self._queue: list[tuple[Callable[..., Any], tuple[Any, ...], asyncio.Future[Any]]] = []
-        self._task: asyncio.Task[None] | None = None
+        self._queue: list[_Call] = []
+        self._ready = threading.Condition()
+        self._running = False  # a worker thread exists (it may be waiting for work)
 
     async def call(self, work: Callable[..., T], *args: Any) -> T:
-        """`work(*args)` on the lane's worker thread; its result, or its exception raised here."""
-        done: asyncio.Future[T] = asyncio.get_running_loop().create_future()
-        self._queue.append((work, args, done))
-        if self._task is None:
-            self._task = asyncio.create_task(self._drain())
-        return await done
+        """`work(*args)` on the lane's thread; its result, or its exception raised here."""
+        return await self._queue_call(work, args, joined=False)  # type: ignore[no-any-return]
 
-    async def _drain(self) -> None:
-        try:
-            while self._queue:
+    async def join(self, work: Callable[[list[Any]], list[Any]], item: Any) -> Any:
+        """`item` handed to `work` with every other item joined to the same work while the lane was busy; `work`
+        returns one result per item, in order, or raises, and then every item gets its exception."""
+        return await self._queue_call(work, (item,), joined=True)
+
+    def _queue_call(self, work: Callable[..., Any], args: tuple[Any, ...], *, joined: bool) -> asyncio.Future[Any]:
+        loop = asyncio.get_running_loop()
+        done: asyncio.Future[Any] = loop.create_future()
+        with self._ready:
+            self._queue.append((work, args, done, joined))
+            if not self._running:
+                self._running = True
+                threading.Thread(target=self._work, name="agui-store-lane", daemon=True).start()
+            else:
+                self._ready.notify()
+        return done
+
+    def _work(self) -> None:
+        while True:
+            with self._ready:
+                if not self._queue:
+                    self._ready.wait(IDLE_SECONDS)
+                if not self._queue:
+                    self._running = False
+                    return
                 batch, self._queue = self._queue, []
-                outcomes = await asyncio.to_thread(_run_all, [(work, args) for work, args, _ in batch])
-                for (_, _, done), (ok, value) in zip(batch, outcomes, strict=True):
-                    if done.done():
-                        continue
-                    if ok:
-                        done.set_result(value)
-                    else:
-                        done.set_exception(value)
-        finally:
-            self._task = None
+            outcomes = _run_all(batch)
+            for loop in {done.get_loop() for done, _, _ in outcomes}:  # one loop, but for tests that make several
+                try:
+                    loop.call_soon_threadsafe(_settle, outcomes)
+                except RuntimeError:  # that loop was closed: nobody is waiting there any more
+                    continue
 
 
-def _run_all(batch: list[tuple[Callable[..., Any], tuple[Any, ...]]]) -> list[tuple[bool, Any]]:
-    outcomes: list[tuple[bool, Any]] = []
-    for work, args in batch:
-        try:
-            outcomes.append((True, work(*args)))
-        except Exception as exc:  # noqa: BLE001 (handed, whatever it is, to the caller that queued it)
-            outcomes.append((False, exc))
+def _run_all(batch: list[_Call]) -> list[tuple[asyncio.Future[Any], bool, Any]]:
+    """Every call of the batch in order (joined calls at the place of the first of them)."""
+    outcomes: list[tuple[asyncio.Future[Any], bool, Any]] = []
+    joined: dict[Callable[..., Any], list[_Call]] = {}
+    for call in batch:
+        if call[3]:
+            joined.setdefault(call[0], []).append(call)
+    for work, args, done, is_joined in batch:
+        if not is_joined:
+            outcomes.extend(_outcome(work, args, [done], joined=False))
+        elif work in joined:
+            calls = joined.pop(work)
+            outcomes.extend(_outcome(work, ([call[1][0] for call in calls],), [call[2] for call in calls], joined=True))
     return outcomes
+
+
+def _outcome(
+    work: Callable[..., Any], args: tuple[Any, ...], futures: list[asyncio.Future[Any]], *, joined: bool
+) -> list[tuple[asyncio.Future[Any], bool, Any]]:
+    try:
+        result = work(*args)
+    except Exception as exc:  # noqa: BLE001 (handed, whatever it is, to the callers that queued it)
+        return [(done, False, exc) for done in futures]
+    if not joined:
+        return [(futures[0], True, result)]
+    return [(done, True, value) for done, value in zip(futures, result, strict=True)]
+
+
+def _settle(outcomes: list[tuple[asyncio.Future[Any], bool, Any]]) -> None:
+    loop = asyncio.get_running_loop()
+    for done, ok, value in outcomes:
+        if done.done() or done.get_loop() is not loop:
+            continue
+        if ok:
+            done.set_result(value)
+        else:
+            done.set_exception(value)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 import msgspec
 
@@ -28,8 +29,10 @@ class MemoryStore(DocumentStore):
         raw = self._states.get(thread_id)
         return None if raw is None else _decoder.decode(raw)
 
-    async def _save(self, thread_id: str, state: ThreadState) -> None:
+    async def _save(self, thread_id: str, state: ThreadState, then: Callable[[], None] | None = None) -> None:
         self._states[thread_id] = _encoder.encode(state)
+        if then is not None:
+            then()
 
     async def purge_expired(self) -> int:
         cutoff = self.clock() - self.retention_seconds

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 
 from store.base import Clock, StoreUnavailable
 from store.eventlog import Entry, EventLog, LogMeta, LogRead, LogRef, LogWrite, ref_digest
@@ -18,13 +19,13 @@ from store.lane import IoLane
 
 
 class FileEventLog(EventLog):
-    def __init__(self, directory: str, retention_seconds: float, *, clock: Clock = time.time) -> None:
+    def __init__(self, directory: str, retention_seconds: float, *, clock: Clock = time.time, lane: IoLane | None = None) -> None:
         self.directory = directory
         self.retention_seconds = retention_seconds
         self.clock = clock
         os.makedirs(directory, mode=0o700, exist_ok=True)
         self._segments = Segments(directory, retention_seconds, clock)
-        self._lane = IoLane()  # every file operation of the logs, batched into one worker-thread hop
+        self._lane = lane or IoLane()  # every file operation, one at a time on one thread (shared with the journal)
 
     async def _io(self, work: object, *args: object) -> object:
         try:
@@ -43,9 +44,24 @@ class FileEventLog(EventLog):
 
     async def apply(self, write: LogWrite) -> None:
         """Open, append and end as one write of the active segment."""
+        await self._io(self._write, write)
+
+    def _write(self, write: LogWrite) -> None:
         create = write.create
         meta = None if create is None else Meta(create.ros_digest, create.request_digest, create.owner, create.execution_id)
-        await self._io(self._segments.write, ref_digest(write.ref), meta, write.entries, write.first_kept, write.end)
+        self._segments.write(ref_digest(write.ref), meta, write.entries, write.first_kept, write.end)
+
+    def deferred(self, write: LogWrite) -> Callable[[], Exception | None]:
+        """`write` as a call for the lane to make after another of its works (it returns its failure, never raises)."""
+
+        def run() -> Exception | None:
+            try:
+                self._write(write)
+            except OSError as exc:
+                return StoreUnavailable(f"event log: {exc.strerror}")
+            return None
+
+        return run
 
     async def read(self, ref: LogRef, after: int, limit: int) -> LogRead | None:
         found = await self._io(self._read, ref_digest(ref), after, limit)
