@@ -82,11 +82,9 @@ def _outcome(
 ) -> list[tuple[asyncio.Future[Any], bool, Any]]:
     try:
         result = work(*args)
+        return [(futures[0], True, result)] if not joined else [(done, True, value) for done, value in zip(futures, result, strict=True)]
     except Exception as exc:  # noqa: BLE001 (handed, whatever it is, to the callers that queued it)
         return [(done, False, exc) for done in futures]
-    if not joined:
-        return [(futures[0], True, result)]
-    return [(done, True, value) for done, value in zip(futures, result, strict=True)]
 
 
 def _settle(outcomes: list[tuple[asyncio.Future[Any], bool, Any]]) -> None:
