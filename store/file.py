@@ -4,6 +4,7 @@ its batch is durable. Event logs sit beside it, one file per run (store/eventlog
 
 from __future__ import annotations
 
+import fcntl
 import logging
 import os
 import time
@@ -44,6 +45,7 @@ class FileStore(DocumentStore):
         self.directory = os.path.abspath(directory)
         os.makedirs(self.directory, mode=0o700, exist_ok=True)
         os.chmod(self.directory, 0o700)
+        self._claim = claim_directory(self.directory)
         self.journal = Journal(os.path.join(self.directory, "threads.journal"))
         self._legacy_corrupt = import_thread_files(os.path.join(self.directory, "threads"), self.journal)
         self._lane = IoLane()  # every file operation (journal and event logs), one at a time on one thread
@@ -134,3 +136,21 @@ class FileStore(DocumentStore):
     async def close(self) -> None:
         await self.events.close()
         await self._lane.call(self.journal.close)
+        os.close(self._claim)
+
+
+def claim_directory(directory: str) -> int:
+    """Hold `<directory>/lock` (flock) for as long as the store is open: a second process on the same state
+    directory would append to the same journal with an index of its own, so it is refused at start."""
+    fd = os.open(os.path.join(directory, "lock"), os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "another process"
+        os.close(fd)
+        raise StoreUnavailable(
+            f"the state directory {directory} is in use by another gateway (pid {holder}); give each its own --state-dir, or use Redis"
+        ) from None
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, str(os.getpid()).encode(), 0)
+    return fd

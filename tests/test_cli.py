@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 from gateway.server.cli import settings_from_args
-from tests.support import ROOT, post_sse, run_body
+from tests.support import ROOT, free_port, post_sse, run_body
 
 FLAGS = [
     "--host",
@@ -165,3 +165,20 @@ def test_the_listen_backlog_is_the_one_configured(start_gateway):
     server = start_gateway("--backlog", "37")
     listed = subprocess.run(["ss", "-ltnH", f"sport = :{server.port}"], capture_output=True, text=True, check=True).stdout.split()
     assert listed[0] == "LISTEN" and listed[2] == "37", listed
+
+
+def test_a_second_gateway_on_the_same_state_directory_is_refused_at_start(start_gateway):
+    """Two processes appending to one journal would each keep an index of their own: the second one exits with 2
+    and one line naming the directory and the first one's pid, and the first goes on serving."""
+    first = start_gateway()
+    done = subprocess.run(
+        [sys.executable, "-m", "gateway", "--state-dir", first.state_dir, "--port", str(free_port())],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert done.returncode == 2, done.stderr
+    line = done.stderr.strip()
+    assert line.startswith("agui-gateway: ") and "in use by another gateway" in line and f"pid {first.proc.pid}" in line, line
+    assert httpx.get(first.url + "/ping").status_code == 200

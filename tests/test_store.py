@@ -249,7 +249,9 @@ async def test_file_store_permissions_and_corruption(tmp_path):
     await store.admit(admission(store, thread="good"))
     await store.admit(admission(store, thread="bad"))
     assert stat.S_IMODE(os.stat(store.directory).st_mode) == 0o700
-    assert sorted(os.listdir(directory)) == ["events", "threads.journal"]
+    assert sorted(os.listdir(directory)) == ["events", "lock", "threads.journal"]
+    with pytest.raises(StoreUnavailable, match="in use by another gateway"):
+        FileStore(directory, retention_seconds=3600)  # one process per state directory
     assert stat.S_IMODE(os.stat(store.journal.path).st_mode) == 0o600
     await store.close()
     corrupt_thread(directory, "bad")
@@ -497,7 +499,8 @@ async def test_the_file_event_log_rotates_segments_and_keeps_what_runs_need(tmp_
     monkeypatch.setattr(segments_module, "SEGMENT_BYTES", 4096)
     clock = FakeClock()
     directory = str(tmp_path / "state")
-    log = FileStore(directory, retention_seconds=3600, clock=clock).events
+    first = FileStore(directory, retention_seconds=3600, clock=clock)
+    log = first.events
     meta = LogMeta("ros", "digest", "owner", "e1")
     long_run = LogRef("t1", "long")
     await log.write(long_run, [(1, b'{"n":1}')], 1, create=meta)
@@ -515,7 +518,7 @@ async def test_the_file_event_log_rotates_segments_and_keeps_what_runs_need(tmp_
     assert (await log.read(long_run, 0, 1000)).entries == expected
     tombstone = await log.read(LogRef("t2", "short-3"), 0, 100)
     assert tombstone is not None and tombstone.ended and tombstone.entries == [] and tombstone.first == 21
-    await log.close()
+    await first.close()
     restarted = FileStore(directory, retention_seconds=3600, clock=clock).events
     assert (await restarted.read(long_run, 0, 1000)).entries == expected
     assert (await restarted.read(long_run, 110, 5)).entries == expected[11:16]

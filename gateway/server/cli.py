@@ -345,6 +345,7 @@ def main(argv: list[str] | None = None) -> int:
     from gateway.server.app import create_app
     from gateway.server.serve import GatewayServer, uvicorn_options
     from gateway.tracing import setup_tracing
+    from store import StoreUnavailable
 
     try:
         settings = settings_from_args(argv)
@@ -355,7 +356,7 @@ def main(argv: list[str] | None = None) -> int:
     setup_tracing()
     try:
         app = create_app(settings)
-    except ValueError as exc:
+    except (ValueError, StoreUnavailable) as exc:  # a bad store, or a state directory another gateway holds
         print(f"agui-gateway: {exc}", file=sys.stderr)
         return 2
     soft, hard = raise_fd_limit()  # once the configuration is known good: each connection holds a descriptor
