@@ -1,11 +1,11 @@
 """Embedded default store: thread states in one append-only journal under the state directory (store/journal.py),
 with group commit: the writes waiting together share one write and one fdatasync, and each writer is answered once
-its batch is durable. Event logs sit beside it, one file per run (store/eventlog/file.py)."""
+its batch is durable. Event logs sit beside it in shared segment files (store/eventlog/file.py); one lane thread
+does all of their file work (store/lane.py)."""
 
 from __future__ import annotations
 
 import fcntl
-import logging
 import os
 import time
 from collections import OrderedDict
@@ -23,14 +23,13 @@ from store.lane import IoLane
 from store.legacy import import_thread_files
 from store.records import ExecutionStatus, ThreadState
 
-log = logging.getLogger("agui.store")
 _encoder = msgspec.json.Encoder()
 _decoder = msgspec.json.Decoder(ThreadState)
 WRITTEN_KEPT = 4096  # threads whose last written bytes are kept, to load them without reading the journal
 
 
 class FileStore(DocumentStore):
-    """Single-process: several gateways must not share one state directory (use Redis for that)."""
+    """Single-process: a second process on the same state directory is refused (use Redis for several)."""
 
     def __init__(
         self,

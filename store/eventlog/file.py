@@ -59,6 +59,8 @@ class FileEventLog(EventLog):
                 self._write(write)
             except OSError as exc:
                 return StoreUnavailable(f"event log: {exc.strerror}")
+            except Exception as exc:  # noqa: BLE001 (the finish it follows is durable already: report, never raise)
+                return StoreUnavailable(f"event log: {exc}")
             return None
 
         return run
