@@ -45,8 +45,12 @@ class FileStore(DocumentStore):
         os.makedirs(self.directory, mode=0o700, exist_ok=True)
         os.chmod(self.directory, 0o700)
         self._claim = claim_directory(self.directory)
-        self.journal = Journal(os.path.join(self.directory, "threads.journal"))
-        self._legacy_corrupt = import_thread_files(os.path.join(self.directory, "threads"), self.journal)
+        try:
+            self.journal = Journal(os.path.join(self.directory, "threads.journal"))
+            self._legacy_corrupt = import_thread_files(os.path.join(self.directory, "threads"), self.journal)
+        except BaseException:
+            os.close(self._claim)  # a store that could not open holds no claim on the directory
+            raise
         self._lane = IoLane()  # every file operation (journal and event logs), one at a time on one thread
         self.file_events = FileEventLog(os.path.join(self.directory, "events"), log_retention, clock=clock, lane=self._lane)
         self.events = self.file_events

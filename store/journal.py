@@ -10,11 +10,11 @@ from __future__ import annotations
 import logging
 import os
 import zlib
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import msgspec
 
+from store.appendfile import lines, write_all
 from store.base import StoreUnavailable
 
 log = logging.getLogger("agui.store")
@@ -63,56 +63,52 @@ def scan(data: bytes) -> Scan:
     if not data.startswith(HEADER):
         raise StoreUnavailable("the thread journal has no journal header")
     found = Scan()
-    for offset, line in _lines(data):
-        kind, payload = line[:1], line[10:-1]
-        thread_id = _thread_of(kind, payload)
-        if line[9:10] != b" " or line[1:9] != b"%08x" % zlib.crc32(payload) or thread_id is None:
-            guess = _thread_of(STATE, payload) or _thread_of(DELETED, payload)
+    for offset, line in lines(data, len(HEADER)):
+        kind, payload = line[:1], _intact(line)
+        head = _head_of(kind, payload) if payload is not None else None
+        if head is None:
+            guess = _head_of(STATE, line[10:-1]) or _head_of(DELETED, line[10:-1])
             if guess is None:
                 found.unattributed.append(offset)
             else:
-                found.slots.pop(guess, None)
-                found.corrupt.add(guess)
+                found.slots.pop(guess.thread_id, None)
+                found.corrupt.add(guess.thread_id)
         elif kind == STATE:
-            found.slots[thread_id] = (offset, len(line), _head(payload).updated_at)
-            found.corrupt.discard(thread_id)
+            found.slots[head.thread_id] = (offset, len(line), head.updated_at)
+            found.corrupt.discard(head.thread_id)
         else:
-            found.slots.pop(thread_id, None)
+            found.slots.pop(head.thread_id, None)
             if kind == CORRUPT:
-                found.corrupt.add(thread_id)
+                found.corrupt.add(head.thread_id)
             else:
-                found.corrupt.discard(thread_id)
+                found.corrupt.discard(head.thread_id)
         found.end = offset + len(line)
     return found
 
 
-def _lines(data: bytes) -> Iterator[tuple[int, bytes]]:
-    offset = len(HEADER)
-    while True:
-        newline = data.find(b"\n", offset)
-        if newline < 0:
-            return
-        yield offset, data[offset : newline + 1]
-        offset = newline + 1
-
-
-def _thread_of(kind: bytes, payload: bytes) -> str | None:
+def _head_of(kind: bytes, payload: bytes) -> _Head | None:
+    """The thread a record names (and, for a state, when it was written); None when it names none."""
     try:
         if kind == STATE:
-            return _head(payload).thread_id
+            return _head(payload)
         if kind in (DELETED, CORRUPT):
-            return _name(payload)
+            return _Head(_name(payload))
     except msgspec.MsgspecError:
         return None
     return None
 
 
-def payload_of(line: bytes) -> bytes | None:
-    """The payload of one state record, or None when its checksum does not hold."""
+def _intact(line: bytes) -> bytes | None:
+    """A whole line's payload, or None when its checksum does not hold."""
     payload = line[10:-1]
-    if line[:1] != STATE or line[1:9] != b"%08x" % zlib.crc32(payload) or not line.endswith(b"\n"):
+    if line[9:10] != b" " or line[1:9] != b"%08x" % zlib.crc32(payload) or not line.endswith(b"\n"):
         return None
     return payload
+
+
+def payload_of(line: bytes) -> bytes | None:
+    """The payload of one state record, or None when its checksum does not hold."""
+    return _intact(line) if line[:1] == STATE else None
 
 
 class Journal:
@@ -168,7 +164,7 @@ class Journal:
         data = b"".join(line for _, line, _ in writes)
         start = self.size
         try:
-            _write_all(self.fd, data, start)
+            write_all(self.fd, data, start)
             os.fdatasync(self.fd)
         except OSError as exc:
             self._undo(start, exc)
@@ -180,8 +176,6 @@ class Journal:
             if line[:1] == STATE:
                 self.slots[thread_id] = (offset, len(line), written_at)
                 self.live += len(line)
-            elif line[:1] == CORRUPT:
-                self.corrupt.add(thread_id)
             offset += len(line)
 
     def _forget(self, thread_id: str) -> None:
@@ -217,7 +211,7 @@ class Journal:
                 offset += length
             parts.extend(record(CORRUPT, _encode_name(thread_id)) for thread_id in self.corrupt)
             data = b"".join(parts)
-            _write_all(fd, data, 0)
+            write_all(fd, data, 0)
             os.fsync(fd)
             os.replace(tmp, self.path)
             _sync_directory(os.path.dirname(self.path))
@@ -242,13 +236,6 @@ def _read_all(fd: int) -> bytes:
         chunks.append(chunk)
         offset += len(chunk)
     return b"".join(chunks)
-
-
-def _write_all(fd: int, data: bytes, offset: int) -> None:
-    view = memoryview(data)
-    while view:
-        written = os.pwrite(fd, view, offset)
-        view, offset = view[written:], offset + written
 
 
 def _sync_directory(directory: str) -> None:

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import msgspec
 
+from store.appendfile import lines, write_all
 from store.eventlog import TOMBSTONE_SECONDS, Entry
 
 log = logging.getLogger("agui.store")
@@ -67,7 +68,7 @@ class Segments:
         return os.path.join(self.directory, f"seg-{number:010d}.log")
 
     def _begin(self, number: int) -> int:
-        fd = os.open(self._path(number), os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_TRUNC, 0o600)
+        fd = os.open(self._path(number), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         self.sizes[number] = 0
         return fd
 
@@ -104,9 +105,7 @@ class Segments:
         """Append to the active segment; on failure cut what got written, so no line is left torn."""
         start = self.sizes[self.active]
         try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(self.fd, view) :]
+            write_all(self.fd, data, start)
         except OSError:
             try:
                 os.ftruncate(self.fd, start)
@@ -217,7 +216,7 @@ class Segments:
             data = handle.read()
         self.sizes[number] = len(data)
         touched = os.stat(path).st_mtime
-        for offset, line in _lines(data):
+        for offset, line in lines(data):
             kind, digest = line[:1], line[2:42].decode("ascii", "replace")
             try:
                 if kind == b"M":
@@ -268,13 +267,6 @@ def _is_segment(name: str) -> bool:
 
 def _meta_line(kind: bytes, name: bytes, meta: Meta) -> bytes:
     return b"%s %s %s\n" % (kind, name, _encode(meta))
-
-
-def _lines(data: bytes) -> Iterator[tuple[int, bytes]]:
-    offset = 0
-    while (newline := data.find(b"\n", offset)) >= 0:
-        yield offset, data[offset : newline + 1]
-        offset = newline + 1
 
 
 def _extend(entry: Log, segment: int, offset: int, line: bytes) -> None:
