@@ -17,12 +17,14 @@ import asyncio
 import functools
 import logging
 import time
-from collections.abc import Coroutine
+from collections.abc import Awaitable, Coroutine
 from typing import Annotated, Any
 
 import msgspec
 from litestar import WebSocket, websocket
+from litestar.exceptions import WebSocketDisconnect
 from litestar.types import Receive, Scope, Send
+from litestar.utils.scope.state import CONNECTION_STATE_KEY
 
 from gateway import metrics
 from gateway.auth import Principal
@@ -98,10 +100,51 @@ async def _refuse_upgrade(socket: WebSocket[Any, Any, Any], error: GatewayError,
     await send({"type": "websocket.http.response.body", "body": body})
 
 
+class OpenSocket:
+    """An accepted socket as its connection uses it: receive, send, close. Litestar's WebSocket serves the handshake
+    only; an idle socket kept it (two closures, its state and the scope's state: about 1 KiB) for its whole life.
+    Like it, it refuses to send once the peer's disconnect was received."""
+
+    __slots__ = ("_receive", "_send", "gone")
+
+    def __init__(self, receive: Receive, send: Send) -> None:
+        self._receive = receive
+        self._send: Any = send  # takes our batch extension's message too, which ASGI's types do not know
+        self.gone = False
+
+    def receive(self) -> Awaitable[Any]:
+        """The server's own receive (no frame of ours while an idle socket waits); the reader marks `gone`."""
+        if self.gone:
+            raise WebSocketDisconnect(detail="the peer has disconnected")
+        return self._receive()
+
+    async def send(self, message: Any) -> None:
+        if self.gone:
+            raise WebSocketDisconnect(detail="the peer has disconnected")
+        await self._send(message)
+
+    async def close(self, code: int = 1000, reason: str | None = None) -> None:
+        await self.send({"type": "websocket.close", "code": code, "reason": reason or ""})
+
+
 class Connection:
     """One accepted socket: serialises sends, tracks its runs, cancels them when the peer goes away."""
 
-    def __init__(self, socket: WebSocket, services: TransportServices, mux: bool, principal: Principal) -> None:
+    __slots__ = (
+        "accept_language",
+        "batching",
+        "ctx",
+        "forwarders",
+        "language",
+        "mux",
+        "principal",
+        "runs",
+        "runtime_session",
+        "send_lock",
+        "socket",
+    )
+
+    def __init__(self, socket: OpenSocket, scope: Scope, services: TransportServices, mux: bool, principal: Principal) -> None:
         self.socket = socket
         self.mux = mux
         self.principal = principal
@@ -110,9 +153,12 @@ class Connection:
         self.forwarders: dict[str, asyncio.Task] = {}
         self.send_lock = asyncio.Lock()
         # Our uvicorn protocol takes a batch of UTF-8 payloads, one text frame each (ASGI extension).
-        self.batching = TEXT_BATCH_EXTENSION in (socket.scope.get("extensions") or {})
-        self.raw_send: Any = socket.send  # takes our batch extension's message too, which ASGI's types do not know
-        self.language = negotiate(None, header(socket, "accept-language"))
+        self.batching = TEXT_BATCH_EXTENSION in (scope.get("extensions") or {})
+        # The only request headers a socket reads after its handshake, read once (the scope's headers are dropped).
+        headers = dict(scope["headers"])
+        self.accept_language = _latin1(headers.get(b"accept-language"))
+        self.runtime_session = _latin1(headers.get(SESSION_HEADER.encode()))
+        self.language = negotiate(None, self.accept_language)
 
     def _frames(self, entries: list[Entry], stream_id: str | None, positions: bool) -> list[bytes]:
         if not self.mux:
@@ -127,10 +173,10 @@ class Connection:
         metrics.labelled(metrics.BYTES_SENT, "ws").inc(sum(len(frame) for frame in frames))
         async with self.send_lock:  # mux: runs share the socket; frames of one batch stay together
             if self.batching:
-                await self.raw_send({"type": "websocket.send", TEXT_BATCH_EXTENSION: frames})
+                await self.socket.send({"type": "websocket.send", TEXT_BATCH_EXTENSION: frames})
             else:
                 for frame in frames:
-                    await self.raw_send({"type": "websocket.send", "text": frame.decode()})
+                    await self.socket.send({"type": "websocket.send", "text": frame.decode()})
 
     async def send_event(self, event: e.Event, stream_id: str | None) -> None:
         await self.send_events([(0, e.encode_json(event))], stream_id)
@@ -151,8 +197,8 @@ class Connection:
                 raw,
                 allowed_roots=settings.allowed_cwd,
                 default_cwd=settings.default_cwd,
-                accept_language=header(self.socket, "accept-language"),
-                runtime_session_id=header(self.socket, SESSION_HEADER),
+                accept_language=self.accept_language,
+                runtime_session_id=self.runtime_session,
                 transport="ws",
             )
             prepared.grace_seconds = parse_grace(grace, "reattachGraceSeconds")
@@ -202,10 +248,24 @@ class Connection:
             task.cancel()
 
 
-async def _receive_text(socket: WebSocket) -> str | None:
+def _forget_handshake(scope: Scope) -> None:
+    """Drop what only the handshake read from the scope, which the server keeps for the socket's whole life: the
+    request's headers and Litestar's connection state (about 1.2 KiB an idle socket)."""
+    scope["headers"] = []
+    state: Any = scope.get("state")
+    if isinstance(state, dict):
+        state.pop(CONNECTION_STATE_KEY, None)
+
+
+def _latin1(value: bytes | None) -> str | None:
+    return None if value is None else value.decode("latin-1")
+
+
+async def _receive_text(socket: OpenSocket) -> str | None:
     """Next text frame, or None when the peer disconnected; closes with 1003 on a binary frame."""
     message: Any = await socket.receive()
     if message["type"] == "websocket.disconnect":
+        socket.gone = True
         return None
     if message.get("text") is None:
         await socket.close(CLOSE_UNSUPPORTED, "binary frames are not supported")
@@ -213,7 +273,7 @@ async def _receive_text(socket: WebSocket) -> str | None:
     return message["text"]
 
 
-async def _close_quietly(socket: WebSocket, code: int, reason: str) -> None:
+async def _close_quietly(socket: WebSocket | OpenSocket, code: int, reason: str) -> None:
     try:
         await socket.close(code, reason)
     except Exception:  # noqa: BLE001 - the peer may be gone already
@@ -231,6 +291,23 @@ def _is_json(text: str) -> bool:
     return True
 
 
+async def _run_queued(conn: Connection, queued: list[str]) -> None:
+    """Base mode's runner: the queued frames' runs, one after the other (a function of its own, not a closure that
+    every idle socket would hold)."""
+    try:
+        while queued:
+            text = queued.pop(0)
+            arrived = time.perf_counter()
+            run = await conn.start_run(text.encode(), None)  # admission is safe to cancel (the engine releases it)
+            if run is not None:
+                await conn.forward(run, None, arrived)
+    except Exception:
+        log.exception("websocket run failed")
+        await _close_quietly(conn.socket, CLOSE_INTERNAL, "internal error")
+    finally:
+        conn.forwarders.pop("base", None)
+
+
 async def _serve_base(conn: Connection) -> None:
     """The socket's own task reads frames. A frame starts its run in a task of its own (the runner); frames that
     arrive during a run wait, at most MAX_QUEUED_FRAMES of them, and run after it in order. An idle socket holds
@@ -239,21 +316,6 @@ async def _serve_base(conn: Connection) -> None:
     socket = conn.socket
     queued: list[str] = []  # frames waiting for the active run to end, in order
     runner: asyncio.Task[None] | None = None
-
-    async def run_queued() -> None:
-        try:
-            while queued:
-                text = queued.pop(0)
-                arrived = time.perf_counter()
-                run = await conn.start_run(text.encode(), None)  # admission is safe to cancel (the engine releases it)
-                if run is not None:
-                    await conn.forward(run, None, arrived)
-        except Exception:
-            log.exception("websocket run failed")
-            await _close_quietly(socket, CLOSE_INTERNAL, "internal error")
-        finally:
-            conn.forwarders.pop("base", None)
-
     try:
         while True:
             text = await _receive_text(socket)  # an idle socket waits here
@@ -267,7 +329,7 @@ async def _serve_base(conn: Connection) -> None:
                 break
             queued.append(text)
             if runner is None or runner.done():
-                runner = asyncio.create_task(run_queued())
+                runner = asyncio.create_task(_run_queued(conn, queued))
                 conn.forwarders["base"] = runner  # the peer leaving (abandon) cancels it, admission included
     finally:
         queued.clear()
@@ -280,22 +342,24 @@ def _forget_stream(conn: Connection, stream_id: str, _task: asyncio.Task[None]) 
     conn.forwarders.pop(stream_id, None)
 
 
+async def _run_stream(conn: Connection, stream_id: str, frame: MuxFrame) -> None:
+    """One multiplexed stream: its run (or the run it attaches to), forwarded under its id."""
+    arrived = time.perf_counter()
+    if frame.op == "attach":
+        run = await conn.attach(frame)
+    else:
+        run = await conn.start_run(bytes(frame.input), stream_id, frame.reattach_grace_seconds)
+    if run is None:
+        return
+    conn.runs[stream_id] = run
+    try:
+        await conn.forward(run, stream_id, arrived)
+    finally:
+        conn.runs.pop(stream_id, None)
+
+
 async def _serve_mux(conn: Connection) -> None:
     socket = conn.socket
-
-    async def run_stream(stream_id: str, frame: MuxFrame) -> None:
-        arrived = time.perf_counter()
-        if frame.op == "attach":
-            run = await conn.attach(frame)
-        else:
-            run = await conn.start_run(bytes(frame.input), stream_id, frame.reattach_grace_seconds)
-        if run is None:
-            return
-        conn.runs[stream_id] = run
-        try:
-            await conn.forward(run, stream_id, arrived)
-        finally:
-            conn.runs.pop(stream_id, None)
 
     try:
         while True:
@@ -320,7 +384,7 @@ async def _serve_mux(conn: Connection) -> None:
                 elif len(conn.forwarders) >= MAX_MUX_RUNS:
                     await conn.send_error(GatewayError(ErrorCode.TOO_MANY_RUNS_ON_SOCKET, detail=f"At most {MAX_MUX_RUNS}."), frame.id)
                 else:
-                    task = asyncio.create_task(run_stream(frame.id, frame))
+                    task = asyncio.create_task(_run_stream(conn, frame.id, frame))
                     conn.forwarders[frame.id] = task
                     task.add_done_callback(functools.partial(_forget_stream, conn, frame.id))
             elif frame.op == "cancel":
@@ -340,17 +404,20 @@ async def _serve_mux(conn: Connection) -> None:
 
 @websocket("/ws")
 async def ws_endpoint(socket: WebSocket, services: Services) -> None:
-    await _serve_socket(socket, services)
+    await _serve_socket(socket.scope, socket.receive, socket.send, services)
 
 
 def serve_socket(scope: Scope, receive: Receive, send: Send) -> Coroutine[Any, Any, None]:
     """`/ws` served directly (transports/fast_path.py): the handler's own coroutine, no frame of its own."""
-    return _serve_socket(WebSocket(scope, receive, send), scope["litestar_app"].state.services)
+    return _serve_socket(scope, receive, send, scope["litestar_app"].state.services)
 
 
-async def _serve_socket(socket: WebSocket, services: TransportServices) -> None:
-    """The handshake (authentication, the subprotocol; an unexpected failure closes with 1011), then the socket."""
+async def _serve_socket(scope: Scope, receive: Receive, send: Send, services: TransportServices) -> None:
+    """The handshake on Litestar's WebSocket (authentication, the subprotocol; an unexpected failure closes with
+    1011), then the open socket on the lean one, with the request's headers dropped from the scope: an idle socket
+    read them for the last time here (about 1 KiB each)."""
     ctx = services
+    socket: WebSocket[Any, Any, Any] = WebSocket(scope, receive, send)
     offered: list[str] = list(socket.scope.get("subprotocols") or [])
     try:
         principal = await _authenticated(socket, services, offered)
@@ -363,14 +430,16 @@ async def _serve_socket(socket: WebSocket, services: TransportServices) -> None:
         log.exception("websocket handshake failed")
         await _close_quietly(socket, CLOSE_INTERNAL, "internal error")
         return
-    conn = Connection(socket, services, mux=chosen == MUX_PROTOCOL, principal=principal)
+    conn = Connection(OpenSocket(receive, send), scope, services, mux=chosen == MUX_PROTOCOL, principal=principal)
+    del socket
+    _forget_handshake(scope)
     ctx.sockets.add(conn)
     metrics.labelled(metrics.CONNECTIONS_OPEN, "websocket").inc()
     try:
         await (_serve_mux(conn) if conn.mux else _serve_base(conn))
     except Exception:
         log.exception("websocket handler failed")
-        await _close_quietly(socket, CLOSE_INTERNAL, "internal error")
+        await _close_quietly(conn.socket, CLOSE_INTERNAL, "internal error")
     finally:
         ctx.sockets.discard(conn)
         metrics.labelled(metrics.CONNECTIONS_OPEN, "websocket").dec()

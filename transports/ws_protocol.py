@@ -18,12 +18,14 @@ import struct
 from typing import Any
 
 from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
-from websockets.protocol import OPEN
+from websockets.protocol import OPEN, Protocol
+from websockets.streams import StreamReader
 
 from transports.lean import Flag, Inbox
 
 TEXT_BATCH_EXTENSION = "agui.ws.text_batch"
 _FIN_TEXT = 0x81
+_AT_EOF = StreamReader.at_eof.__code__
 
 
 def text_frame(payload: bytes) -> bytes:
@@ -38,6 +40,8 @@ def text_frame(payload: bytes) -> bytes:
 
 class CorkedTransport:
     """Buffers `write` calls and flushes them together on the next loop iteration (or before closing)."""
+
+    __slots__ = ("_buffer", "_loop", "_scheduled", "_transport")
 
     def __init__(self, transport: asyncio.Transport, loop: asyncio.AbstractEventLoop) -> None:
         self._transport = transport
@@ -114,3 +118,19 @@ class CorkedWebSocketsProtocol(WebSocketsSansIOProtocol):
         await super().send(message)
         if message["type"] == "websocket.accept" and self.handshake_complete:
             self.request = self.response = None  # type: ignore[assignment]  # the handshake is never read again (~2 KiB a socket)
+            fresh_frame_parser(self.conn)
+
+
+def fresh_frame_parser(conn: Protocol) -> bool:
+    """websockets' server parser keeps the handshake request (its headers, about 2 KiB) in a local variable of its
+    generator for the connection's whole life. When that parser waits at a frame boundary (nothing of a frame read),
+    a fresh frame parser on the same reader takes over; anywhere else the old one stays. True when it was replaced."""
+    outer = conn.parser
+    inner = getattr(outer, "gi_yieldfrom", None)
+    leaf = getattr(inner, "gi_yieldfrom", None)
+    if getattr(leaf, "gi_code", None) is not _AT_EOF:
+        return False
+    conn.parser = Protocol.parse(conn)
+    next(conn.parser)  # runs to the same wait: the reader's buffer is empty
+    outer.close()
+    return True
