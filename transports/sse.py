@@ -74,7 +74,9 @@ async def sse_stream(run: RunHandle, heartbeat_seconds: float, agentcore: bool, 
                 first = False
             events.inc(len(batch))
             sent.inc(len(chunk))
+            batch = None  # an idle stream keeps neither its last events nor their records
             yield chunk
+            chunk = b""
     finally:
         metrics.labelled(metrics.CONNECTIONS_OPEN, "sse").dec()
 

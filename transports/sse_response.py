@@ -87,8 +87,8 @@ async def stream_body(chunks: AsyncIterable[bytes], send: Send, receive: Receive
         setattr(cycle, LOST_HOOK, lost)
     try:
         async for chunk in chunks:
-            body: HTTPResponseBodyEvent = {"type": "http.response.body", "body": chunk, "more_body": True}
-            await send(body)
+            await send({"type": "http.response.body", "body": chunk, "more_body": True})
+            chunk = b""  # an idle stream keeps none of what it sent
         await send(_END)
     except asyncio.CancelledError:
         if not gone:

@@ -84,6 +84,7 @@ async def drive(run: Run) -> Outcome | Coroutine[Any, Any, Outcome]:
     run.move_to(RunState.AWAITING_ACCEPTANCE if answers else RunState.RUNNING)
     checkpoint: Any = run.execution.checkpoint if run.execution is not None else None
     request = agent_request(run.prepared, run.lease, answers, checkpoint, released=lambda: run.released)
+    run.prepared.release_input()
     return _consume(run, run.services.agent.run(request), digests)
 
 

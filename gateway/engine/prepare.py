@@ -35,6 +35,12 @@ class PreparedRun:
     def is_resume(self) -> bool:
         return bool(self.run.resume)
 
+    def release_input(self) -> None:
+        """Once the backend's request is built, the conversation (messages, tools, context, state) is the backend's: the
+        run keeps the input's identities and settings only. An idle run held the whole decoded input before (about
+        1 KiB for one short message; a long conversation's history, all of it)."""
+        self.run = msgspec.structs.replace(self.run, state=None, messages=[], tools=[], context=[])
+
 
 def prepare(
     body: bytes,

@@ -22,12 +22,14 @@ def _new_id(prefix: str) -> str:
 class Translator:
     """Per run. `sequence` continues the execution's custom-event numbering across its runs."""
 
+    __slots__ = ("reasoning_id", "sequence", "session", "session_sent", "steps", "text_ids_used", "texts", "tools", "usage")
+
     def __init__(self, session: dict[str, Any], sequence: int, open_steps: list[str]) -> None:
         self.session = session
         self.sequence = sequence
         self.session_sent = False
         self.texts: dict[str | None, str] = {}  # open messages: the agent's message id (None: unnamed) -> AG-UI id
-        self.text_ids_used: set[str] = set()
+        self.text_ids_used: dict[str, None] = {}  # ids the agent named, in order (a dict: an empty set is 216 bytes)
         self.reasoning_id: str | None = None
         self.tools: list[str] = []
         self.steps: list[str] = list(open_steps)
@@ -115,7 +117,7 @@ class Translator:
         while message_id in self.text_ids_used:
             n += 1
             message_id = f"{key}.{n}"
-        self.text_ids_used.add(message_id)
+        self.text_ids_used[message_id] = None
         return message_id
 
     def _text_end(self, signal: s.TextEnd, out: list[e.Event]) -> None:
