@@ -38,11 +38,11 @@ class Tracked:
     """The request's `send`, noting the status and the bytes sent, and adding the request id to the response head
     (a slotted object rather than a closure over a dict: an idle stream keeps it for its whole life)."""
 
-    __slots__ = ("bytes", "header", "send", "status")
+    __slots__ = ("bytes", "request_id", "send", "status")
 
-    def __init__(self, send: Send, header: tuple[bytes, bytes]) -> None:
+    def __init__(self, send: Send, request_id: str) -> None:
         self.send = send
-        self.header = header
+        self.request_id = request_id
         self.status: int | None = None
         self.bytes = 0
 
@@ -53,10 +53,10 @@ class Tracked:
             self.bytes += len(raw.get("body", b""))
         elif kind in ("http.response.start", "websocket.http.response.start"):
             self.status = raw["status"]
-            raw = {**raw, "headers": [*raw.get("headers", []), self.header]}
+            raw = {**raw, "headers": [*raw.get("headers", []), (HEADER, self.request_id.encode())]}
         elif kind == "websocket.accept":
             self.status = 101
-            raw = {**raw, "headers": [*(raw.get("headers") or []), self.header]}
+            raw = {**raw, "headers": [*(raw.get("headers") or []), (HEADER, self.request_id.encode())]}
         await self.send(raw)
 
 
@@ -70,7 +70,7 @@ class AccessLog:
             return
         request_id = request_id_of(scope)
         token = REQUEST_ID.set(request_id)
-        tracked = Tracked(send, (HEADER, request_id.encode()))
+        tracked = Tracked(send, request_id)
         started = time.monotonic()
         try:
             if any(name == b"traceparent" for name, _ in scope["headers"]):  # continue the caller's trace (W3C)

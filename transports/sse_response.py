@@ -17,6 +17,7 @@ from litestar.response.base import ASGIResponse
 from litestar.response.streaming import ASGIStreamingResponse
 from litestar.types import HTTPResponseBodyEvent, HTTPResponseStartEvent, Receive, Scope, Send
 
+from transports.lean import forget_request
 from transports.render import SSE_HEADERS, SSE_MEDIA_TYPE
 
 LOST_HOOK = "agui_on_lost"  # the attribute of uvicorn's request cycle our protocol calls when the connection is lost
@@ -36,7 +37,7 @@ class SseBody:
 
     def __call__(self, scope: Scope, receive: Receive, send: Send) -> Coroutine[Any, Any, None]:
         # The body's coroutine itself, not one awaiting it: an idle stream holds one frame fewer.
-        return stream_body(self.chunks, send, receive, self._start())
+        return stream_body(self.chunks, send, receive, self._start(), scope)
 
     def _start(self) -> HTTPResponseStartEvent:
         headers = {**SSE_HEADERS, "Content-Type": _CONTENT_TYPE, **self.echo}
@@ -62,12 +63,17 @@ class _SseBody(ASGIStreamingResponse):
         await stream_body(self.iterator, send, receive)  # type: ignore[arg-type]  # our streams yield bytes
 
 
-async def stream_body(chunks: AsyncIterable[bytes], send: Send, receive: Receive, start: HTTPResponseStartEvent | None = None) -> None:
+async def stream_body(
+    chunks: AsyncIterable[bytes], send: Send, receive: Receive, start: HTTPResponseStartEvent | None = None, scope: Scope | None = None
+) -> None:
     """The start when given, every chunk, then the end; the client's disconnect cancels this task and the response
-    simply ends."""
+    simply ends. With the scope, what only the start read is dropped once it is sent (transports/lean.py)."""
     if start is not None:
         await send(start)
         start = None  # the frame lives as long as the stream: it keeps none of the headers
+    if scope is not None:
+        forget_request(scope)
+        scope = None
     task = asyncio.current_task()
     assert task is not None
     gone: list[bool] = []  # one entry once the client left (a list: the least a closure can flip)

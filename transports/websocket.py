@@ -24,7 +24,6 @@ import msgspec
 from litestar import WebSocket, websocket
 from litestar.exceptions import WebSocketDisconnect
 from litestar.types import Receive, Scope, Send
-from litestar.utils.scope.state import CONNECTION_STATE_KEY
 
 from gateway import metrics
 from gateway.auth import Principal
@@ -38,6 +37,7 @@ from gateway.protocol import events as e
 from gateway.protocol.input import MAX_ID_LENGTH
 from gateway.protocol.validate import check_depth, error_from_msgspec
 from transports.http_input import authenticate_or_redeem, bearer_token, caller_of, check_rate, header, parse_grace, parse_position
+from transports.lean import forget_request
 from transports.render import error_body
 from transports.services import Services, TransportServices
 from transports.sse import SESSION_HEADER
@@ -248,15 +248,6 @@ class Connection:
             task.cancel()
 
 
-def _forget_handshake(scope: Scope) -> None:
-    """Drop what only the handshake read from the scope, which the server keeps for the socket's whole life: the
-    request's headers and Litestar's connection state (about 1.2 KiB an idle socket)."""
-    scope["headers"] = []
-    state: Any = scope.get("state")
-    if isinstance(state, dict):
-        state.pop(CONNECTION_STATE_KEY, None)
-
-
 def _latin1(value: bytes | None) -> str | None:
     return None if value is None else value.decode("latin-1")
 
@@ -432,7 +423,7 @@ async def _serve_socket(scope: Scope, receive: Receive, send: Send, services: Tr
         return
     conn = Connection(OpenSocket(receive, send), scope, services, mux=chosen == MUX_PROTOCOL, principal=principal)
     del socket
-    _forget_handshake(scope)
+    forget_request(scope)
     ctx.sockets.add(conn)
     metrics.labelled(metrics.CONNECTIONS_OPEN, "websocket").inc()
     try:
