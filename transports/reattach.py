@@ -16,8 +16,7 @@ from gateway.protocol.input import MAX_ID_LENGTH
 from transports.http_input import authenticate_or_redeem, caller_of, check_accept, header, parse_position
 from transports.render import SSE_HEADERS, SSE_MEDIA_TYPE, json_error
 from transports.services import Services
-from transports.sse import sse_stream
-from transports.sse_response import SseStream
+from transports.sse_response import SseRecords, SseStream
 
 
 def _check_ids(*pairs: tuple[str, str]) -> None:
@@ -46,7 +45,7 @@ async def run_events(request: Request, services: Services, thread_id: str, run_i
         metrics.labelled(metrics.REATTACHES, error.code.name).inc()
         return json_error(error, language)
     return SseStream(
-        sse_stream(run, services.settings.heartbeat_seconds, False, "sse", arrived),
+        SseRecords(run, services.settings.heartbeat_seconds, False, "sse", arrived),
         media_type=SSE_MEDIA_TYPE,
         headers=SSE_HEADERS,
     )

@@ -7,19 +7,15 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import AsyncIterator
 
-import msgspec
 from litestar import Request, Response, post
 from litestar.types import ASGIApp, Receive, Scope, Send
 
 from gateway import metrics
 from gateway.auth import Principal
 from gateway.engine import RunHandle, prepare
-from gateway.engine.stream import Entry
 from gateway.errors import ErrorCode, GatewayError
 from gateway.i18n import negotiate
-from gateway.protocol import events as e
 from gateway.protocol.validate import MAX_BODY_BYTES
 from transports.fallback import unexpected
 from transports.http_input import (
@@ -33,52 +29,13 @@ from transports.http_input import (
     parse_position,
     read_body,
 )
-from transports.render import agentcore_run_error, json_error, sse_error
+from transports.render import json_error, sse_error
 from transports.services import Services, TransportServices
-from transports.sse_response import SseBody
+from transports.sse_response import SseBody, SseRecords
 
 log = logging.getLogger("agui.sse")
 SESSION_HEADER = "x-amzn-bedrock-agentcore-runtime-session-id"
 REQUEST_ID_HEADER = "x-amzn-requestid"
-_RUN_ERROR = b'{"type":"RUN_ERROR"'
-
-
-def _agentcore(data: bytes) -> bytes:
-    """AgentCore's RUN_ERROR codes (the gateway's code kept in metadata); other events unchanged."""
-    if not data.startswith(_RUN_ERROR):
-        return data
-    return e.encode_json(agentcore_run_error(msgspec.json.decode(data, type=e.RunError)))
-
-
-def sse_records(entries: list[Entry], positions: bool, agentcore: bool = False) -> bytes:
-    """SSE records, with `id:` lines when the events have positions a client can reattach from."""
-    if agentcore:
-        entries = [(position, _agentcore(data)) for position, data in entries]
-    if not positions:
-        return b"".join([b"data: %s\n\n" % data for _, data in entries])
-    return b"".join([b"id: %d\ndata: %s\n\n" % (p, data) if p else b"data: %s\n\n" % data for p, data in entries])
-
-
-async def sse_stream(run: RunHandle, heartbeat_seconds: float, agentcore: bool, transport: str, arrived: float) -> AsyncIterator[bytes]:
-    events, sent = metrics.labelled(metrics.EVENTS_SENT, transport), metrics.labelled(metrics.BYTES_SENT, transport)
-    first, positions = True, run.positions
-    metrics.labelled(metrics.CONNECTIONS_OPEN, "sse").inc()
-    try:
-        async for batch in run.events(heartbeat_seconds):
-            if batch is None:
-                yield e.HEARTBEAT_SSE
-                continue
-            chunk = sse_records(batch, positions, agentcore)
-            if first:
-                metrics.labelled(metrics.TIME_TO_FIRST_EVENT, transport).observe(time.perf_counter() - arrived)
-                first = False
-            events.inc(len(batch))
-            sent.inc(len(chunk))
-            batch = None  # an idle stream keeps neither its last events nor their records
-            yield chunk
-            chunk = b""
-    finally:
-        metrics.labelled(metrics.CONNECTIONS_OPEN, "sse").dec()
 
 
 def _echo_headers(request: Request) -> dict[str, str]:
@@ -152,7 +109,7 @@ async def _run(request: Request, services: TransportServices, agentcore: bool) -
             echo.get("X-Amzn-Bedrock-AgentCore-Runtime-Session-Id"),
         )
         return sse_error(error, language, echo) if agentcore else json_error(error, language, echo)
-    return SseBody(sse_stream(run, settings.heartbeat_seconds, agentcore, transport, arrived), echo)
+    return SseBody(SseRecords(run, settings.heartbeat_seconds, agentcore, transport, arrived), echo)
 
 
 async def _handled(request: Request, services: TransportServices, agentcore: bool) -> Response:

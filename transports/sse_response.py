@@ -1,4 +1,9 @@
-"""The SSE response: Litestar's `Stream`, with a body written from the request's own task.
+"""The SSE response: a run's events as SSE records, and Litestar's `Stream` with a body written from the request's
+own task.
+
+`SseRecords` turns the run's batches into records (a heartbeat into a comment line) and counts what is sent; it is
+a slotted object the body's loop calls, not an async generator between the loop and the run: each generator layer
+cost an idle stream about 0.6 KiB (its frame, and its entry in the loop's set of live generators).
 
 Litestar's streaming body runs the stream in a task group beside a task that waits for the client's disconnect
 (two tasks, a task group and a cancel scope per response). Here the stream runs in the request's task, and the
@@ -9,35 +14,96 @@ that hook, one task waits for the disconnect instead."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterable, AsyncIterator, Coroutine
+import time
+from collections.abc import AsyncIterator, Coroutine
 from typing import Any
 
+import msgspec
 from litestar.response import Stream
 from litestar.response.base import ASGIResponse
 from litestar.response.streaming import ASGIStreamingResponse
 from litestar.types import HTTPResponseBodyEvent, HTTPResponseStartEvent, Receive, Scope, Send
 
+from gateway import metrics
+from gateway.engine import RunHandle
+from gateway.engine.stream import Entry
+from gateway.protocol import events as e
 from transports.lean import forget_request
-from transports.render import SSE_HEADERS, SSE_MEDIA_TYPE
+from transports.render import SSE_HEADERS, SSE_MEDIA_TYPE, agentcore_run_error
 
 LOST_HOOK = "agui_on_lost"  # the attribute of uvicorn's request cycle our protocol calls when the connection is lost
 _END: HTTPResponseBodyEvent = {"type": "http.response.body", "body": b"", "more_body": False}
 _CONTENT_TYPE = f"{SSE_MEDIA_TYPE}; charset=utf-8"  # what Litestar's Stream says for a text media type
 
 
+_RUN_ERROR = b'{"type":"RUN_ERROR"'
+
+
+def _agentcore(data: bytes) -> bytes:
+    """AgentCore's RUN_ERROR codes (the gateway's code kept in metadata); other events unchanged."""
+    if not data.startswith(_RUN_ERROR):
+        return data
+    return e.encode_json(agentcore_run_error(msgspec.json.decode(data, type=e.RunError)))
+
+
+def sse_records(entries: list[Entry], positions: bool, agentcore: bool = False) -> bytes:
+    """SSE records, with `id:` lines when the events have positions a client can reattach from."""
+    if agentcore:
+        entries = [(position, _agentcore(data)) for position, data in entries]
+    if not positions:
+        return b"".join([b"data: %s\n\n" % data for _, data in entries])
+    return b"".join([b"id: %d\ndata: %s\n\n" % (p, data) if p else b"data: %s\n\n" % data for p, data in entries])
+
+
+class SseRecords:
+    """One run's stream as SSE: its batches (`batches`, None for a heartbeat), each rendered as records, with the
+    stream's metrics (events and bytes sent, time to the first event, open streams)."""
+
+    __slots__ = ("agentcore", "arrived", "batches", "bytes_sent", "events_sent", "positions", "transport")
+
+    def __init__(self, run: RunHandle, heartbeat_seconds: float, agentcore: bool, transport: str, arrived: float) -> None:
+        self.batches = run.events(heartbeat_seconds)
+        self.positions = run.positions
+        self.agentcore = agentcore
+        self.transport = transport
+        self.arrived = arrived  # 0 once the first event is out
+        self.events_sent = metrics.labelled(metrics.EVENTS_SENT, transport)
+        self.bytes_sent = metrics.labelled(metrics.BYTES_SENT, transport)
+
+    def render(self, batch: list[Entry] | None) -> bytes:
+        if batch is None:
+            return e.HEARTBEAT_SSE
+        chunk = sse_records(batch, self.positions, self.agentcore)
+        if self.arrived:
+            metrics.labelled(metrics.TIME_TO_FIRST_EVENT, self.transport).observe(time.perf_counter() - self.arrived)
+            self.arrived = 0.0
+        self.events_sent.inc(len(batch))
+        self.bytes_sent.inc(len(chunk))
+        return chunk
+
+    def __aiter__(self) -> AsyncIterator[bytes]:
+        """The records as bytes, for anything that reads a stream as an async iterable (what Litestar's `Stream`
+        is given); our body writes them without it."""
+        return self._chunks()
+
+    async def _chunks(self) -> AsyncIterator[bytes]:
+        async for batch in self.batches:
+            yield self.render(batch)
+
+
 class SseBody:
     """A run's SSE response as a plain ASGI app (the run routes send it directly, transports/sse.py RunRoutes):
     its start with the headers Litestar's `Stream` would send, then the body as below."""
 
-    __slots__ = ("chunks", "echo")
+    __slots__ = ("echo", "records")
 
-    def __init__(self, chunks: AsyncIterator[bytes], echo: dict[str, str]) -> None:
-        self.chunks = chunks
+    def __init__(self, records: SseRecords, echo: dict[str, str]) -> None:
+        self.records = records
         self.echo = echo  # headers of the request echoed on the response
 
     def __call__(self, scope: Scope, receive: Receive, send: Send) -> Coroutine[Any, Any, None]:
         # The body's coroutine itself, not one awaiting it: an idle stream holds one frame fewer.
-        return stream_body(self.chunks, send, receive, self._start(), scope)
+        return stream_body(self.records, send, receive, self._start(), scope)
 
     def _start(self) -> HTTPResponseStartEvent:
         headers = {**SSE_HEADERS, "Content-Type": _CONTENT_TYPE, **self.echo}
@@ -46,7 +112,7 @@ class SseBody:
 
     def as_stream(self) -> SseStream:
         """The same response for Litestar's handler path."""
-        return SseStream(self.chunks, media_type=SSE_MEDIA_TYPE, headers={**SSE_HEADERS, **self.echo})
+        return SseStream(self.records, media_type=SSE_MEDIA_TYPE, headers={**SSE_HEADERS, **self.echo})
 
 
 class SseStream(Stream):
@@ -60,11 +126,11 @@ class _SseBody(ASGIStreamingResponse):
     __slots__ = ()
 
     async def send_body(self, send: Send, receive: Receive) -> None:
-        await stream_body(self.iterator, send, receive)  # type: ignore[arg-type]  # our streams yield bytes
+        await stream_body(self.iterator, send, receive)  # type: ignore[arg-type]  # what SseStream was given: SseRecords
 
 
 async def stream_body(
-    chunks: AsyncIterable[bytes], send: Send, receive: Receive, start: HTTPResponseStartEvent | None = None, scope: Scope | None = None
+    records: SseRecords, send: Send, receive: Receive, start: HTTPResponseStartEvent | None = None, scope: Scope | None = None
 ) -> None:
     """The start when given, every chunk, then the end; the client's disconnect cancels this task and the response
     simply ends. With the scope, what only the start read is dropped once it is sent (transports/lean.py)."""
@@ -91,16 +157,19 @@ async def stream_body(
     else:
         watcher = None
         setattr(cycle, LOST_HOOK, lost)
+    open_streams = metrics.labelled(metrics.CONNECTIONS_OPEN, "sse")
+    open_streams.inc()
     try:
-        async for chunk in chunks:
-            await send({"type": "http.response.body", "body": chunk, "more_body": True})
-            chunk = b""  # an idle stream keeps none of what it sent
+        async for batch in records.batches:
+            await send({"type": "http.response.body", "body": records.render(batch), "more_body": True})
+            batch = None  # an idle stream keeps none of what it sent
         await send(_END)
     except asyncio.CancelledError:
         if not gone:
             raise
         task.uncancel()  # the client left: the response simply ends
     finally:
+        open_streams.dec()
         if watcher is not None:
             watcher.cancel()
         if cycle is not None:

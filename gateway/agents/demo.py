@@ -49,11 +49,10 @@ class DemoAgent(AgentBackend):
     def __init__(self) -> None:
         self.executions = 0  # tool executions performed by this process (shows a tool never runs twice)
 
-    async def run(self, request: AgentRequest) -> AsyncIterator[s.Signal]:
+    def run(self, request: AgentRequest) -> AsyncIterator[s.Signal]:
+        """The command's own stream, returned rather than relayed: an idle run holds one generator, not two."""
         if request.resume:
-            async for signal in self._resume(request):
-                yield signal
-            return
+            return self._resume(request)
         text = (request.user_text or "").strip()
         command, _, argument = text.partition(" ")
         argument = argument.strip()
@@ -67,9 +66,7 @@ class DemoAgent(AgentBackend):
             "/fail": self._fail,
             "/flood": self._flood,
         }.get(command.lower() if command.startswith("/") else "")
-        stream = handler(request, argument) if handler else self._echo(request, text)
-        async for signal in stream:
-            yield signal
+        return handler(request, argument) if handler else self._echo(request, text)
 
     async def _echo(self, request: AgentRequest, text: str) -> AsyncIterator[s.Signal]:
         yield s.SessionInfo(context_id=f"ctx-{request.thread_id}", task_id=request.execution_id)
