@@ -83,7 +83,7 @@ async def drive(run: Run) -> Outcome | Coroutine[Any, Any, Outcome]:
         return Failed(error)
     run.move_to(RunState.AWAITING_ACCEPTANCE if answers else RunState.RUNNING)
     checkpoint: Any = run.execution.checkpoint if run.execution is not None else None
-    request = agent_request(run.prepared, run.lease, answers, checkpoint, released=lambda: run.released)
+    request = agent_request(run.prepared, run.lease, answers, checkpoint, released=run.is_released)
     run.prepared.release_input()
     return _consume(run, run.services.agent.run(request), digests)
 
@@ -95,7 +95,7 @@ async def _follow(run: Run) -> Coroutine[Any, Any, Outcome]:
     if not run.adoption.replayed.started:
         await announce(run)
     run.move_to(RunState.RUNNING)
-    request = agent_request(run.prepared, run.lease, (), None, released=lambda: run.released)
+    request = agent_request(run.prepared, run.lease, (), None, released=run.is_released)
     replayed = run.adoption.replayed
     # The log may be ahead of the recorded state (recorded at each renewal): what it shows is never sent again.
     state = {**(run.adopt_state or {}), "seenEvents": replayed.agent_events}

@@ -123,17 +123,22 @@ class Run:
         events, ext = services.store.events, prepared.workspace.extension
         meta = LogMeta(ros_digest(ext.ros_invocation_id), prepared.digest, services.store.owner_id, self.lease.execution_id)
         adoption, fence = self.adoption, self.lease.fence
-
-        def first() -> int:  # an adopter keeps its predecessor's entries until its own ring trims past its start
-            return adoption.first if adoption is not None and stream.first <= adoption.head + 1 else stream.first
-
         ref = LogRef(key, self.lease.run_id)
-        on_fenced = self._fenced
         opened = adoption is not None and adoption.opened
-        writer = LogWriter(events, ref, meta, first, fence=fence, created=opened, on_fenced=on_fenced)
+        writer = LogWriter(events, ref, meta, self._log_first, fence=fence, created=opened, on_fenced=self._fenced)
         start = adoption.head if adoption is not None else 0
         stream = EventStream(self._detached, policy.bounds, writer.submit if events.live_writes else None, start=start)
         return stream, writer, min(max(prepared.grace_seconds, 0.0), policy.max_grace_seconds)
+
+    def is_released(self) -> bool:
+        """Whether the run was handed to another replica (the backend asks, as its request's `released`)."""
+        return self.released
+
+    def _log_first(self) -> int:
+        """The log's first position: an adopter keeps its predecessor's entries until its own ring trims past its
+        start (a method, not a closure each run would hold)."""
+        adoption, first = self.adoption, self.stream.first
+        return adoption.first if adoption is not None and first <= adoption.head + 1 else first
 
     # -- adoption ---------------------------------------------------------------------------------------
     def _record(self) -> dict[str, Any]:
@@ -257,7 +262,19 @@ class Run:
         if self.keeper is not None:
             self.keeper.start()
         try:
-            outcome = await self._outcome() if self._stop is None else await self._stopped_before_start(self._stop)
+            if self._stop is not None:
+                outcome = await self._stopped_before_start(self._stop)
+            else:  # the backend, in this frame: an idle run's task holds one frame fewer
+                try:
+                    started = await drive(self)
+                    outcome = await started if isinstance(started, Coroutine) else started
+                except asyncio.CancelledError:
+                    outcome = self._stop or Disconnected()
+                except Exception as exc:  # a backend that raises is a failed task, never a crashed stream
+                    log.exception("backend failure in run %s", self.lease.run_id)
+                    outcome = Failed(backend_error(exc))
+                while self.task.cancelling():  # a stop that came as the backend finished: the backend's outcome stands
+                    self.task.uncancel()
         finally:
             if self.keeper is not None:
                 self.keeper.stop()
@@ -279,21 +296,6 @@ class Run:
         """Stopped before its task ran: the backend never saw it, but the stream still opens with RUN_STARTED."""
         await announce(self)
         return reason
-
-    async def _outcome(self) -> Outcome:
-        task = asyncio.current_task()
-        try:
-            started = await drive(self)
-            outcome = await started if isinstance(started, Coroutine) else started
-        except asyncio.CancelledError:
-            outcome = self._stop or Disconnected()
-        except Exception as exc:  # a backend that raises is a failed task, never a crashed stream
-            log.exception("backend failure in run %s", self.lease.run_id)
-            outcome = Failed(backend_error(exc))
-        if task is not None:
-            while task.cancelling():  # a stop that came as the backend finished: the backend's outcome stands
-                task.uncancel()
-        return outcome
 
 
 class RunHandle:

@@ -171,6 +171,12 @@ class EventStream:
         self._followers_moved()
         return follower
 
+    def _take(self, follower: int, after: int, now: float) -> list[Entry]:
+        batch = self.entries(after)
+        self._advance(follower, batch[-1][0])
+        self._quiet_from = now
+        return batch
+
     async def follow(self, follower: int, heartbeat_seconds: float) -> AsyncIterator[list[Entry] | None]:
         """Entries after the follower's position as they come (all that is ready at once), or None after
         `heartbeat_seconds` of silence; ends after the last entry. Leaving detaches the follower."""
@@ -181,10 +187,7 @@ class EventStream:
             while True:
                 after = self._cursors[follower]
                 if after < self.head:
-                    batch = self.entries(after)
-                    self._advance(follower, batch[-1][0])
-                    self._quiet_from = loop.time()
-                    yield batch
+                    yield self._take(follower, after, loop.time())  # no local: a waiting follower keeps no batch
                     continue
                 if self.ended:
                     return
