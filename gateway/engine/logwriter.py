@@ -27,6 +27,23 @@ class LogPolicy:
 
 
 class LogWriter:
+    __slots__ = (
+        "_closing",
+        "_created",
+        "_done",
+        "_fence",
+        "_first",
+        "_log",
+        "_meta",
+        "_on_fenced",
+        "_pending",
+        "_ref",
+        "_task",
+        "_terminal_from",
+        "_writing",
+        "fenced",
+    )
+
     def __init__(
         self,
         events: EventLog,

@@ -76,6 +76,33 @@ def _session(prepared: PreparedRun, execution: Execution | None) -> dict[str, An
 
 
 class Run:
+    __slots__ = (
+        "_adopt_written",
+        "_running",
+        "_stop",
+        "_waiting",
+        "accepted",
+        "adopt_state",
+        "adoption",
+        "execution",
+        "grace",
+        "history",
+        "keeper",
+        "lease",
+        "outcome",
+        "prepared",
+        "released",
+        "services",
+        "span",
+        "started",
+        "state",
+        "stream",
+        "task",
+        "thread_id",
+        "translator",
+        "writer",
+    )
+
     def __init__(
         self, services: RunServices, prepared: PreparedRun, key: str, admitted: AdmitResult, span: Span, adoption: Adoption | None = None
     ) -> None:

@@ -42,6 +42,28 @@ class PositionUnknown(Exception):
 
 
 class EventStream:
+    __slots__ = (
+        "_advanced",
+        "_base",
+        "_beats",
+        "_bounds",
+        "_bytes",
+        "_cursors",
+        "_data",
+        "_first",
+        "_grew",
+        "_interval",
+        "_next_follower",
+        "_on_append",
+        "_on_detached",
+        "_pause_at",
+        "_puts",
+        "_quiet_from",
+        "_wake_pending",
+        "ended",
+        "head",
+    )
+
     def __init__(
         self,
         on_detached: Callable[[], None],
