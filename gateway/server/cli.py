@@ -346,6 +346,7 @@ def main(argv: list[str] | None = None) -> int:
     from gateway.server.serve import GatewayServer, uvicorn_options
     from gateway.tracing import setup_tracing
     from store import StoreUnavailable
+    from transports.fast_path import Outermost
 
     try:
         settings = settings_from_args(argv)
@@ -362,6 +363,7 @@ def main(argv: list[str] | None = None) -> int:
     soft, hard = raise_fd_limit()  # once the configuration is known good: each connection holds a descriptor
     tune_collector()
     logging.getLogger("agui.serve").info("file descriptors: soft limit %d, hard limit %d", soft, hard)
-    config = uvicorn.Config(app, host=settings.host, port=settings.port, log_config=None, access_log=False, **uvicorn_options(settings))
+    served = Outermost(app)  # the direct routes before Litestar's own call (transports/fast_path.py)
+    config = uvicorn.Config(served, host=settings.host, port=settings.port, log_config=None, access_log=False, **uvicorn_options(settings))
     GatewayServer(config, app.state.services).run()
     return 0

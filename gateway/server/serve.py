@@ -65,6 +65,7 @@ def uvicorn_options(settings: Settings) -> dict:
         # which made every client behind a local proxy share one rate-limit bucket).
         "proxy_headers": bool(settings.trusted_proxies),
         "forwarded_allow_ips": list(settings.trusted_proxies) or None,
+        "interface": "asgi3",  # said, not guessed: the app we serve returns its coroutine from a plain __call__
         "http": http,
         "h11_max_incomplete_event_size": MAX_HEAD_BYTES * 2,  # our protocol answers 431 past MAX_HEAD_BYTES first
         "ws": ws,
