@@ -140,8 +140,10 @@ async def serve_run(scope: Scope, receive: Receive, send: Send, agentcore: bool)
     except Exception as exc:  # noqa: BLE001 - rendered as the contract's INTERNAL_ERROR, and logged
         answer = unexpected(request, exc)
     if isinstance(answer, SseBody):
-        del request  # the stream outlives the request object: keep none of it
-        await answer(scope, receive, send)
+        del request  # the stream outlives the request object and the answer: keep neither
+        body = answer(scope, receive, send)
+        del answer
+        await body
     else:
         await answer.to_asgi_response(None, request)(scope, receive, send)
 
