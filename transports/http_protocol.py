@@ -123,6 +123,36 @@ class Guard:
 
 
 class GatewayH11Protocol(SendDeadline, H11Protocol):
+    # uvicorn's attributes (and ours) as slots: kept inline, not in a values array beside a shared-key dict.
+    __slots__ = (
+        "access_log",
+        "access_logger",
+        "app",
+        "app_state",
+        "asgi_version",
+        "client",
+        "config",
+        "conn",
+        "connections",
+        "cycle",
+        "flow",
+        "guard",
+        "headers",
+        "limit_concurrency",
+        "logger",
+        "loop",
+        "root_path",
+        "scheme",
+        "scope",
+        "server",
+        "server_state",
+        "tasks",
+        "timeout_keep_alive",
+        "timeout_keep_alive_task",
+        "transport",
+        "ws_protocol_class",
+    )
+
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.guard = Guard()
