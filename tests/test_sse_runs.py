@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import http.client
+import json
+
 import pytest
 
-from tests.support import assert_well_formed_run, ext, post_sse, run_body
+from tests.support import assert_well_formed_run, ext, parse_sse, post_sse, run_body
 
 ENDPOINTS = ["/", "/invocations"]
 
@@ -113,3 +116,30 @@ def test_the_fast_path_and_the_routed_path_answer_alike(gateway, client, path):
     refused = client.post(gateway.url + path, content=b"{", headers={"content-type": "application/json", "x-request-id": "req-fast-2"})
     assert refused.status_code == 400 and refused.headers["x-request-id"] == "req-fast-2"
     assert refused.headers["content-type"].startswith("text/event-stream") and '"type":"RUN_ERROR"' in refused.text
+
+
+def test_one_connection_carries_runs_one_after_another_and_a_close_is_honoured(gateway):
+    """Once a stream's response has started, the request's headers are cleared from the scope the server keeps for
+    the connection (transports/lean.py forget_request): the same connection still serves the next request, and a
+    client's `Connection: close`, read at the response's start, is still honoured."""
+    conn = http.client.HTTPConnection("127.0.0.1", gateway.port, timeout=30)
+    headers = {"content-type": "application/json", "accept": "text/event-stream"}
+    sockets = []
+    try:
+        for text in ("first", "second"):
+            conn.request("POST", "/", body=json.dumps(run_body(text)), headers=headers)
+            sockets.append(conn.sock)
+            response = conn.getresponse()
+            events, _, _ = parse_sse(response.read())
+            assert response.status == 200 and response.getheader("connection") is None
+            assert_well_formed_run(events)
+            assert "".join(e["delta"] for e in events if e["type"] == "TEXT_MESSAGE_CONTENT") == f"You said: {text}"
+        assert sockets[0] is sockets[1], "the second run came on the same connection"
+        conn.request("POST", "/", body=json.dumps(run_body("last")), headers={**headers, "connection": "close"})
+        response = conn.getresponse()
+        events, _, _ = parse_sse(response.read())
+        assert response.getheader("connection") == "close"
+        assert events[-1]["type"] == "RUN_FINISHED"
+        assert conn.sock is None or conn.sock.recv(1) == b"", "the server closed the connection"
+    finally:
+        conn.close()
