@@ -45,14 +45,18 @@ class FileStore(DocumentStore):
         os.makedirs(self.directory, mode=0o700, exist_ok=True)
         os.chmod(self.directory, 0o700)
         self._claim = claim_directory(self.directory)
+        journal: Journal | None = None
         try:
-            self.journal = Journal(os.path.join(self.directory, "threads.journal"))
-            self._legacy_corrupt = import_thread_files(os.path.join(self.directory, "threads"), self.journal)
-        except BaseException:
-            os.close(self._claim)  # a store that could not open holds no claim on the directory
+            journal = Journal(os.path.join(self.directory, "threads.journal"))
+            self._legacy_corrupt = import_thread_files(os.path.join(self.directory, "threads"), journal)
+            self._lane = IoLane()  # every file operation (journal and event logs), one at a time on one thread
+            self.file_events = FileEventLog(os.path.join(self.directory, "events"), log_retention, clock=clock, lane=self._lane)
+        except BaseException:  # a store that could not open holds neither its journal nor its claim on the directory
+            if journal is not None:
+                journal.close()
+            os.close(self._claim)
             raise
-        self._lane = IoLane()  # every file operation (journal and event logs), one at a time on one thread
-        self.file_events = FileEventLog(os.path.join(self.directory, "events"), log_retention, clock=clock, lane=self._lane)
+        self.journal = journal
         self.events = self.file_events
         self._written: OrderedDict[str, bytes] = OrderedDict()  # thread -> its newest state, newest last
 

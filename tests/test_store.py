@@ -241,6 +241,22 @@ def test_file_names_are_safe_and_bounded(thread_id):
     assert name.startswith("t-") and name.endswith(".json")
 
 
+async def test_a_file_store_that_cannot_open_leaves_nothing_open(tmp_path):
+    """Its event segments cannot be opened (`events` is a file): the store raises, and neither the journal nor
+    the claim on the directory stays open; once the cause is gone, the directory opens."""
+    directory = tmp_path / "state"
+    directory.mkdir()
+    (directory / "events").write_text("not a directory")
+    descriptors = set(os.listdir("/proc/self/fd"))
+    with pytest.raises(OSError):
+        FileStore(str(directory), retention_seconds=3600)
+    assert set(os.listdir("/proc/self/fd")) == descriptors
+    (directory / "events").unlink()
+    store = FileStore(str(directory), retention_seconds=3600)
+    await store.admit(admission(store, thread="after"))
+    await store.close()
+
+
 async def test_file_store_permissions_and_corruption(tmp_path):
     """The directory is 0700 and the journal 0600; a record found corrupt at start refuses its thread only, a torn
     last line (a write never acknowledged) is dropped, and every write before it stays."""
