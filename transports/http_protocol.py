@@ -78,11 +78,17 @@ class SendDeadline:
 class _LingeringTransport:
     """Closes by half-closing and draining while the client is still sending (see the module docstring)."""
 
+    __slots__ = ("_protocol", "_transport")  # no bound methods kept per connection: a method call is the same hop
+
     def __init__(self, transport: asyncio.Transport, protocol: GatewayH11Protocol) -> None:
         self._transport = transport
         self._protocol = protocol
-        self.write = transport.write  # the hot path: no __getattr__ hop per write
-        self.is_closing = transport.is_closing
+
+    def write(self, data: bytes) -> None:  # the hot path: no __getattr__ hop per write
+        self._transport.write(data)
+
+    def is_closing(self) -> bool:
+        return self._transport.is_closing()
 
     def close(self) -> None:
         if self._protocol.conn.their_state in (h11.IDLE, h11.DONE, h11.CLOSED, h11.MUST_CLOSE) and not self._protocol.guard.head_started:
