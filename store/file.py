@@ -47,7 +47,7 @@ class FileStore(DocumentStore):
         self._claim = claim_directory(self.directory)
         journal: Journal | None = None
         try:
-            journal = Journal(os.path.join(self.directory, "threads.journal"))
+            journal = Journal(os.path.join(self.directory, "threads.journal"), clock())
             self._legacy_corrupt = import_thread_files(os.path.join(self.directory, "threads"), journal)
             self._lane = IoLane()  # every file operation (journal and event logs), one at a time on one thread
             self.file_events = FileEventLog(os.path.join(self.directory, "events"), log_retention, clock=clock, lane=self._lane)
@@ -124,14 +124,15 @@ class FileStore(DocumentStore):
 
     async def purge_expired(self) -> int:
         await self.events.purge_expired()
-        expired = await self._lane.call(self._purge, self.clock() - self.retention_seconds)
+        cutoff = self.clock() - self.retention_seconds
+        expired = await self._lane.call(self._purge, cutoff)
         for thread_id in expired:
             self._written.pop(thread_id, None)
-        return len(expired)
+        return len(expired) + await self._lane.call(self._legacy_corrupt.purge, cutoff)
 
     def _purge(self, cutoff: float) -> list[str]:
-        """Threads not written since `cutoff`, removed by one batch of deletion records (on the lane, so no write
-        of theirs can slip between the choice and the removal)."""
+        """Threads not written since `cutoff` (and threads found corrupt before it), removed by one batch of deletion
+        records (on the lane, so no write of theirs can slip between the choice and the removal)."""
         expired = self.journal.expired(cutoff)
         if expired:
             self._append([(thread_id, deleted_record(thread_id), 0.0, None) for thread_id in expired])

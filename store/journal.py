@@ -20,7 +20,7 @@ from store.base import StoreUnavailable
 log = logging.getLogger("agui.store")
 
 HEADER = b"AGUI-THREAD-JOURNAL 1\n"
-STATE, DELETED, CORRUPT = b"S", b"D", b"X"  # a thread's state; its removal; a record of it found unreadable
+STATE, DELETED, CORRUPT = b"S", b"D", b"X"  # a thread's state; its removal; a record of it found unreadable (and when)
 COMPACT_MIN_BYTES = 4 << 20  # below this size a journal is never compacted
 
 
@@ -31,7 +31,7 @@ class _Head(msgspec.Struct):
 
 _head = msgspec.json.Decoder(_Head).decode
 _name = msgspec.json.Decoder(str).decode
-_encode_name = msgspec.json.Encoder().encode
+_encode = msgspec.json.Encoder().encode
 
 
 def record(kind: bytes, payload: bytes) -> bytes:
@@ -44,16 +44,17 @@ def state_record(payload: bytes) -> bytes:
 
 
 def deleted_record(thread_id: str) -> bytes:
-    return record(DELETED, _encode_name(thread_id))
+    return record(DELETED, _encode(thread_id))
 
 
 @dataclass(slots=True)
 class Scan:
     """What a journal's bytes hold: each thread's newest state record (offset and length of its line, and when it
-    was written), the threads whose newest record is unreadable, and where the last whole line ends."""
+    was written), the threads whose newest record is unreadable (and since when: 0 for found by this scan), and
+    where the last whole line ends."""
 
     slots: dict[str, tuple[int, int, float]] = field(default_factory=dict)
-    corrupt: set[str] = field(default_factory=set)
+    corrupt: dict[str, float] = field(default_factory=dict)
     end: int = len(HEADER)
     unattributed: list[int] = field(default_factory=list)  # offsets of unreadable records naming no thread
 
@@ -72,16 +73,16 @@ def scan(data: bytes) -> Scan:
                 found.unattributed.append(offset)
             else:
                 found.slots.pop(guess.thread_id, None)
-                found.corrupt.add(guess.thread_id)
+                found.corrupt[guess.thread_id] = 0.0  # found now: nothing in the line is to be believed
         elif kind == STATE:
             found.slots[head.thread_id] = (offset, len(line), head.updated_at)
-            found.corrupt.discard(head.thread_id)
+            found.corrupt.pop(head.thread_id, None)
         else:
             found.slots.pop(head.thread_id, None)
             if kind == CORRUPT:
-                found.corrupt.add(head.thread_id)
+                found.corrupt[head.thread_id] = head.updated_at
             else:
-                found.corrupt.discard(head.thread_id)
+                found.corrupt.pop(head.thread_id, None)
         found.end = offset + len(line)
     return found
 
@@ -91,8 +92,10 @@ def _head_of(kind: bytes, payload: bytes) -> _Head | None:
     try:
         if kind == STATE:
             return _head(payload)
-        if kind in (DELETED, CORRUPT):
+        if kind == DELETED:
             return _Head(_name(payload))
+        if kind == CORRUPT:  # the thread and since when (a bare name before marks carried their time)
+            return _head(payload) if payload.startswith(b"{") else _Head(_name(payload))
     except msgspec.MsgspecError:
         return None
     return None
@@ -112,7 +115,9 @@ def payload_of(line: bytes) -> bytes | None:
 
 
 class Journal:
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, opened_at: float) -> None:
+        """`opened_at`: the store's clock now, the time a record found unreadable by this start is marked with (its
+        thread is purged one retention period later, as a thread not written since)."""
         self.path = path
         self.broken: str | None = None  # why writes are refused until a restart (a failed write not undone)
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
@@ -137,7 +142,7 @@ class Journal:
         self.fd = fd
         self.size = found.end
         self.slots = found.slots
-        self.corrupt = found.corrupt
+        self.corrupt = {thread_id: since or opened_at for thread_id, since in found.corrupt.items()}
         self.live = sum(length for _, length, _ in self.slots.values())
 
     def read(self, thread_id: str) -> bytes | None:
@@ -182,7 +187,7 @@ class Journal:
         old = self.slots.pop(thread_id, None)
         if old is not None:
             self.live -= old[1]
-        self.corrupt.discard(thread_id)
+        self.corrupt.pop(thread_id, None)
 
     def _undo(self, start: int, failure: OSError) -> None:
         try:
@@ -193,7 +198,9 @@ class Journal:
             log.error("thread journal: a failed write could not be undone (%s); writes refused until a restart", self.broken)
 
     def expired(self, cutoff: float) -> list[str]:
-        return [thread_id for thread_id, (_, _, written_at) in self.slots.items() if written_at < cutoff]
+        """Threads not written since `cutoff`, and threads found corrupt before it."""
+        old = [thread_id for thread_id, (_, _, written_at) in self.slots.items() if written_at < cutoff]
+        return old + [thread_id for thread_id, since in self.corrupt.items() if since < cutoff]
 
     def due(self) -> bool:
         return self.size >= COMPACT_MIN_BYTES and self.size >= 2 * max(self.live, 1)
@@ -209,7 +216,7 @@ class Journal:
                 parts.append(os.pread(self.fd, length, old))
                 slots[thread_id] = (offset, length, written_at)
                 offset += length
-            parts.extend(record(CORRUPT, _encode_name(thread_id)) for thread_id in self.corrupt)
+            parts.extend(record(CORRUPT, _encode(_Head(thread_id, since))) for thread_id, since in self.corrupt.items())
             data = b"".join(parts)
             write_all(fd, data, 0)
             os.fsync(fd)

@@ -1,5 +1,6 @@
 """The file store's earlier layout, one JSON file per thread in `<state-dir>/threads/`: imported into the journal
-at start, then removed. A file that cannot be read stays where it is, and its thread keeps answering as corrupt."""
+at start, then removed. A file that cannot be read stays where it is, and its thread keeps answering as corrupt
+until the file is older than the retention period (by its modification time, as the earlier layout purged)."""
 
 from __future__ import annotations
 
@@ -32,8 +33,32 @@ def thread_file_name(thread_id: str) -> str:
 class LegacyCorrupt:
     """Names of earlier thread files that could not be imported: their threads answer as corrupt."""
 
-    def __init__(self, names: set[str]) -> None:
+    def __init__(self, directory: str, names: set[str]) -> None:
+        self.directory = directory
         self.names = names
+
+    def purge(self, cutoff: float) -> int:
+        """Remove the files not modified since `cutoff` (their threads are then unknown, as expired ones are)."""
+        removed = 0
+        for name in sorted(self.names):
+            path = os.path.join(self.directory, name)
+            try:
+                if os.stat(path).st_mtime >= cutoff:
+                    continue
+                os.unlink(path)
+            except FileNotFoundError:
+                pass
+            except OSError as exc:
+                log.warning("thread file %s could not be purged (%s)", path, exc.strerror)
+                continue
+            self.names.discard(name)
+            removed += 1
+        if removed and not self.names:
+            try:
+                os.rmdir(self.directory)
+            except OSError:
+                pass
+        return removed
 
     def check(self, thread_id: str) -> None:
         if self.names and thread_file_name(thread_id) in self.names:
@@ -44,7 +69,7 @@ def import_thread_files(directory: str, journal: Journal) -> LegacyCorrupt:
     """Append every readable thread file to the journal in one durable batch, then remove the files (a crash
     between the two imports them again at the next start: the same states, nothing lost)."""
     if not os.path.isdir(directory):
-        return LegacyCorrupt(set())
+        return LegacyCorrupt(directory, set())
     writes, imported, corrupt, leftovers = [], [], set(), []
     for entry in os.scandir(directory):
         if entry.name.endswith(".tmp"):
@@ -74,4 +99,4 @@ def import_thread_files(directory: str, journal: Journal) -> LegacyCorrupt:
             os.rmdir(directory)
         except OSError:
             pass
-    return LegacyCorrupt(corrupt)
+    return LegacyCorrupt(directory, corrupt)

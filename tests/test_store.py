@@ -324,6 +324,44 @@ async def test_file_store_compacts_its_journal_and_purges_for_good(tmp_path, mon
     assert len(busy["runs"]) == 60
 
 
+async def test_a_corrupt_thread_is_purged_one_retention_period_after_it_was_found(tmp_path):
+    """A record found unreadable refuses its thread until the retention period has passed since it was found (its
+    mark, with that time, survives compaction and restarts); then the thread is purged like an expired one and is
+    new again. An unreadable file of the earlier layout goes once it is older than the retention period."""
+    clock = FakeClock()
+    directory = tmp_path / "state"
+    store = FileStore(str(directory), retention_seconds=3600, clock=clock)
+    await store.admit(admission(store, thread="bad"))
+    await store.close()
+    corrupt_thread(str(directory), "bad")
+    threads = directory / "threads"
+    threads.mkdir()
+    (threads / thread_file_name("old-broken")).write_text("{ not json")
+    (threads / thread_file_name("new-broken")).write_text("{ not json")
+    found_at = clock.now
+    os.utime(threads / thread_file_name("old-broken"), (found_at - 7200, found_at - 7200))
+    os.utime(threads / thread_file_name("new-broken"), (found_at + 1800, found_at + 1800))
+
+    store = FileStore(str(directory), retention_seconds=3600, clock=clock)  # finds "bad" corrupt now
+    store.journal.compact()  # the mark is rewritten with the time it was found
+    await store.close()
+    clock.now += 3000
+    store = FileStore(str(directory), retention_seconds=3600, clock=clock)  # a restart keeps that time
+    with pytest.raises(StoreUnavailable):
+        await store.admit(admission(store, thread="bad", run="r2"))
+    assert await store.purge_expired() == 1  # the earlier layout's old file only
+    assert sorted(os.listdir(threads)) == [thread_file_name("new-broken")]
+    with pytest.raises(StoreUnavailable):
+        await store.admit(admission(store, thread="new-broken"))
+    clock.now += 1000  # over an hour since "bad" was found
+    assert await store.purge_expired() == 1
+    assert (await store.admit(admission(store, thread="bad", run="r3"))).fence == 1, "a new thread again"
+    await store.close()
+    store = FileStore(str(directory), retention_seconds=3600, clock=clock)
+    assert (await store.read_document("bad"))["active"]["run_id"] == "r3", "the purge held across a restart"
+    await store.close()
+
+
 def test_a_failed_journal_write_leaves_nothing_behind(tmp_path):
     """A write the filesystem refuses (here: past the process's file size limit) fails that batch with
     StoreUnavailable and is cut from the journal; once there is room, the next write succeeds and a restart finds both earlier states."""
