@@ -8,6 +8,7 @@ from __future__ import annotations
 import time
 
 from litestar import Request, Response, get
+from litestar.params import FromPath
 
 from gateway import metrics
 from gateway.errors import ErrorCode, GatewayError
@@ -26,7 +27,7 @@ def _check_ids(*pairs: tuple[str, str]) -> None:
 
 
 @get("/threads/{thread_id:str}/runs/{run_id:str}/events", status_code=200)
-async def run_events(request: Request, services: Services, thread_id: str, run_id: str) -> Response:
+async def run_events(request: Request, services: Services, thread_id: FromPath[str], run_id: FromPath[str]) -> Response:
     arrived = time.perf_counter()
     language = negotiate(None, header(request, "accept-language"))
     query = request.query_params
