@@ -20,10 +20,15 @@ from transports.services import TransportServices
 def header(connection: ASGIConnection[Any, Any, Any, Any], name: str) -> str | None:
     """The first value of a request header, read from the ASGI scope's list (names arrive lower-case): no parsed
     header map is built, nor kept for the life of a long stream."""
+    return scope_header(connection.scope, name)
+
+
+def scope_header(scope: Any, name: str) -> str | None:
+    """`header`, from a scope."""
     key = name.lower().encode("latin-1")
-    for raw, value in connection.scope["headers"]:
+    for raw, value in scope["headers"]:
         if raw == key:
-            return value.decode("latin-1")
+            return str(value.decode("latin-1"))
     return None
 
 

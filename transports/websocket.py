@@ -36,7 +36,16 @@ from gateway.logs import with_request_id
 from gateway.protocol import events as e
 from gateway.protocol.input import MAX_ID_LENGTH
 from gateway.protocol.validate import check_depth, error_from_msgspec
-from transports.http_input import authenticate_or_redeem, bearer_token, caller_of, check_rate, header, parse_grace, parse_position
+from transports.http_input import (
+    authenticate_or_redeem,
+    bearer_token,
+    caller_of,
+    check_rate,
+    header,
+    parse_grace,
+    parse_position,
+    scope_header,
+)
 from transports.lean import forget_request
 from transports.render import error_body
 from transports.services import Services, TransportServices
@@ -155,9 +164,8 @@ class Connection:
         # Our uvicorn protocol takes a batch of UTF-8 payloads, one text frame each (ASGI extension).
         self.batching = TEXT_BATCH_EXTENSION in (scope.get("extensions") or {})
         # The only request headers a socket reads after its handshake, read once (the scope's headers are dropped).
-        headers = dict(scope["headers"])
-        self.accept_language = _latin1(headers.get(b"accept-language"))
-        self.runtime_session = _latin1(headers.get(SESSION_HEADER.encode()))
+        self.accept_language = scope_header(scope, "accept-language")
+        self.runtime_session = scope_header(scope, SESSION_HEADER)
         self.language = negotiate(None, self.accept_language)
 
     def _frames(self, entries: list[Entry], stream_id: str | None, positions: bool) -> list[bytes]:
@@ -246,10 +254,6 @@ class Connection:
         """The peer went away: forwarding stops, and each run sees its consumer gone (the backend is cancelled)."""
         for task in self.forwarders.values():
             task.cancel()
-
-
-def _latin1(value: bytes | None) -> str | None:
-    return None if value is None else value.decode("latin-1")
 
 
 async def _receive_text(socket: OpenSocket) -> str | None:
