@@ -18,6 +18,11 @@ from store.eventlog.segments import Meta, Segments
 from store.lane import IoLane
 
 
+def unavailable(exc: OSError) -> StoreUnavailable:
+    """How a failed event-log file operation reaches callers: the store's error, with the system's reason."""
+    return StoreUnavailable(f"event log: {exc.strerror}")
+
+
 class FileEventLog(EventLog):
     def __init__(self, directory: str, retention_seconds: float, *, clock: Clock = time.time, lane: IoLane | None = None) -> None:
         self.directory = directory
@@ -31,7 +36,7 @@ class FileEventLog(EventLog):
         try:
             return await self._lane.call(work, *args)  # type: ignore[arg-type]
         except OSError as exc:
-            raise StoreUnavailable(f"event log: {exc.strerror}") from None
+            raise unavailable(exc) from None
 
     async def create(self, ref: LogRef, meta: LogMeta) -> None:
         await self.apply(LogWrite(ref, [], 1, create=meta))
@@ -58,7 +63,7 @@ class FileEventLog(EventLog):
             try:
                 self._write(write)
             except OSError as exc:
-                return StoreUnavailable(f"event log: {exc.strerror}")
+                return unavailable(exc)
             except Exception as exc:  # noqa: BLE001 (the finish it follows is durable already: report, never raise)
                 return StoreUnavailable(f"event log: {exc}")
             return None
