@@ -120,16 +120,19 @@ def test_a_user_id_must_be_the_token_subject(gateway_oauth, issuer, client):
     assert post_sse(client, gateway_oauth.url + "/", run_body("hi", iac=iac), headers=bearer(issuer.token(sub="alice"))).status == 200
 
 
-def start_refused(*args: str) -> str:
-    done = subprocess.run([sys.executable, "-m", "gateway", "--port", "1", *args], cwd=ROOT, capture_output=True, text=True, timeout=30)
+def start_refused(state_dir: str, *args: str) -> str:
+    """A gateway start that must be refused; on a state directory of its own, never the user's default one (which a
+    gateway running on the same machine holds)."""
+    command = [sys.executable, "-m", "gateway", "--port", "1", "--state-dir", state_dir, *args]
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=30)
     assert done.returncode == 2, done.stderr
     return done.stderr
 
 
-def test_oauth_refuses_to_start_without_an_audience_or_a_public_url(issuer, start_gateway, client):
+def test_oauth_refuses_to_start_without_an_audience_or_a_public_url(issuer, start_gateway, client, tmp_path):
     discovery = ["--oauth-discovery-url", issuer.issuer + "/.well-known/openid-configuration"]
-    assert "--oauth-audience" in start_refused(*discovery, "--public-url", "http://gw")
-    assert "--public-url" in start_refused(*discovery, "--oauth-audience", "api://agui")
+    assert "--oauth-audience" in start_refused(str(tmp_path), *discovery, "--public-url", "http://gw")
+    assert "--public-url" in start_refused(str(tmp_path), *discovery, "--oauth-audience", "api://agui")
     anything = start_gateway(*discovery, "--oauth-audience", "*", "--public-url", "{url}")
     assert post_sse(client, anything.url + "/", run_body("hi"), headers=bearer(issuer.token(aud="api://other"))).status == 200
 
