@@ -12,9 +12,10 @@ import logging
 import os
 import re
 import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 
-from litestar.types import ASGIApp, Message, Receive, Scope, Send
+from litestar.types import Message, Receive, Scope, Send
 
 from gateway import tracing
 from gateway.logs import REQUEST_ID
@@ -60,8 +61,20 @@ class Tracked:
         await self.send(raw)
 
 
+async def then(step: Awaitable[Any]) -> None:
+    """Await an ASGI app's call and, when it hands back a coroutine to go on with, that coroutine: a route that
+    streams (transports/sse.py serve_run) returns its body rather than awaiting it, so its own frame, and what it
+    held, end before the stream's first write. A plain ASGI app returns None."""
+    rest = await step
+    if rest is not None:
+        await rest
+
+
+Route = Callable[[Scope, Receive, Send], Awaitable[Any]]  # an ASGI app, or a route that may hand back its stream
+
+
 class AccessLog:
-    def __init__(self, app: ASGIApp) -> None:
+    def __init__(self, app: Route) -> None:
         self.app = app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -75,9 +88,11 @@ class AccessLog:
         try:
             if any(name == b"traceparent" for name, _ in scope["headers"]):  # continue the caller's trace (W3C)
                 with tracing.incoming({name.decode("latin-1"): value.decode("latin-1") for name, value in scope["headers"]}):
-                    await self.app(scope, receive, tracked)
-            else:
-                await self.app(scope, receive, tracked)
+                    await then(self.app(scope, receive, tracked))
+            else:  # `then` inline: an idle stream's task holds no frame more for it
+                rest = await self.app(scope, receive, tracked)
+                if rest is not None:
+                    await rest
         finally:
             method = scope.get("method", "WS") if scope["type"] == "http" else "WS"
             log.info(

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Coroutine
+from typing import Any
 
 from litestar import Request, Response, post
 from litestar.types import ASGIApp, Receive, Scope, Send
@@ -17,6 +19,7 @@ from gateway.engine import RunHandle, prepare
 from gateway.errors import ErrorCode, GatewayError
 from gateway.i18n import negotiate
 from gateway.protocol.validate import MAX_BODY_BYTES
+from transports.access_log import then
 from transports.fallback import unexpected
 from transports.http_input import (
     GRACE_HEADER,
@@ -131,21 +134,21 @@ async def run_invocations(request: Request, services: Services) -> Response:
 _ROOT, _INVOCATIONS = run_root.fn, run_invocations.fn
 
 
-async def serve_run(scope: Scope, receive: Receive, send: Send, agentcore: bool) -> None:
+async def serve_run(scope: Scope, receive: Receive, send: Send, agentcore: bool) -> Coroutine[Any, Any, None] | None:
     """A run route served directly: the request, the run, the response; an unexpected failure before the response
-    is the contract's 500, as Litestar's exception handlers would give it."""
+    is the contract's 500, as Litestar's exception handlers would give it.
+
+    A stream is handed back rather than awaited: the caller awaits the SSE body's coroutine (access_log.then), so this frame,
+    and the request and answer it holds, end before the stream's first write. None: the answer was sent."""
     request: Request = Request(scope, receive)
     try:
         answer = await _run(request, scope["litestar_app"].state.services, agentcore)
     except Exception as exc:  # noqa: BLE001 - rendered as the contract's INTERNAL_ERROR, and logged
         answer = unexpected(request, exc)
     if isinstance(answer, SseBody):
-        del request  # the stream outlives the request object and the answer: keep neither
-        body = answer(scope, receive, send)
-        del answer
-        await body
-    else:
-        await answer.to_asgi_response(None, request)(scope, receive, send)
+        return answer(scope, receive, send)
+    await answer.to_asgi_response(None, request)(scope, receive, send)
+    return None
 
 
 class RunRoutes:
@@ -160,6 +163,6 @@ class RunRoutes:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         handler = getattr(scope.get("route_handler"), "fn", None)  # Litestar registers copies of the handlers
         if scope["type"] == "http" and (handler is _ROOT or handler is _INVOCATIONS):
-            await serve_run(scope, receive, send, agentcore=handler is _INVOCATIONS)
+            await then(serve_run(scope, receive, send, agentcore=handler is _INVOCATIONS))
             return
         await self.app(scope, receive, send)
