@@ -129,6 +129,22 @@ class _SseBody(ASGIStreamingResponse):
         await stream_body(self.iterator, send, receive)  # type: ignore[arg-type]  # what SseStream was given: SseRecords
 
 
+class ClientLost:
+    """The call the connection makes when its client is gone: it cancels the stream's task, once. A slotted object
+    rather than a closure: an idle stream held the closure, its two cells and a list (about 0.3 KiB)."""
+
+    __slots__ = ("gone", "task")
+
+    def __init__(self, task: asyncio.Task[Any]) -> None:
+        self.task = task
+        self.gone = False
+
+    def __call__(self) -> None:
+        if not self.gone:
+            self.gone = True
+            self.task.cancel()
+
+
 async def stream_body(
     records: SseRecords, send: Send, receive: Receive, start: HTTPResponseStartEvent | None = None, scope: Scope | None = None
 ) -> None:
@@ -142,13 +158,7 @@ async def stream_body(
         scope = None
     task = asyncio.current_task()
     assert task is not None
-    gone: list[bool] = []  # one entry once the client left (a list: the least a closure can flip)
-
-    def lost() -> None:
-        if not gone:
-            gone.append(True)
-            task.cancel()
-
+    lost = ClientLost(task)
     cycle = getattr(receive, "__self__", None)
     if cycle is None or not hasattr(cycle, "disconnected"):
         cycle, watcher = None, asyncio.ensure_future(_wait_for_disconnect(receive, lost))
@@ -165,9 +175,9 @@ async def stream_body(
             batch = None  # an idle stream keeps none of what it sent
         await send(_END)
     except asyncio.CancelledError:
-        if not gone:
+        if not lost.gone:
             raise
-        task.uncancel()  # the client left: the response simply ends
+        lost.task.uncancel()  # the client left: the response simply ends
     finally:
         open_streams.dec()
         if watcher is not None:
@@ -176,7 +186,7 @@ async def stream_body(
             setattr(cycle, LOST_HOOK, None)
 
 
-async def _wait_for_disconnect(receive: Receive, lost: Any) -> None:
+async def _wait_for_disconnect(receive: Receive, lost: ClientLost) -> None:
     while (await receive())["type"] != "http.disconnect":
         pass
     lost()
