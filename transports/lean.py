@@ -12,16 +12,24 @@ from litestar.utils.scope.state import CONNECTION_STATE_KEY
 T = TypeVar("T")
 
 
+# Scope entries read only until a response starts or a socket is accepted (the server and the access log go on
+# reading the type, method, path and headers list): each a dict, list or bytes made per request.
+_START_ONLY = ("asgi", "state", "raw_path", "extensions", "subprotocols")
+
+
 def forget_request(scope: Any) -> None:
     """Once a stream's response has started (or a socket is accepted), the server still keeps the request's scope
     for the connection's whole life. Drop what only the start read: the request's headers (cleared in place: the
-    server's protocol holds the same list) and Litestar's connection state. About 1 KiB an idle stream or socket."""
+    server's protocol holds the same list), Litestar's connection state, and the scope's per-request entries above.
+    About 1.3 KiB an idle stream or socket."""
     headers = scope.get("headers")
     if isinstance(headers, list):
         headers.clear()
     state = scope.get("state")
     if isinstance(state, dict):
         state.pop(CONNECTION_STATE_KEY, None)
+    for key in _START_ONLY:
+        scope.pop(key, None)
 
 
 class Inbox(Generic[T]):
