@@ -84,7 +84,7 @@ async def drive(run: Run) -> Outcome | Coroutine[Any, Any, Outcome]:
     run.move_to(RunState.AWAITING_ACCEPTANCE if answers else RunState.RUNNING)
     checkpoint: Any = run.execution.checkpoint if run.execution is not None else None
     request = agent_request(run.prepared, run.lease, answers, checkpoint, released=run.is_released)
-    run.prepared.release_input()
+    run.release_input()
     return _consume(run, run.services.agent.run(request), digests)
 
 
@@ -96,6 +96,7 @@ async def _follow(run: Run) -> Coroutine[Any, Any, Outcome]:
         await announce(run)
     run.move_to(RunState.RUNNING)
     request = agent_request(run.prepared, run.lease, (), None, released=run.is_released)
+    run.release_input()
     replayed = run.adoption.replayed
     # The log may be ahead of the recorded state (recorded at each renewal): what it shows is never sent again.
     state = {**(run.adopt_state or {}), "seenEvents": replayed.agent_events}
@@ -104,7 +105,8 @@ async def _follow(run: Run) -> Coroutine[Any, Any, Outcome]:
 
 
 async def _consume(run: Run, signals: AsyncIterator[s.Signal], digests: dict[str, str]) -> Outcome:
-    translate, put, terminal = run.translator.translate, run.stream.put, s.TERMINAL_SIGNALS  # the per-signal path
+    # No bound methods cached in locals: an idle run's frame would keep them (two objects) for its whole life.
+    terminal = s.TERMINAL_SIGNALS
     awaiting = run.state is RunState.AWAITING_ACCEPTANCE
     try:
         async for signal in signals:
@@ -118,7 +120,7 @@ async def _consume(run: Run, signals: AsyncIterator[s.Signal], digests: dict[str
             if isinstance(signal, s.Adoptable):
                 await run.note_adoptable(signal.state)
                 continue
-            await put(translate(signal))
+            await run.stream.put(run.translator.translate(signal))
         return Completed()
     finally:
         await _close(signals)

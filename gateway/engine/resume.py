@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import jsonschema
@@ -20,7 +21,7 @@ def _validator(schema: dict[str, Any]) -> Any:
 
 
 def check_resume(
-    entries: list[ResumeEntry], execution: Execution | None, history: list[Execution], ros_invocation_id: str
+    entries: list[ResumeEntry], execution: Execution | None, history: Sequence[Execution], ros_invocation_id: str
 ) -> tuple[tuple[ResumeAnswer, ...], dict[str, str]]:
     """Return the answers for the backend and their digests, or raise the contract's in-stream error."""
     seen: set[str] = set()
@@ -33,7 +34,7 @@ def check_resume(
         if entry.interrupt_id in pending:
             continue
         field = f"resume[{index}].interruptId"
-        for past in ([execution] if execution else []) + history[::-1]:
+        for past in [*([execution] if execution else []), *reversed(history)]:
             if entry.interrupt_id in past.applied:
                 raise GatewayError(ErrorCode.RESUME_ALREADY_APPLIED, field)
             if entry.interrupt_id in past.answered_ids:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -115,8 +115,8 @@ class Run:
         self.prepared = prepared
         self.thread_id = prepared.run.thread_id  # the client's; the lease holds the store's key
         self.lease = Lease(key, prepared.run.run_id, execution.execution_id if execution else "", admitted.fence)
-        self.execution = execution
-        self.history = admitted.history
+        self.execution = execution  # read by the resume check and for the checkpoint, then released
+        self.history: Sequence[Execution] = admitted.history
         self.state = RunState.ADMITTED
         self.accepted = False  # the backend works on this execution: a new turn, or a resume whose answers it took
         self.outcome: Outcome | None = None
@@ -156,6 +156,14 @@ class Run:
         start = adoption.head if adoption is not None else 0
         stream = EventStream(self._detached, policy.bounds, writer.submit if events.live_writes else None, start=start)
         return stream, writer, min(max(prepared.grace_seconds, 0.0), policy.max_grace_seconds)
+
+    def release_input(self) -> None:
+        """The backend has its request: let go of what only building it read (the input's conversation, the admitted
+        execution's record and the thread's history). An idle run kept them all its life (about 0.5 KiB for a new
+        thread's run; a long conversation, all of it)."""
+        self.prepared.release_input()
+        self.execution = None
+        self.history = ()
 
     def is_released(self) -> bool:
         """Whether the run was handed to another replica (the backend asks, as its request's `released`)."""
