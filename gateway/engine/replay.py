@@ -100,5 +100,5 @@ def restore(translator: Translator, state: Replayed) -> None:
     translator.texts = {_key(message_id): message_id for message_id in state.texts}
     translator.text_ids_used = dict.fromkeys(state.text_ids)
     translator.reasoning_id = state.reasoning
-    translator.tools = list(state.tools)
-    translator.steps = list(state.steps)
+    translator.tools = tuple(state.tools)
+    translator.steps = tuple(state.steps)

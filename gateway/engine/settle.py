@@ -87,12 +87,15 @@ def _terminal_events(run: Run, outcome: Outcome) -> list[e.Event]:
     thread_id, run_id = run.thread_id, run.lease.run_id
     if isinstance(outcome, Completed):
         finished = e.RunFinished(
-            thread_id=thread_id, run_id=run_id, outcome=e.SuccessOutcome(), result=outcome.result, usage=run.translator.usage or None
+            thread_id=thread_id, run_id=run_id, outcome=e.SuccessOutcome(), result=outcome.result, usage=list(run.translator.usage) or None
         )
         return [*_closing(run), finished]
     if isinstance(outcome, Interrupted):
         interrupt = e.InterruptOutcome(interrupts=list(outcome.announced))
-        return [*_closing(run), e.RunFinished(thread_id=thread_id, run_id=run_id, outcome=interrupt, usage=run.translator.usage or None)]
+        return [
+            *_closing(run),
+            e.RunFinished(thread_id=thread_id, run_id=run_id, outcome=interrupt, usage=list(run.translator.usage) or None),
+        ]
     if isinstance(outcome, Failed):
         return [_error_event(run, outcome.error)]
     return [*_closing(run), e.RunFinished(thread_id=thread_id, run_id=run_id, outcome=e.CancelledOutcome())]
@@ -100,7 +103,7 @@ def _terminal_events(run: Run, outcome: Outcome) -> list[e.Event]:
 
 def _error_event(run: Run, error: GatewayError) -> e.RunError:
     metadata = with_request_id({"threadId": run.thread_id, "runId": run.lease.run_id})  # the run's task inherited it
-    usage = run.translator.usage or None
+    usage = list(run.translator.usage) or None
     return e.RunError(code=error.code.name, message=message_for(error, run.prepared.language), metadata=metadata, usage=usage)
 
 

@@ -19,6 +19,11 @@ def _new_id(prefix: str) -> str:
     return f"{prefix}-{os.urandom(8).hex()}"
 
 
+def _without(open_ids: tuple[str, ...], closing: str) -> tuple[str, ...]:
+    """The open ids but `closing` (each id is open at most once)."""
+    return tuple(open_id for open_id in open_ids if open_id != closing)
+
+
 class Translator:
     """Per run. `sequence` continues the execution's custom-event numbering across its runs."""
 
@@ -31,9 +36,11 @@ class Translator:
         self.texts: dict[str | None, str] = {}  # open messages: the agent's message id (None: unnamed) -> AG-UI id
         self.text_ids_used: dict[str, None] = {}  # ids the agent named, in order (a dict: an empty set is 216 bytes)
         self.reasoning_id: str | None = None
-        self.tools: list[str] = []
-        self.steps: list[str] = list(open_steps)
-        self.usage: list[e.TokenUsage] = []
+        # Open tool calls and steps, and the usage reports, as tuples: few and rarely changed, and a run with none
+        # holds the one empty tuple rather than three empty lists all its life.
+        self.tools: tuple[str, ...] = ()
+        self.steps: tuple[str, ...] = tuple(open_steps)
+        self.usage: tuple[e.TokenUsage, ...] = ()
 
     # -- spans -----------------------------------------------------------------
     def _close_text(self, out: list[e.Event]) -> None:
@@ -57,10 +64,10 @@ class Translator:
         self._close_messages(out)
         for call_id in self.tools:
             out.append(e.ToolCallEnd(tool_call_id=call_id))
-        self.tools.clear()
+        self.tools = ()
         for name in reversed(self.steps):
             out.append(e.StepFinished(step_name=name))
-        self.steps.clear()
+        self.steps = ()
         return out
 
     def reopen_steps(self) -> list[e.Event]:
@@ -142,7 +149,7 @@ class Translator:
     def _tool_start(self, signal: s.ToolStart, out: list[e.Event]) -> None:
         self._close_messages(out)
         if signal.tool_call_id not in self.tools:
-            self.tools.append(signal.tool_call_id)
+            self.tools = (*self.tools, signal.tool_call_id)
             out.append(e.ToolCallStart(tool_call_id=signal.tool_call_id, tool_call_name=signal.name))
 
     def _tool_args(self, signal: s.ToolArgs, out: list[e.Event]) -> None:
@@ -151,7 +158,7 @@ class Translator:
 
     def _tool_end(self, signal: s.ToolEnd, out: list[e.Event]) -> None:
         if signal.tool_call_id in self.tools:
-            self.tools.remove(signal.tool_call_id)
+            self.tools = _without(self.tools, signal.tool_call_id)
             out.append(e.ToolCallEnd(tool_call_id=signal.tool_call_id))
 
     def _tool_result(self, signal: s.ToolResult, out: list[e.Event]) -> None:
@@ -165,14 +172,14 @@ class Translator:
     def _step_start(self, signal: s.StepStart, out: list[e.Event]) -> None:
         self._close_messages(out)
         if signal.name not in self.steps:
-            self.steps.append(signal.name)
+            self.steps = (*self.steps, signal.name)
             out.append(e.StepStarted(step_name=signal.name))
 
     def _step_finish(self, signal: s.StepFinish, out: list[e.Event]) -> None:
         """Closes the step; a step that never opened in this run (nor was re-opened) is shown as a zero-length pair."""
         self._close_messages(out)
         if signal.name in self.steps:
-            self.steps.remove(signal.name)
+            self.steps = _without(self.steps, signal.name)
         else:
             out.append(e.StepStarted(step_name=signal.name))
         out.append(e.StepFinished(step_name=signal.name))
@@ -202,7 +209,7 @@ class Translator:
         entry = next((u for u in self.usage if (u.provider, u.model) == (signal.provider, signal.model)), None)
         if entry is None:
             entry = e.TokenUsage(provider=signal.provider, model=signal.model)
-            self.usage.append(entry)
+            self.usage = (*self.usage, entry)
         for name in ("input_tokens", "output_tokens", "reasoning_tokens", "cached_input_tokens"):
             value = getattr(signal, name)
             if value is not None:
