@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from gateway import metrics
 from gateway.engine.stream import Bounds, Entry, EventStream
@@ -26,16 +26,30 @@ class LogPolicy:
     bounds: Bounds = field(default_factory=Bounds)
 
 
+class LogOwner(Protocol):
+    """What the writer asks of its run (an object rather than two callbacks, which every idle run would keep)."""
+
+    def log_first(self) -> int:
+        """The ring's oldest held position: older pending entries are never written."""
+        ...
+
+    def log_meta(self) -> LogMeta:
+        """What the log records about the run, asked when the log is opened (an idle run keeps none of it)."""
+        ...
+
+    def log_fenced(self) -> None:
+        """The log refused a write: a newer owner writes it."""
+        ...
+
+
 class LogWriter:
     __slots__ = (
         "_closing",
         "_created",
         "_done",
         "_fence",
-        "_first",
         "_log",
-        "_meta",
-        "_on_fenced",
+        "_owner",
         "_pending",
         "_ref",
         "_task",
@@ -48,23 +62,19 @@ class LogWriter:
         self,
         events: EventLog,
         ref: LogRef,
-        meta: LogMeta,
-        first: Callable[[], int],
+        owner: LogOwner,
         *,
         fence: int = 0,
         created: bool = False,
-        on_fenced: Callable[[], None] | None = None,
     ) -> None:
         self._log = events
         self._ref = ref
-        self._meta = meta
-        self._first = first  # the ring's oldest held position: older pending entries are never written
+        self._owner = owner
         self._pending: list[Entry] = []
         self._task: asyncio.Task[None] | None = None
         self._created = created  # an adopted run goes on writing the log its first owner opened
         self._writing = False  # the drain task is past its first delay: let it finish rather than cancel it
         self._fence = fence
-        self._on_fenced = on_fenced
         self.fenced = False  # a newer owner writes the log: nothing more is written from here
         self._closing = False  # a closing write is out with the end of the run: what is published now is in it
         self._done = False  # the closing write landed: the log is complete
@@ -89,7 +99,7 @@ class LogWriter:
                 await asyncio.sleep(FIRST_FLUSH_DELAY)
             self._writing = True
             while self._pending:
-                first = self._first()
+                first = self._owner.log_first()
                 batch = [entry for entry in self._pending if entry[0] >= first] if self._pending[0][0] < first else self._pending
                 self._pending = []
                 try:
@@ -108,15 +118,14 @@ class LogWriter:
             self._task, self._writing = None, False
 
     async def _write(self, batch: list[Entry], first: int, end: int | None = None) -> None:
-        create = None if self._created else self._meta
+        create = None if self._created else self._owner.log_meta()
         await self._log.write(self._ref, batch, first, create=create, end=end, fence=self._fence)
         self._created = True
 
     def _fenced(self) -> None:
         log.warning("event log of run %s: a newer owner writes it; this replica stops writing", self._ref.run_id)
         self.fenced, self._pending = True, []
-        if self._on_fenced is not None:
-            self._on_fenced()
+        self._owner.log_fenced()
 
     async def closing_write(self, stream: EventStream, terminal: list[Entry]) -> LogWrite | None:
         """The log's last write, described, for the store to send with the end of the run (one round trip): what
@@ -130,14 +139,14 @@ class LogWriter:
             self._task.cancel()  # still in its first delay: nothing was sent, the write below has it all
             self._task = None
         if not self._log.live_writes or not self._created:
-            entries, create = stream.entries(stream.first - 1), (None if self._created else self._meta)
+            entries, create = stream.entries(stream.first - 1), (None if self._created else self._owner.log_meta())
         else:
             entries, create = self._pending, None
         self._pending, self._closing, self._terminal_from = [], True, terminal[0][0]
         # The log keeps what the bounds keep; short of them, what the writer keeps (an adopter keeps its
         # predecessor's entries, older than its own ring).
         bounded = stream.bounded_first(terminal[-1][0])
-        first = bounded if bounded > stream.first else self._first()
+        first = bounded if bounded > stream.first else self._owner.log_first()
         written = [entry for entry in entries if entry[0] >= first] + terminal
         return LogWrite(self._ref, written, first, create=create, end=terminal[-1][0], fence=self._fence)
 

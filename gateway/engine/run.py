@@ -146,15 +146,14 @@ class Run:
     def _log(self, services: RunServices, prepared: PreparedRun, key: str) -> tuple[EventStream, LogWriter | None, float]:
         policy = services.log_policy
         if policy is None:
-            return EventStream(self._detached), None, 0.0
-        events, ext = services.store.events, prepared.workspace.extension
-        meta = LogMeta(ros_digest(ext.ros_invocation_id), prepared.digest, services.store.owner_id, self.lease.execution_id)
+            return EventStream(self), None, 0.0
+        events = services.store.events
         adoption, fence = self.adoption, self.lease.fence
         ref = LogRef(key, self.lease.run_id)
         opened = adoption is not None and adoption.opened
-        writer = LogWriter(events, ref, meta, self._log_first, fence=fence, created=opened, on_fenced=self._fenced)
+        writer = LogWriter(events, ref, self, fence=fence, created=opened)
         start = adoption.head if adoption is not None else 0
-        stream = EventStream(self._detached, policy.bounds, writer.submit if events.live_writes else None, start=start)
+        stream = EventStream(self, policy.bounds, writer.submit if events.live_writes else None, start=start)
         return stream, writer, min(max(prepared.grace_seconds, 0.0), policy.max_grace_seconds)
 
     def release_input(self) -> None:
@@ -169,9 +168,10 @@ class Run:
         """Whether the run was handed to another replica (the backend asks, as its request's `released`)."""
         return self.released
 
-    def _log_first(self) -> int:
+    # -- what its event stream and log writer ask of the run (it is their StreamOwner and LogOwner) ----------
+    def log_first(self) -> int:
         """The log's first position: an adopter keeps its predecessor's entries until its own ring trims past its
-        start (a method, not a closure each run would hold)."""
+        start."""
         adoption, first = self.adoption, self.stream.first
         return adoption.first if adoption is not None and first <= adoption.head + 1 else first
 
@@ -231,7 +231,10 @@ class Run:
         else:
             self.stop(Failed(error))
 
-    def _fenced(self) -> None:
+    def log_meta(self) -> LogMeta:
+        return LogMeta(self.ros_digest, self.prepared.digest, self.services.store.owner_id, self.lease.execution_id)
+
+    def log_fenced(self) -> None:
         """The log refused a write: another replica took the run over."""
         self.released = True
         self.stop(HandedOff())
@@ -240,7 +243,7 @@ class Run:
     def ros_digest(self) -> str:
         return ros_digest(self.prepared.workspace.extension.ros_invocation_id)
 
-    def _detached(self) -> None:
+    def stream_detached(self) -> None:
         """The last follower left: without a grace window the run stops now; with one it waits for a follower."""
         if self.state in (RunState.SETTLING, RunState.ENDED):
             return

@@ -10,6 +10,7 @@ import asyncio
 import math
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 from gateway.engine import heartbeat
 from gateway.protocol import events as e
@@ -27,6 +28,13 @@ class Bounds:
 
     max_events: int = 50_000
     max_bytes: int = 16 * 1024 * 1024
+
+
+class StreamOwner(Protocol):
+    """Who the stream tells when its last follower leaves (the run; an object rather than a callback, which every
+    idle run would keep as a bound method)."""
+
+    def stream_detached(self) -> None: ...
 
 
 class PositionGone(Exception):
@@ -55,7 +63,7 @@ class EventStream:
         "_interval",
         "_next_follower",
         "_on_append",
-        "_on_detached",
+        "_owner",
         "_pause_at",
         "_puts",
         "_quiet_from",
@@ -66,7 +74,7 @@ class EventStream:
 
     def __init__(
         self,
-        on_detached: Callable[[], None],
+        owner: StreamOwner,
         bounds: Bounds = Bounds(),
         on_append: Callable[[list[Entry]], None] | None = None,
         start: int = 0,
@@ -83,7 +91,7 @@ class EventStream:
         self._next_follower = 0
         self._grew: list[asyncio.Future[None]] = []  # one future per follower waiting for the stream to grow
         self._advanced: asyncio.Future[None] | None = None
-        self._on_detached = on_detached
+        self._owner = owner
         self._on_append = on_append
         self._puts = 0
         self._pause_at = math.inf  # the producer waits once the head passes this (slowest follower + MAX_LAG)
@@ -256,4 +264,4 @@ class EventStream:
             self._grew = [waiter for waiter in self._grew if not waiter.done()]
         self._followers_moved()
         if not self._cursors and not self.ended:
-            self._on_detached()
+            self._owner.stream_detached()

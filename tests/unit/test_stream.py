@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Callable
 
 import pytest
 
@@ -11,12 +12,25 @@ from gateway.engine.stream import MAX_LAG, Bounds, EventStream, PositionGone, Po
 from gateway.protocol import events as e
 
 
+class Owner:
+    """The stream's owner (a run, in the gateway): told when the last follower leaves."""
+
+    def __init__(self, on_detached: Callable[[], object] = lambda: None) -> None:
+        self.on_detached = on_detached
+
+    def stream_detached(self) -> None:
+        self.on_detached()
+
+
+QUIET = Owner()
+
+
 def text(n: int) -> list[e.Event]:
     return [e.TextMessageContent(message_id="m", delta=f"d{i}") for i in range(n)]
 
 
 async def test_positions_count_from_one_and_the_ring_keeps_only_its_bounds():
-    stream = EventStream(lambda: None, Bounds(max_events=10, max_bytes=1 << 20))
+    stream = EventStream(QUIET, Bounds(max_events=10, max_bytes=1 << 20))
     for event in text(25):
         await stream.put([event])
     assert (stream.first, stream.head) == (16, 25)
@@ -30,13 +44,13 @@ async def test_positions_count_from_one_and_the_ring_keeps_only_its_bounds():
 
 async def test_the_byte_bound_trims_too():
     one = len(e.encode_json(text(1)[0]))
-    stream = EventStream(lambda: None, Bounds(max_events=1000, max_bytes=one * 4))
+    stream = EventStream(QUIET, Bounds(max_events=1000, max_bytes=one * 4))
     await stream.put(text(9))
     assert stream.head - stream.first + 1 == 4
 
 
 async def test_an_attached_follower_never_loses_what_it_has_not_read():
-    stream = EventStream(lambda: None, Bounds(max_events=10, max_bytes=1 << 20))
+    stream = EventStream(QUIET, Bounds(max_events=10, max_bytes=1 << 20))
     follower = stream.attach(0)
     await stream.put(text(50))  # under MAX_LAG: the producer does not wait
     assert stream.first == 1
@@ -49,7 +63,7 @@ async def test_an_attached_follower_never_loses_what_it_has_not_read():
 
 
 async def test_a_follower_that_lags_slows_the_producer_and_releases_it_by_reading():
-    stream = EventStream(lambda: None)
+    stream = EventStream(QUIET)
     follower = stream.attach(0)
 
     async def produce() -> None:
@@ -67,7 +81,7 @@ async def test_a_follower_that_lags_slows_the_producer_and_releases_it_by_readin
 
 async def test_the_last_follower_leaving_detaches_unless_the_stream_ended():
     detached: list[int] = []
-    stream = EventStream(lambda: detached.append(1))
+    stream = EventStream(Owner(lambda: detached.append(1)))
     first, second = stream.attach(0), stream.attach(0)
     await stream.put(text(1))
     one, two = stream.follow(first, 30), stream.follow(second, 30)
@@ -84,14 +98,14 @@ async def test_the_last_follower_leaving_detaches_unless_the_stream_ended():
 
 
 async def test_a_silent_stream_yields_heartbeats():
-    stream = EventStream(lambda: None)
+    stream = EventStream(QUIET)
     reading = stream.follow(stream.attach(0), 0.01)
     assert await anext(reading) is None
     await reading.aclose()
 
 
 async def test_heartbeats_come_after_the_interval_of_silence_and_data_restarts_it():
-    stream = EventStream(lambda: None)
+    stream = EventStream(QUIET)
     loop = asyncio.get_running_loop()
     started = loop.time()
     reading = stream.follow(stream.attach(0), 0.2)
@@ -110,7 +124,7 @@ async def test_thousands_of_silent_streams_share_one_clock_task_and_hold_no_time
     """Each follower of each stream gets its heartbeats, yet the loop holds one clock task and no timer per stream."""
     loop = asyncio.get_running_loop()
     tasks_before = len(asyncio.all_tasks())
-    streams = [EventStream(lambda: None) for _ in range(2000)]
+    streams = [EventStream(QUIET) for _ in range(2000)]
     readers = [stream.follow(stream.attach(0), 0.2) for stream in streams for _ in range(2)]
     waiting = [asyncio.ensure_future(anext(reader)) for reader in readers]
     await asyncio.sleep(0.05)
