@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+from functools import partial
 from typing import Any
 
 from litestar import Request
@@ -14,6 +15,7 @@ from gateway.auth import Principal
 from gateway.auth.oauth import metadata_url
 from gateway.engine import ANONYMOUS, Caller
 from gateway.errors import ErrorCode, GatewayError
+from transports.deadlines import deadlines
 from transports.services import TransportServices
 
 
@@ -135,19 +137,28 @@ async def read_body(request: Request[Any, Any, Any], limit: int, timeout: float)
     chunks: list[bytes] = []
     size = 0
     receive = request.receive  # the ASGI messages directly: Request.stream() builds and keeps a parsed header map
+    body_deadlines = deadlines(timeout)
     try:
-        async with asyncio.timeout(timeout):
-            while True:
-                message: Any = await receive()
-                if message["type"] == "http.disconnect":
-                    raise _closing(GatewayError(ErrorCode.INVALID_INPUT, "body", "The client left before its body arrived."))
-                chunk = message.get("body", b"")
-                size += len(chunk)
-                if size > limit:
-                    raise _closing(GatewayError(ErrorCode.INVALID_INPUT, "body", f"The request exceeds {limit} bytes.", http_status=413))
-                chunks.append(chunk)
-                if not message.get("more_body", False):
-                    break
+        # asyncio's timeout without a timer of its own: the loop's body deadlines expire it by rescheduling it to a
+        # time already past (a cancelled timer would stay in the loop's heap for `timeout` seconds after each body).
+        async with asyncio.timeout(None) as within:
+            body_deadlines.add(within, partial(within.reschedule, 0))
+            try:
+                while True:
+                    message: Any = await receive()
+                    if message["type"] == "http.disconnect":
+                        raise _closing(GatewayError(ErrorCode.INVALID_INPUT, "body", "The client left before its body arrived."))
+                    chunk = message.get("body", b"")
+                    size += len(chunk)
+                    if size > limit:
+                        raise _closing(
+                            GatewayError(ErrorCode.INVALID_INPUT, "body", f"The request exceeds {limit} bytes.", http_status=413)
+                        )
+                    chunks.append(chunk)
+                    if not message.get("more_body", False):
+                        break
+            finally:
+                body_deadlines.discard(within)
     except TimeoutError:
         raise _closing(GatewayError(ErrorCode.REQUEST_TIMEOUT, "body", f"The body did not arrive within {timeout:g} seconds.")) from None
     return b"".join(chunks)

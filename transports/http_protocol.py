@@ -22,6 +22,7 @@ import h11
 import msgspec
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
+from transports.deadlines import deadlines
 from transports.lean import Flag
 from transports.sse_response import LOST_HOOK
 from transports.ws_protocol import CorkedWebSocketsProtocol
@@ -116,13 +117,12 @@ class Guard:
     past 30 an instance's attributes leave Python's shared-key layout for a dict of their own (about 1.3 KiB more
     per connection, which every idle stream paid)."""
 
-    __slots__ = ("address", "counted", "draining", "head_bytes", "head_started", "head_timer", "tail")
+    __slots__ = ("address", "counted", "draining", "head_bytes", "head_started", "tail")
 
     def __init__(self) -> None:
         self.head_bytes = 0  # bytes of the current request's head received so far
         self.tail = b""  # the last bytes seen, to find a head's end across chunks
         self.draining = 0  # > 0: refused; counts bytes dropped
-        self.head_timer: asyncio.TimerHandle | None = None
         self.address = "unknown"
         self.counted = False
         self.head_started = False
@@ -177,7 +177,7 @@ class GatewayH11Protocol(SendDeadline, H11Protocol):
             self._refuse(_refusal(429, b"Too Many Requests", "RATE_LIMIT_EXCEEDED", message, b"retry-after: 1\r\n"))
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self._stop_head_timer()
+        self._stop_head_deadline()
         if self._send_timer is not None:
             self._send_timer.cancel()
         if self.guard.counted:
@@ -196,7 +196,7 @@ class GatewayH11Protocol(SendDeadline, H11Protocol):
     def handle_websocket_upgrade(self, event: h11.Request) -> None:
         # The WebSocket protocol takes over this connection (the raw transport), and with it the address's count.
         self.guard.counted = False
-        self._stop_head_timer()
+        self._stop_head_deadline()
         self.transport = self.transport._transport
         super().handle_websocket_upgrade(event)
 
@@ -212,16 +212,16 @@ class GatewayH11Protocol(SendDeadline, H11Protocol):
             self._refuse(_refusal(431, b"Request Header Fields Too Large", "INVALID_INPUT", message))
             return
         super().data_received(data)
-        if self.conn.their_state is not h11.IDLE:
+        if guard.head_started and self.conn.their_state is not h11.IDLE:
             guard.head_bytes, guard.tail, guard.head_started = 0, b"", False
-            self._stop_head_timer()
+            self._stop_head_deadline()
 
     def _head_too_big(self, data: bytes) -> bool:
         """Count the bytes of the head being read (body bytes in the same chunk do not count); start its deadline."""
         guard = self.guard
         if not guard.head_started:
             guard.head_started = True
-            guard.head_timer = asyncio.get_running_loop().call_later(self.limits.header_timeout, self._head_expired)
+            deadlines(self.limits.header_timeout).add(self, self._head_expired)
         seen = guard.tail + data
         end = seen.find(b"\r\n\r\n")
         guard.head_bytes += len(data) if end < 0 else max(0, end + 4 - len(guard.tail))
@@ -229,15 +229,12 @@ class GatewayH11Protocol(SendDeadline, H11Protocol):
         return guard.head_bytes > MAX_HEAD_BYTES
 
     def _head_expired(self) -> None:
-        self.guard.head_timer = None
         if self.conn.their_state is h11.IDLE and not self.guard.draining:
             message = f"The request head did not arrive within {self.limits.header_timeout:g} seconds."
             self._refuse(_refusal(408, b"Request Timeout", "REQUEST_TIMEOUT", message))
 
-    def _stop_head_timer(self) -> None:
-        if self.guard.head_timer is not None:
-            self.guard.head_timer.cancel()
-            self.guard.head_timer = None
+    def _stop_head_deadline(self) -> None:
+        deadlines(self.limits.header_timeout).discard(self)
 
     def send_400_response(self, msg: str) -> None:
         self._refuse(_refusal(400, b"Bad Request", "INVALID_INPUT", "The HTTP request is malformed."))

@@ -1,0 +1,92 @@
+"""The loop's shared deadlines (transports/deadlines.py) and the body deadline built on them (read_body)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+from litestar import Request
+
+from gateway.errors import ErrorCode, GatewayError
+from transports.deadlines import Deadlines, deadlines
+from transports.http_input import read_body
+
+
+async def test_a_deadline_fires_once_its_length_has_passed_and_not_before():
+    loop = asyncio.get_running_loop()
+    fired: list[float] = []
+    clock = Deadlines(loop, 0.4)
+    started = loop.time()
+    clock.add("a", lambda: fired.append(loop.time() - started))
+    await asyncio.sleep(0.3)
+    assert fired == []
+    await asyncio.sleep(0.3)
+    assert len(fired) == 1 and 0.4 <= fired[0] < 0.4 + 0.05 + 0.1  # at most one tick (0.05 s) late, plus slack
+    assert len(clock) == 0
+
+
+async def test_a_discarded_deadline_never_fires_and_the_sweep_stops_when_none_is_left():
+    loop = asyncio.get_running_loop()
+    fired: list[str] = []
+    clock = Deadlines(loop, 0.2)
+    clock.add("met", lambda: fired.append("met"))
+    clock.add("missed", lambda: fired.append("missed"))
+    clock.discard("met")
+    clock.discard("never added")
+    await asyncio.sleep(0.35)
+    assert fired == ["missed"]
+    await asyncio.sleep(0.1)
+    assert clock._task is None  # nothing waits: no task ticks
+
+
+async def test_a_key_added_again_gets_a_new_deadline_and_a_failing_expiry_spares_the_others():
+    loop = asyncio.get_running_loop()
+    fired: list[str] = []
+    clock = Deadlines(loop, 0.3)
+
+    def broken() -> None:
+        raise RuntimeError("expiry failed")
+
+    clock.add("renewed", lambda: fired.append("renewed"))
+    clock.add("broken", broken)
+    clock.add("other", lambda: fired.append("other"))
+    await asyncio.sleep(0.2)
+    clock.add("renewed", lambda: fired.append("renewed"))  # its deadline is now 0.3 s from here
+    await asyncio.sleep(0.2)
+    assert fired == ["other"]
+    await asyncio.sleep(0.2)
+    assert fired == ["other", "renewed"]
+
+
+def _request(messages: list[dict[str, Any]], forever: bool = False) -> Request[Any, Any, Any]:
+    async def receive() -> dict[str, Any]:
+        if messages:
+            return messages.pop(0)
+        if forever:
+            await asyncio.Event().wait()
+        return {"type": "http.disconnect"}
+
+    scope = {"type": "http", "method": "POST", "path": "/", "headers": [], "query_string": b"", "app": None}
+    return Request(scope, receive)  # type: ignore[arg-type]
+
+
+async def test_a_body_read_at_once_leaves_no_deadline_and_no_timer_behind():
+    loop: Any = asyncio.get_running_loop()
+    scheduled = len(loop._scheduled)
+    body = await read_body(
+        _request([{"type": "http.request", "body": b'{"a":', "more_body": True}, {"type": "http.request", "body": b"1}"}]), 1000, 30
+    )
+    assert body == b'{"a":1}'
+    assert len(deadlines(30)) == 0
+    assert len(loop._scheduled) == scheduled  # asyncio's own timeout would have left a cancelled timer for 30 s
+
+
+async def test_a_body_that_does_not_arrive_in_time_is_refused_with_408():
+    started = asyncio.get_running_loop().time()
+    with pytest.raises(GatewayError) as refused:
+        await read_body(_request([{"type": "http.request", "body": b"{", "more_body": True}], forever=True), 1000, 0.3)
+    waited = asyncio.get_running_loop().time() - started
+    assert refused.value.code is ErrorCode.REQUEST_TIMEOUT and refused.value.http_status == 408
+    assert 0.3 <= waited < 0.6
+    assert len(deadlines(0.3)) == 0

@@ -1,0 +1,78 @@
+"""Per-request deadlines (a request head's, a body's) kept by one sweeping task per loop and length, not a timer each.
+
+asyncio keeps a cancelled timer in its heap until the time it was set for, with its context and its callback
+(about 0.25 KiB): a 10-second head deadline met in a millisecond, and a 30-second body deadline, were still held
+that long after every request (what a burst of new streams paid on top of their own memory), and each cost a heap
+push. Here a deadline is an entry in an insertion-ordered dict: the same length for all of them means arrival order
+is deadline order, so the sweep looks only at the front; meeting a deadline removes its entry at once. A deadline
+fires at most one tick (an eighth of its length, at most TICK) late."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import weakref
+from collections.abc import Callable, Hashable
+
+log = logging.getLogger("agui.deadlines")
+TICK = 0.25  # the longest time between two looks at the due deadlines, in seconds
+
+
+class Deadlines:
+    """Deadlines of one length (`seconds`) on one event loop."""
+
+    __slots__ = ("_due", "_loop", "_task", "_tick", "seconds")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, seconds: float) -> None:
+        self._loop = loop
+        self.seconds = seconds
+        self._tick = min(TICK, seconds / 8)
+        self._due: dict[Hashable, tuple[float, Callable[[], object]]] = {}  # key -> (when, what to call then)
+        self._task: asyncio.Task[None] | None = None
+
+    def add(self, key: Hashable, expire: Callable[[], object]) -> None:
+        """Call `expire` once `seconds` have passed, unless `discard(key)` comes first (a key has one deadline)."""
+        self._due.pop(key, None)  # a key added again goes to the back, where its new deadline belongs
+        self._due[key] = (self._loop.time() + self.seconds, expire)
+        if self._task is None:
+            self._task = self._loop.create_task(self._sweep(), name=f"deadlines:{self.seconds:g}s")
+
+    def discard(self, key: Hashable) -> None:
+        self._due.pop(key, None)
+
+    def __len__(self) -> int:
+        return len(self._due)
+
+    async def _sweep(self) -> None:
+        due = self._due
+        try:
+            while due:
+                await asyncio.sleep(self._tick)
+                now = self._loop.time()
+                while due:
+                    key = next(iter(due))
+                    when, expire = due[key]
+                    if when > now:
+                        break
+                    del due[key]
+                    try:
+                        expire()
+                    except Exception:  # one failing expiry must not stop the others
+                        log.exception("a deadline's expiry failed")
+        finally:
+            self._task = None
+
+
+_by_loop: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[float, Deadlines]] = weakref.WeakKeyDictionary()
+
+
+def deadlines(seconds: float) -> Deadlines:
+    """The running loop's deadlines of this length (each loop has its own: tests run servers on several)."""
+    loop = asyncio.get_running_loop()
+    lengths = _by_loop.get(loop)
+    if lengths is None:
+        lengths = _by_loop[loop] = {}
+    found = lengths.get(seconds)
+    if found is None:
+        found = lengths[seconds] = Deadlines(loop, seconds)
+    return found
