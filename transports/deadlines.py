@@ -64,14 +64,19 @@ class Deadlines:
 
 
 _by_loop: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[float, Deadlines]] = weakref.WeakKeyDictionary()
+_last: tuple[asyncio.AbstractEventLoop | None, dict[float, Deadlines]] = (None, {})  # the last loop asked for: a weak
+# dictionary's lookup makes a weak reference each time, and this is asked for several times per request
 
 
 def deadlines(seconds: float) -> Deadlines:
     """The running loop's deadlines of this length (each loop has its own: tests run servers on several)."""
+    global _last
     loop = asyncio.get_running_loop()
-    lengths = _by_loop.get(loop)
-    if lengths is None:
-        lengths = _by_loop[loop] = {}
+    if _last[0] is loop:
+        lengths = _last[1]
+    else:
+        lengths = _by_loop.get(loop) or _by_loop.setdefault(loop, {})
+        _last = (loop, lengths)
     found = lengths.get(seconds)
     if found is None:
         found = lengths[seconds] = Deadlines(loop, seconds)
