@@ -1,7 +1,8 @@
 """uvicorn's protocols with the gateway's connection limits, enforced where the socket is visible.
 
 - Head size: past MAX_HEAD_BYTES of request line and headers (e.g. a huge token), 431 with a JSON error.
-- Head deadline: a request head not complete `header_timeout` seconds after its first byte (slowloris) gets 408.
+- Head deadline: a request head not complete `header_timeout` seconds after its first byte (slowloris) gets 408
+  (kept by the loop's shared deadlines, transports/deadlines.py: no timer per request).
 - Send deadline: a connection whose send buffer stays full (the client drains nothing below the low-water
   mark) for `send_timeout` seconds is aborted; its run sees its client gone (a disconnect).
 - Connections per client address: past `max_per_client` open connections from one address, 429.
