@@ -21,10 +21,10 @@ TICK = 0.25  # the longest time between two looks at the due deadlines, in secon
 class Deadlines:
     """Deadlines of one length (`seconds`) on one event loop."""
 
-    __slots__ = ("_due", "_loop", "_task", "_tick", "seconds")
+    __slots__ = ("_due", "_task", "_tick", "seconds")
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, seconds: float) -> None:
-        self._loop = loop
+    def __init__(self, seconds: float) -> None:
+        # No reference to the loop: the registry below is weak in its loop, which a value holding it would defeat.
         self.seconds = seconds
         self._tick = min(TICK, seconds / 8)
         self._due: dict[Hashable, tuple[float, Callable[[], object]]] = {}  # key -> (when, what to call then)
@@ -32,10 +32,11 @@ class Deadlines:
 
     def add(self, key: Hashable, expire: Callable[[], object]) -> None:
         """Call `expire` once `seconds` have passed, unless `discard(key)` comes first (a key has one deadline)."""
+        loop = asyncio.get_running_loop()
         self._due.pop(key, None)  # a key added again goes to the back, where its new deadline belongs
-        self._due[key] = (self._loop.time() + self.seconds, expire)
+        self._due[key] = (loop.time() + self.seconds, expire)
         if self._task is None:
-            self._task = self._loop.create_task(self._sweep(), name=f"deadlines:{self.seconds:g}s")
+            self._task = loop.create_task(self._sweep(), name=f"deadlines:{self.seconds:g}s")
 
     def discard(self, key: Hashable) -> None:
         self._due.pop(key, None)
@@ -44,11 +45,11 @@ class Deadlines:
         return len(self._due)
 
     async def _sweep(self) -> None:
-        due = self._due
+        due, loop = self._due, asyncio.get_running_loop()
         try:
             while due:
                 await asyncio.sleep(self._tick)
-                now = self._loop.time()
+                now = loop.time()
                 while due:
                     key = next(iter(due))
                     when, expire = due[key]
@@ -79,5 +80,5 @@ def deadlines(seconds: float) -> Deadlines:
         _last = (loop, lengths)
     found = lengths.get(seconds)
     if found is None:
-        found = lengths[seconds] = Deadlines(loop, seconds)
+        found = lengths[seconds] = Deadlines(seconds)
     return found

@@ -22,8 +22,7 @@ class Beating(Protocol):
 
 
 class HeartbeatClock:
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self._loop = loop
+    def __init__(self) -> None:  # no reference to its loop: the registry below is weak in the loop
         self.tick = TICK
         self._due: list[tuple[float, int, Beating]] = []  # a heap of (when, order, stream)
         self._order = itertools.count()
@@ -33,13 +32,14 @@ class HeartbeatClock:
         self.tick = min(self.tick, max(MIN_TICK, interval / 4))
         heapq.heappush(self._due, (when, next(self._order), stream))
         if self._task is None:
-            self._task = self._loop.create_task(self._run())
+            self._task = asyncio.get_running_loop().create_task(self._run())
 
     async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
         try:
             while self._due:
                 await asyncio.sleep(self.tick)
-                now, slack = self._loop.time(), self.tick / 2
+                now, slack = loop.time(), self.tick / 2
                 while self._due and self._due[0][0] <= now + slack:
                     heapq.heappop(self._due)[2].heartbeat_due(now, slack)
         finally:
@@ -54,5 +54,5 @@ def clock() -> HeartbeatClock:
     loop = asyncio.get_running_loop()
     found = _clocks.get(loop)
     if found is None:
-        found = _clocks[loop] = HeartbeatClock(loop)
+        found = _clocks[loop] = HeartbeatClock()
     return found

@@ -16,7 +16,7 @@ from transports.http_input import read_body
 async def test_a_deadline_fires_once_its_length_has_passed_and_not_before():
     loop = asyncio.get_running_loop()
     fired: list[float] = []
-    clock = Deadlines(loop, 0.4)
+    clock = Deadlines(0.4)
     started = loop.time()
     clock.add("a", lambda: fired.append(loop.time() - started))
     await asyncio.sleep(0.3)
@@ -27,9 +27,8 @@ async def test_a_deadline_fires_once_its_length_has_passed_and_not_before():
 
 
 async def test_a_discarded_deadline_never_fires_and_the_sweep_stops_when_none_is_left():
-    loop = asyncio.get_running_loop()
     fired: list[str] = []
-    clock = Deadlines(loop, 0.2)
+    clock = Deadlines(0.2)
     clock.add("met", lambda: fired.append("met"))
     clock.add("missed", lambda: fired.append("missed"))
     clock.discard("met")
@@ -41,9 +40,8 @@ async def test_a_discarded_deadline_never_fires_and_the_sweep_stops_when_none_is
 
 
 async def test_a_key_added_again_gets_a_new_deadline_and_a_failing_expiry_spares_the_others():
-    loop = asyncio.get_running_loop()
     fired: list[str] = []
-    clock = Deadlines(loop, 0.3)
+    clock = Deadlines(0.3)
 
     def broken() -> None:
         raise RuntimeError("expiry failed")
