@@ -43,17 +43,20 @@ class LogOwner(Protocol):
 
 
 class LogWriter:
+    """A run's log, written from its event stream's ring: the writer keeps only the first position the log does not
+    have yet; a write takes what the ring holds from there (entries the ring trimmed first are never written)."""
+
     __slots__ = (
         "_closing",
         "_created",
         "_done",
         "_fence",
         "_log",
+        "_next",
         "_owner",
-        "_pending",
         "_ref",
+        "_stream",
         "_task",
-        "_terminal_from",
         "_writing",
         "fenced",
     )
@@ -63,6 +66,7 @@ class LogWriter:
         events: EventLog,
         ref: LogRef,
         owner: LogOwner,
+        stream: EventStream,
         *,
         fence: int = 0,
         created: bool = False,
@@ -70,7 +74,8 @@ class LogWriter:
         self._log = events
         self._ref = ref
         self._owner = owner
-        self._pending: list[Entry] = []
+        self._stream = stream
+        self._next = stream.head + 1  # the first position neither written nor in a write that is out
         self._task: asyncio.Task[None] | None = None
         self._created = created  # an adopted run goes on writing the log its first owner opened
         self._writing = False  # the drain task is past its first delay: let it finish rather than cancel it
@@ -78,30 +83,31 @@ class LogWriter:
         self.fenced = False  # a newer owner writes the log: nothing more is written from here
         self._closing = False  # a closing write is out with the end of the run: what is published now is in it
         self._done = False  # the closing write landed: the log is complete
-        self._terminal_from = 0
 
     @property
     def ref(self) -> LogRef:
         return self._ref
 
-    def submit(self, entries: list[Entry]) -> None:
+    def stream_grew(self) -> None:
         """New entries (live logs): written behind the run, coalesced while a write is in flight."""
-        if self.fenced or self._done or self._closing:
-            return
-        self._pending.extend(entries)
-        if self._task is None:
+        if self._task is None and not (self.fenced or self._done or self._closing):
             self._task = asyncio.get_running_loop().create_task(self._drain())
+
+    def _unwritten(self) -> list[Entry]:
+        """What the log does not have yet, as far as the ring still holds it."""
+        stream = self._stream
+        return stream.entries(max(self._next, stream.first) - 1)
 
     async def _drain(self) -> None:
         delay = 0.05
+        stream = self._stream
         try:
             if not self._created:
                 await asyncio.sleep(FIRST_FLUSH_DELAY)
             self._writing = True
-            while self._pending:
-                first = self._owner.log_first()
-                batch = [entry for entry in self._pending if entry[0] >= first] if self._pending[0][0] < first else self._pending
-                self._pending = []
+            while self._next <= stream.head:
+                start, first = self._next, self._owner.log_first()
+                batch, self._next = self._unwritten(), stream.head + 1
                 try:
                     await self._write(batch, first)
                     delay = 0.05
@@ -111,7 +117,7 @@ class LogWriter:
                 except StoreUnavailable as exc:
                     metrics.labelled(metrics.STORE_ERRORS, "event_log", "unavailable").inc()
                     log.warning("event log of run %s not written (%s); retrying in %.2fs", self._ref.run_id, exc, delay)
-                    self._pending[:0] = batch
+                    self._next = start  # written again, with what came meanwhile
                     await asyncio.sleep(delay)
                     delay = min(delay * 2, 1.0)
         finally:
@@ -124,10 +130,10 @@ class LogWriter:
 
     def _fenced(self) -> None:
         log.warning("event log of run %s: a newer owner writes it; this replica stops writing", self._ref.run_id)
-        self.fenced, self._pending = True, []
+        self.fenced = True
         self._owner.log_fenced()
 
-    async def closing_write(self, stream: EventStream, terminal: list[Entry]) -> LogWrite | None:
+    async def closing_write(self, terminal: list[Entry]) -> LogWrite | None:
         """The log's last write, described, for the store to send with the end of the run (one round trip): what
         is not written yet, then `terminal` (the events about to close the stream), and the end. Entries published
         meanwhile are not written again; `closed` says how it went. None: nothing to write (fenced)."""
@@ -138,11 +144,12 @@ class LogWriter:
         if self._task is not None:
             self._task.cancel()  # still in its first delay: nothing was sent, the write below has it all
             self._task = None
+        stream = self._stream
         if not self._log.live_writes or not self._created:
             entries, create = stream.entries(stream.first - 1), (None if self._created else self._owner.log_meta())
         else:
-            entries, create = self._pending, None
-        self._pending, self._closing, self._terminal_from = [], True, terminal[0][0]
+            entries, create = self._unwritten(), None
+        self._closing = True
         # The log keeps what the bounds keep; short of them, what the writer keeps (an adopter keeps its
         # predecessor's entries, older than its own ring).
         bounded = stream.bounded_first(terminal[-1][0])
@@ -151,21 +158,20 @@ class LogWriter:
         return LogWrite(self._ref, written, first, create=create, end=terminal[-1][0], fence=self._fence)
 
     def closed(self, write: LogWrite, failure: Exception | None) -> None:
-        """How the closing write went: done; fenced; or failed, and then `finish` writes what it held as before
-        (the terminal events reach this writer again when they are published)."""
+        """How the closing write went: done; fenced; or failed, and then what it held is written as before, from the
+        ring (the terminal events included, once they are published)."""
         self._closing = False
         if failure is None:
             self._created, self._done = True, True
         elif isinstance(failure, LogFenced):
             self._fenced()
-        else:
-            self._pending[:0] = [entry for entry in write.entries if entry[0] < self._terminal_from]
 
-    async def finish(self, stream: EventStream, *, end: bool = True) -> None:
+    async def finish(self, *, end: bool = True) -> None:
         """The run has ended: write what is left (all of the ring, for logs written only now) and mark the end
         (`end=False`: the run was handed to another replica, which goes on writing this log)."""
         if self.fenced or self._done:
             return
+        stream = self._stream
         try:
             async with asyncio.timeout(FINISH_SECONDS):
                 if self._task is not None and not self._created and not self._writing:
@@ -175,10 +181,10 @@ class LogWriter:
                     await asyncio.shield(self._task)
                 head = stream.head if end else None
                 if not self._log.live_writes or not self._created:  # nothing written yet: all of it, in one write
-                    self._pending = []
                     await self._write(stream.entries(stream.first - 1), stream.first, end=head)
-                elif end:
-                    await self._write([], stream.first, end=head)
+                elif end or self._next <= stream.head:  # what the drain left, if anything, with the end
+                    await self._write(self._unwritten(), self._owner.log_first(), end=head)
+                self._next = stream.head + 1
         except LogFenced:
             self._fenced()
         except (TimeoutError, StoreUnavailable) as exc:

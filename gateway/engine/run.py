@@ -151,9 +151,10 @@ class Run:
         adoption, fence = self.adoption, self.lease.fence
         ref = LogRef(key, self.lease.run_id)
         opened = adoption is not None and adoption.opened
-        writer = LogWriter(events, ref, self, fence=fence, created=opened)
-        start = adoption.head if adoption is not None else 0
-        stream = EventStream(self, policy.bounds, writer.submit if events.live_writes else None, start=start)
+        stream = EventStream(self, policy.bounds, start=adoption.head if adoption is not None else 0)
+        writer = LogWriter(events, ref, self, stream, fence=fence, created=opened)
+        if events.live_writes:
+            stream.watcher = writer
         return stream, writer, min(max(prepared.grace_seconds, 0.0), policy.max_grace_seconds)
 
     def release_input(self) -> None:
@@ -322,7 +323,7 @@ class Run:
             finally:
                 self.services.on_settled(self)
             if self.writer is not None:
-                await self.writer.finish(self.stream, end=not isinstance(self.outcome, HandedOff))
+                await self.writer.finish(end=not isinstance(self.outcome, HandedOff))
         finally:
             if self._waiting is not None:
                 self._waiting.cancel()

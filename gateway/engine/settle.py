@@ -121,7 +121,7 @@ async def _finish(run: Run, status: ExecutionStatus | None, terminal: list[Entry
     give_up = loop.time() + min(store.lease_seconds, FINISH_RETRY_SECONDS)
     delay = 0.05
     writer = run.writer
-    closing = await writer.closing_write(run.stream, terminal) if writer is not None else None
+    closing = await writer.closing_write(terminal) if writer is not None else None
     outcome: Exception | None = StoreUnavailable("the end of the run was not recorded")
     try:
         while True:

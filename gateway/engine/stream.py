@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import math
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -37,6 +37,12 @@ class StreamOwner(Protocol):
     def stream_detached(self) -> None: ...
 
 
+class StreamWatcher(Protocol):
+    """Who is told that the stream grew (the log writer, which reads the new entries from the ring itself)."""
+
+    def stream_grew(self) -> None: ...
+
+
 class PositionGone(Exception):
     """The position asked for is older than what the log still holds."""
 
@@ -62,7 +68,6 @@ class EventStream:
         "_grew",
         "_interval",
         "_next_follower",
-        "_on_append",
         "_owner",
         "_pause_at",
         "_puts",
@@ -70,13 +75,13 @@ class EventStream:
         "_wake_pending",
         "ended",
         "head",
+        "watcher",
     )
 
     def __init__(
         self,
         owner: StreamOwner,
         bounds: Bounds = Bounds(),
-        on_append: Callable[[list[Entry]], None] | None = None,
         start: int = 0,
     ) -> None:
         """`start`: the position before the first one this stream gives out (an adopted run goes on from its log)."""
@@ -92,7 +97,8 @@ class EventStream:
         self._grew: list[asyncio.Future[None]] = []  # one future per follower waiting for the stream to grow
         self._advanced: asyncio.Future[None] | None = None
         self._owner = owner
-        self._on_append = on_append
+        # Told of each put (a call, no arguments): building the put's entries for it cost 0.6 us an event.
+        self.watcher: StreamWatcher | None = None
         self._puts = 0
         self._pause_at = math.inf  # the producer waits once the head passes this (slowest follower + MAX_LAG)
         # Heartbeats come from the loop's shared clock: `_beats` counts them, each follower yields None once per beat.
@@ -133,15 +139,14 @@ class EventStream:
         """Publish events already encoded (the next positions are theirs)."""
         if not encoded or self.ended:
             return
-        start = self.head + 1
         self._data.extend(encoded)
         self.head += len(encoded)
         self._bytes += sum(map(len, encoded))
         bounds = self._bounds
         if self.head - self._first >= bounds.max_events or self._bytes > bounds.max_bytes:
             self._trim()
-        if self._on_append is not None:
-            self._on_append(list(zip(range(start, self.head + 1), encoded, strict=True)))
+        if self.watcher is not None:
+            self.watcher.stream_grew()
         if self._grew:
             self._wake_followers()
         while self.head > self._pause_at:  # an attached follower trails too far: wait for it
