@@ -145,16 +145,16 @@ class LogWriter:
             self._task.cancel()  # still in its first delay: nothing was sent, the write below has it all
             self._task = None
         stream = self._stream
-        if not self._log.live_writes or not self._created:
-            entries, create = stream.entries(stream.first - 1), (None if self._created else self._owner.log_meta())
-        else:
-            entries, create = self._unwritten(), None
-        self._closing = True
         # The log keeps what the bounds keep; short of them, what the writer keeps (an adopter keeps its
         # predecessor's entries, older than its own ring).
         bounded = stream.bounded_first(terminal[-1][0])
         first = bounded if bounded > stream.first else self._owner.log_first()
-        written = [entry for entry in entries if entry[0] >= first] + terminal
+        if not self._log.live_writes or not self._created:  # all the ring holds, the log's meta if it is new
+            start, create = stream.first, (None if self._created else self._owner.log_meta())
+        else:
+            start, create = self._next, None
+        self._closing = True
+        written = stream.entries(max(start, first, stream.first) - 1) + terminal
         return LogWrite(self._ref, written, first, create=create, end=terminal[-1][0], fence=self._fence)
 
     def closed(self, write: LogWrite, failure: Exception | None) -> None:

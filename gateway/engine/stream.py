@@ -120,7 +120,7 @@ class EventStream:
         older entries keep them in the ring, never in the log)."""
         bounds, data = self._bounds, self._data
         first = max(self._first, head - bounds.max_events + 1)
-        held = sum(len(data[position - self._base]) for position in range(first, self.head + 1))
+        held = sum(map(len, data[first - self._base : self.head + 1 - self._base]))
         while held > bounds.max_bytes and first <= self.head:
             held -= len(data[first - self._base])
             first += 1
