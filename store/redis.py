@@ -220,17 +220,21 @@ class RedisStore(ThreadStore):
                     await self._writes_open.wait()
             except TimeoutError:
                 raise StoreUnavailable("redis: a failover is under way", retryable=True) from None
-        try:
-            async with asyncio.timeout(SLOT_WAIT_SECONDS):
-                await self._slots.acquire()
-        except TimeoutError:
-            raise StoreUnavailable("redis: every connection stayed busy") from None
+        slots = self._slots
+        if not slots.locked():  # a slot is free: taken at once, no deadline armed (its timer would linger 5 s)
+            await slots.acquire()
+        else:
+            try:
+                async with asyncio.timeout(SLOT_WAIT_SECONDS):
+                    await slots.acquire()
+            except TimeoutError:
+                raise StoreUnavailable("redis: every connection stayed busy") from None
         try:
             return await operation()
         except RedisError as exc:
             raise _unavailable(exc) from None
         finally:
-            self._slots.release()
+            slots.release()
 
     async def _call(self, name: str, key: str, argument: dict[str, Any], extra_keys: tuple[str, ...] = ()) -> Any:
         script, args, keys = self.scripts[name], [_encoder.encode(argument)], [key, *extra_keys]

@@ -76,8 +76,9 @@ async def _send_and_read(conn: Any, commands: list[bytes]) -> list[Any]:
     else:  # its send wraps the write in wait_for, a task per command; a write that fails shows in the read
         try:
             writer.write(b"".join(commands))
-            async with asyncio.timeout(conn.socket_timeout):  # a stalled server must not hold a large write forever
-                await writer.drain()
+            if writer.transport.get_write_buffer_size():  # not all sent at once: a stalled server must not hold it
+                async with asyncio.timeout(conn.socket_timeout):
+                    await writer.drain()
         except TimeoutError:
             await conn.disconnect(nowait=True)
             raise RedisTimeoutError("writing to redis timed out") from None
