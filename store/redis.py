@@ -4,7 +4,6 @@ in store/lua/ (one atomic script and one round trip per operation), leases with 
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import hashlib
 import json
 import logging
@@ -236,7 +235,7 @@ class RedisStore(ThreadStore):
         finally:
             slots.release()
 
-    async def _call(self, name: str, key: str, argument: dict[str, Any], extra_keys: tuple[str, ...] = ()) -> Any:
+    async def _call(self, name: str, key: str, argument: Any, extra_keys: tuple[str, ...] = ()) -> Any:
         script, args, keys = self.scripts[name], [_encoder.encode(argument)], [key, *extra_keys]
         if self.min_replicas and name in DURABLE_SCRIPTS:
             return await self._command(lambda: self._replicated(script, keys, args))
@@ -266,7 +265,7 @@ class RedisStore(ThreadStore):
         except Exception:
             log.debug("dropping pooled connections failed", exc_info=True)
 
-    async def _run(self, name: str, thread_id: str, argument: dict[str, Any], extra_keys: tuple[str, ...] = ()) -> dict[str, Any]:
+    async def _run(self, name: str, thread_id: str, argument: Any, extra_keys: tuple[str, ...] = ()) -> dict[str, Any]:
         """One script, one round trip; a refusal in the reply becomes Rejected."""
         return _reply(await self._call(name, thread_key(thread_id), argument, extra_keys))
 
@@ -280,7 +279,7 @@ class RedisStore(ThreadStore):
         meta_key = self._log.meta_key(LogRef(a.thread_id, a.run_id))
         for attempt in range(ADMIT_TRIES):
             try:
-                result = await self._run("admit", a.thread_id, dataclasses.asdict(a), (meta_key,))
+                result = await self._run("admit", a.thread_id, a, (meta_key,))  # encoded field by field, as asdict would
                 break
             except StoreUnavailable as exc:
                 if not exc.retryable or attempt == ADMIT_TRIES - 1:

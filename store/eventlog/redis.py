@@ -10,6 +10,7 @@ import os
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
+import msgspec
 from redis.exceptions import RedisError
 
 from store.base import StoreUnavailable
@@ -17,6 +18,7 @@ from store.eventlog import TOMBSTONE_SECONDS, Entry, EventLog, LogFenced, LogMet
 
 T = TypeVar("T")
 LUA_DIR = os.path.join(os.path.dirname(os.path.dirname(__file__)), "lua")
+_json = msgspec.json.Encoder().encode  # the control argument (cjson reads it); a third of json.dumps's time
 LIVE_TTL_MS = 86_400_000  # a live run's log outlives a silent day; when the run ends the retention applies
 
 
@@ -118,13 +120,13 @@ class RedisEventLog(EventLog):
             control.update(end_head=write.end, retention_ms=self._retention_ms, tombstone_ms=int(TOMBSTONE_SECONDS * 1000))
         entries = write.entries
         if not entries:
-            return [stream, info], [json.dumps(control).encode()]
+            return [stream, info], [_json(control)]
         start = entries[0][0]
         if entries[-1][0] - start != len(entries) - 1:
             raise ValueError(f"run {write.ref.run_id}: a log write's positions must follow each other")
         control.update({"from": start, "count": len(entries)})
         lengths = ",".join([str(len(data)) for _, data in entries]).encode()
-        return [stream, info], [json.dumps(control).encode(), lengths, b"".join([data for _, data in entries])]
+        return [stream, info], [_json(control), lengths, b"".join([data for _, data in entries])]
 
     @property
     def append_script(self) -> Any:
