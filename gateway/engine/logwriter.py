@@ -171,7 +171,6 @@ class LogWriter:
         (`end=False`: the run was handed to another replica, which goes on writing this log)."""
         if self.fenced or self._done:
             return
-        stream = self._stream
         try:
             async with asyncio.timeout(FINISH_SECONDS):
                 if self._task is not None and not self._created and not self._writing:
@@ -179,15 +178,28 @@ class LogWriter:
                     self._task = None
                 while self._task is not None:
                     await asyncio.shield(self._task)
-                head = stream.head if end else None
-                if not self._log.live_writes or not self._created:  # nothing written yet: all of it, in one write
-                    await self._write(stream.entries(stream.first - 1), stream.first, end=head)
-                elif end or self._next <= stream.head:  # what the drain left, if anything, with the end
-                    await self._write(self._unwritten(), self._owner.log_first(), end=head)
-                self._next = stream.head + 1
+                delay = 0.05
+                while True:  # retried with backoff, as the writes behind the run are, within FINISH_SECONDS
+                    try:
+                        await self._last_write(end)
+                        return
+                    except StoreUnavailable as exc:
+                        metrics.labelled(metrics.STORE_ERRORS, "event_log", "unavailable").inc()
+                        log.warning("end of the event log of run %s not written (%s); retrying in %.2fs", self._ref.run_id, exc, delay)
+                        await asyncio.sleep(delay)
+                        delay = min(delay * 2, 1.0)
         except LogFenced:
             self._fenced()
-        except (TimeoutError, StoreUnavailable) as exc:
+        except TimeoutError:
             if self._task is not None:
                 self._task.cancel()
-            log.warning("event log of run %s not completed (%s): it cannot be replayed to its end", self._ref.run_id, exc)
+            log.warning("event log of run %s not completed within %gs: it cannot be replayed to its end", self._ref.run_id, FINISH_SECONDS)
+
+    async def _last_write(self, end: bool) -> None:
+        stream = self._stream
+        head = stream.head if end else None
+        if not self._log.live_writes or not self._created:  # nothing written yet: all of it, in one write
+            await self._write(stream.entries(stream.first - 1), stream.first, end=head)
+        elif end or self._next <= stream.head:  # what the drain left, if anything, with the end
+            await self._write(self._unwritten(), self._owner.log_first(), end=head)
+        self._next = stream.head + 1
