@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import abc
 import asyncio
+import contextlib
 import time
 import uuid
 import weakref
@@ -20,6 +21,7 @@ from store.records import ExecutionStatus, PendingInterrupt, ThreadState
 T = TypeVar("T")
 MAX_TICKETS = 10_000  # unredeemed WebSocket tickets kept in memory
 MAX_BUCKETS = 100_000  # rate-limit buckets kept in memory
+_UNLOCKED = contextlib.nullcontext()  # stateless: one serves every transaction that needs no lock
 
 
 class DocumentStore(ThreadStore):
@@ -55,15 +57,13 @@ class DocumentStore(ThreadStore):
         then: Callable[[], None] | None = None,
     ) -> T:
         """Apply one rule under the thread's lock; save what it returns (then `then`); raise a refusal after saving."""
+        lock: contextlib.AbstractAsyncContextManager[object] = _UNLOCKED
         if self.steps_wait:
-            lock = self._locks.get(thread_id)
-            if lock is None:
-                lock = self._locks[thread_id] = asyncio.Lock()
-            async with lock:
-                new_state, result = change(await self._load(thread_id), self.clock())
-                if new_state is not None:
-                    await self._save(thread_id, new_state, then)
-        else:  # load, rule and save run whole between two turns of the loop: nothing can come between them
+            held = self._locks.get(thread_id)
+            if held is None:
+                held = self._locks[thread_id] = asyncio.Lock()
+            lock = held
+        async with lock:  # the memory store's steps run whole between two turns of the loop: nothing comes between
             new_state, result = change(await self._load(thread_id), self.clock())
             if new_state is not None:
                 await self._save(thread_id, new_state, then)
