@@ -317,14 +317,14 @@ def _primary(tag: str) -> str:
     return tag.strip().lower().replace("_", "-").split("-", 1)[0]
 
 
+_CACHED_UP_TO = 256  # the cache holds at most 512 such pairs (about 0.2 MB, whatever clients send)
+
+
 def negotiate(preferred: str | None, accept_language: str | None) -> str:
     """preferredLanguage first, then Accept-Language by q-value, then English."""
     if len(preferred or "") + len(accept_language or "") <= _CACHED_UP_TO:
         return _negotiate_cached(preferred, accept_language)
     return _negotiate(preferred, accept_language)
-
-
-_CACHED_UP_TO = 256  # the cache holds at most 512 such pairs (about 0.2 MB, whatever clients send)
 
 
 @functools.lru_cache(maxsize=512)  # clients send a few distinct headers; parsing one cost about 2 us a request

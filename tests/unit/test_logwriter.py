@@ -123,17 +123,26 @@ async def test_what_the_ring_trimmed_while_the_store_was_down_is_never_written()
     assert events == [(n, f"d{n}") for n in range(21, 31)] and got.first == 21 and got.ended
 
 
-async def test_a_short_run_writes_its_whole_log_once_with_its_end():
-    log = FlakyLog()
+async def end_short_run(log: FlakyLog, failure: Exception | None) -> LogWrite:
+    """Five events, then the end as settle does it: the closing write (sent by the store, or failing with
+    `failure`), the terminal event published, the writer finished."""
     stream, writer = live(log)
     await put(stream, 1, 5)
     terminal = stream.next_entries([e.RunFinished(thread_id="t", run_id="run-1")])
     closing = await writer.closing_write(terminal)
-    assert closing is not None and closing.create is not None and closing.end == 6
-    await log.apply(closing)  # the store sends it with the record of the run's end
-    writer.closed(closing, None)
-    await stream.put_encoded([data for _, data in terminal])
+    assert closing is not None
+    if failure is None:
+        await log.apply(closing)  # the store sends it with the record of the run's end
+    writer.closed(closing, failure)
+    await stream.put_encoded([data for _, data in terminal])  # the terminal event is published all the same
     await writer.finish()
+    return closing
+
+
+async def test_a_short_run_writes_its_whole_log_once_with_its_end():
+    log = FlakyLog()
+    closing = await end_short_run(log, None)
+    assert closing.create is not None and closing.end == 6
     events, got = await read(log)
     assert events == [*[(n, f"d{n}") for n in range(1, 6)], (6, "RUN_FINISHED")] and got.ended
     assert len(log.writes) == 1
@@ -141,14 +150,7 @@ async def test_a_short_run_writes_its_whole_log_once_with_its_end():
 
 async def test_a_failed_closing_write_leaves_the_log_to_be_completed_from_the_ring():
     log = FlakyLog()
-    stream, writer = live(log)
-    await put(stream, 1, 5)
-    terminal = stream.next_entries([e.RunFinished(thread_id="t", run_id="run-1")])
-    closing = await writer.closing_write(terminal)
-    assert closing is not None
-    writer.closed(closing, StoreUnavailable("the end of the run was not recorded"))
-    await stream.put_encoded([data for _, data in terminal])  # the terminal event is published all the same
-    await writer.finish()
+    await end_short_run(log, StoreUnavailable("the end of the run was not recorded"))
     events, got = await read(log)
     assert events == [*[(n, f"d{n}") for n in range(1, 6)], (6, "RUN_FINISHED")] and got.ended
 
