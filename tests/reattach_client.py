@@ -62,11 +62,13 @@ def open_post(url: str, body: dict, headers: dict[str, str] | None = None) -> Ss
 
 
 def open_get(url: str, headers: dict[str, str] | None = None) -> tuple[int, SseStream | dict]:
-    """(200, stream) or (status, error body)."""
+    """(200, stream), (204, {}) or (status, error body)."""
     http = httpx.Client(timeout=60)
     response = http.send(http.build_request("GET", url, headers=headers or {}), stream=True)
     if response.status_code != 200:
-        body = json.loads(response.read())
+        raw = response.read()
+        body = json.loads(raw) if response.status_code != 204 else {}
+        assert response.status_code != 204 or raw == b"", raw
         http.close()
         return response.status_code, body
     return 200, SseStream(response, http)

@@ -1,7 +1,9 @@
 """`GET /threads/{threadId}/runs/{runId}/events`: follow a run from a position (`Last-Event-ID`, which a browser's
 EventSource sends by itself when it reconnects, or `?lastEventId=`), as SSE. Only the run's caller may: the same
 authorization as starting a run (or a single-use `?ticket=`, since EventSource cannot send headers) and the run's
-`rosInvocationId`. An unknown run, another caller's run and a wrong rosInvocationId all answer 404 alike."""
+`rosInvocationId`, and `?userId=` when the run was bound to a userId. An unknown run, another caller's run, a wrong
+rosInvocationId and a wrong or missing userId all answer 404 alike, after the same time. A position at the run's
+terminal event answers 204 (an EventSource stops reconnecting); a position past it, 400."""
 
 from __future__ import annotations
 
@@ -39,12 +41,18 @@ async def run_events(request: Request, services: Services, thread_id: FromPath[s
         from_header = parse_position(header(request, "last-event-id"), "Last-Event-ID")
         last = from_header if from_header is not None else parse_position(query.get("lastEventId"))
         ros_invocation_id = query.get("rosInvocationId", "")
-        if len(ros_invocation_id) > MAX_ID_LENGTH:
-            raise GatewayError(ErrorCode.INVALID_INPUT, "rosInvocationId")
-        run = await services.engine.attach(thread_id, run_id, ros_invocation_id, last or 0, caller_of(principal), language=language)
+        user_id = query.get("userId")
+        for name, value in (("rosInvocationId", ros_invocation_id), ("userId", user_id or "")):
+            if len(value) > MAX_ID_LENGTH:
+                raise GatewayError(ErrorCode.INVALID_INPUT, name)
+        run = await services.engine.attach(
+            thread_id, run_id, ros_invocation_id, last or 0, caller_of(principal), user_id=user_id or None, language=language
+        )
     except GatewayError as error:
         metrics.labelled(metrics.REATTACHES, error.code.name).inc()
         return json_error(error, language)
+    if run.finished:
+        return Response(content=b"", status_code=204)
     return SseStream(
         SseRecords(run, services.settings.heartbeat_seconds, False, "sse", arrived),
         media_type=SSE_MEDIA_TYPE,

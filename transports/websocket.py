@@ -1,7 +1,7 @@
 """`/ws`: runs over WebSocket on the same engine. Base mode: one RunAgentInput frame in, one bare event per frame out.
 
 Multiplexed mode (subprotocol `agui-mux.v1`): client frames `{"op":"run","id":S,"input":{...}}` (with an
-optional `"reattachGraceSeconds"`), `{"op":"attach","id":S,"threadId","runId","rosInvocationId","lastEventId"}`
+optional `"reattachGraceSeconds"`), `{"op":"attach","id":S,"threadId","runId","rosInvocationId","lastEventId","userId"}`
 and `{"op":"cancel","id":S}`; server frames `{"id":S,"eventId":P,"event":{...}}` (`eventId`: the event's
 position, to attach from; absent on errors that are not part of a run). Close codes: 1003 binary frame,
 1007 a frame that is not JSON, 1008 policy (too many queued frames, bad envelope in mux mode),
@@ -79,6 +79,7 @@ class MuxFrame(msgspec.Struct, rename="camel"):
     run_id: Id = ""
     ros_invocation_id: Id = ""
     last_event_id: Annotated[str, msgspec.Meta(max_length=32)] = ""
+    user_id: Id = ""
 
 
 _mux_decoder = msgspec.json.Decoder(MuxFrame)
@@ -226,12 +227,16 @@ class Connection:
             if not frame.thread_id or not frame.run_id:
                 raise GatewayError(ErrorCode.INVALID_INPUT, "threadId" if not frame.thread_id else "runId", "Name the run to attach to.")
             after = parse_position(frame.last_event_id) or 0
+            caller = caller_of(self.principal)
+            user_id = frame.user_id or None
             return await self.ctx.engine.attach(
-                frame.thread_id, frame.run_id, frame.ros_invocation_id, after, caller_of(self.principal), language=self.language
+                frame.thread_id, frame.run_id, frame.ros_invocation_id, after, caller, user_id=user_id, language=self.language
             )
         except GatewayError as error:
             metrics.labelled(metrics.REATTACHES, error.code.name).inc()
             await self.send_error(error, frame.id, error.language)
+            if error.code is ErrorCode.UNAUTHORIZED:
+                await self.socket.close(CLOSE_POLICY, "credential expired")
             return None
 
     def check_not_expired(self) -> None:

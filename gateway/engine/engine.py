@@ -33,6 +33,10 @@ from store.eventlog import LogRef, ros_digest
 # attaches to another replica at once may look before it exists, so an unknown run is looked up a few more times.
 LOG_APPEAR_TRIES = 4
 LOG_APPEAR_PAUSE = 0.05
+# Every EXECUTION_NOT_FOUND refusal of an attach answers after this long at least: an unknown run takes the looks
+# above, and a known run with the wrong identity must not answer sooner (which runs exist is nobody's business).
+REFUSAL_SECONDS = LOG_APPEAR_TRIES * LOG_APPEAR_PAUSE + 0.05
+NEVER_GIVEN_OUT = "This position was never given out."
 
 log = logging.getLogger("agui.engine")
 
@@ -117,22 +121,45 @@ class RunEngine:
         language: str = "en",
     ) -> RunHandle:
         """Follow a run from position `after`: live from this replica's ring, else from the store's log (an ended
-        run, or one another replica runs). Another principal's run, a wrong rosInvocationId or an unknown run is
-        EXECUTION_NOT_FOUND; with `digest` (a retried request), another request's run is RUN_ID_CONFLICT."""
+        run, or one another replica runs). Another principal's run, a wrong rosInvocationId, a userId that is not
+        the one the run was bound to, or an unknown run is EXECUTION_NOT_FOUND, and each refusal takes the same
+        time (no oracle for which runs exist); with `digest` (a retried request), another request's run is
+        RUN_ID_CONFLICT. A position past the last one given out is INVALID_INPUT."""
         check_user_id(caller, user_id)
         if not self.reattach:
             raise GatewayError(ErrorCode.EXECUTION_NOT_FOUND, detail="Reattach is turned off on this gateway.")
-        key, ros = thread_key(caller, thread_id), ros_digest(ros_invocation_id)
+        asked = time.monotonic()
+        try:
+            return await self._attach(
+                thread_id, run_id, ros_invocation_id, _identities(ros_invocation_id, user_id, caller), after, caller, digest, language
+            )
+        except GatewayError as error:
+            if error.code is ErrorCode.EXECUTION_NOT_FOUND:
+                await asyncio.sleep(max(0.0, asked + REFUSAL_SECONDS - time.monotonic()))
+            raise
+
+    async def _attach(
+        self,
+        thread_id: str,
+        run_id: str,
+        ros_invocation_id: str,
+        identities: frozenset[str],
+        after: int,
+        caller: Caller,
+        digest: str | None,
+        language: str,
+    ) -> RunHandle:
+        key = thread_key(caller, thread_id)
         run = self._runs.get(run_id)
         # An adopted run's ring starts where its first owner stopped: older positions are read from the log.
         if run is not None and run.lease.thread_id == key and run.writer is not None and after + 1 >= run.stream.first:
-            _check_identity(run.ros_digest, ros, run.prepared.digest, digest)
+            _check_identity(run.ros_digest, identities, run.prepared.digest, digest)
             try:
                 handle: RunHandle = LiveHandle(run, after)
             except PositionGone:
                 raise GatewayError(ErrorCode.EVENTS_EXPIRED, "lastEventId") from None
             except PositionUnknown:
-                raise GatewayError(ErrorCode.INVALID_INPUT, "lastEventId", "This position was never given out.") from None
+                raise GatewayError(ErrorCode.INVALID_INPUT, "lastEventId", NEVER_GIVEN_OUT) from None
             metrics.labelled(metrics.REATTACHES, "live").inc()
             return handle
         ref, events = LogRef(key, run_id), self.store.events
@@ -147,7 +174,9 @@ class RunEngine:
             raise store_error(exc) from None
         if read is None:
             raise GatewayError(ErrorCode.EXECUTION_NOT_FOUND)
-        _check_identity(read.meta.ros_digest, ros, read.meta.request_digest, digest)
+        _check_identity(read.meta.ros_digest, identities, read.meta.request_digest, digest)
+        if read.head is not None and after > read.head:
+            raise GatewayError(ErrorCode.INVALID_INPUT, "lastEventId", NEVER_GIVEN_OUT)
         if after + 1 < read.first:
             raise GatewayError(ErrorCode.EVENTS_EXPIRED, "lastEventId")
         execution_id = read.meta.execution_id
@@ -313,8 +342,15 @@ class RunEngine:
         await asyncio.gather(*(run.task for run in runs), return_exceptions=True)
 
 
-def _check_identity(ros: str, asked_ros: str, request: str, asked_request: str | None) -> None:
-    if ros != asked_ros:
+def _identities(ros_invocation_id: str, user_id: str | None, caller: Caller) -> frozenset[str]:
+    """The identity digests an attacher may match: the userId it names, else none (or, under OAuth, the token's
+    user, which a client need not repeat)."""
+    users = [user_id] if user_id is not None else [None, caller.user_id] if caller.user_id is not None else [None]
+    return frozenset(ros_digest(ros_invocation_id, user) for user in users)
+
+
+def _check_identity(ros: str, identities: frozenset[str], request: str, asked_request: str | None) -> None:
+    if ros not in identities:
         raise GatewayError(ErrorCode.EXECUTION_NOT_FOUND)
     if asked_request is not None and asked_request != request:
         raise GatewayError(ErrorCode.RUN_ID_CONFLICT)

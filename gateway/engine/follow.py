@@ -44,6 +44,7 @@ class LogHandle(RunHandle):
         self._cancel = cancel
         self.run_id = ref.run_id
         self.thread_id = thread_id
+        self.finished = read.ended and after == read.head
 
     def cancel(self) -> None:
         task = asyncio.get_running_loop().create_task(self._cancel())

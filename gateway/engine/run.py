@@ -242,7 +242,7 @@ class Run:
 
     @property
     def ros_digest(self) -> str:
-        return ros_digest(self.prepared.workspace.extension.ros_invocation_id)
+        return ros_digest(self.prepared.workspace.extension.ros_invocation_id, self.prepared.user_id)
 
     def stream_detached(self) -> None:
         """The last follower left: without a grace window the run stops now; with one it waits for a follower."""
@@ -343,6 +343,7 @@ class RunHandle:
     run_id: str
     thread_id: str
     positions = True  # whether events carry positions a client can reattach from
+    finished = False  # the run ended and the follower has every event up to its terminal one: nothing will come
 
     def events(self, heartbeat_seconds: float) -> AsyncIterator[list[Entry] | None]:
         """Batches of (position, event JSON), or None after `heartbeat_seconds` of silence. Position 0 marks an
@@ -359,13 +360,23 @@ class LiveHandle(RunHandle):
 
     def __init__(self, run: Run, after: int = 0) -> None:
         self._run = run
-        self._follower = run.stream.attach(after)
+        stream = run.stream
+        self.finished = stream.ended and after == stream.head
+        # A follower that has every event keeps no cursor: a transport that answers "nothing more" never iterates.
+        self._follower = None if self.finished else stream.attach(after)
         self.run_id = run.lease.run_id
         self.thread_id = run.thread_id
         self.positions = run.writer is not None
 
     def events(self, heartbeat_seconds: float) -> AsyncIterator[list[Entry] | None]:
+        if self._follower is None:
+            return _nothing()
         return self._run.stream.follow(self._follower, heartbeat_seconds)
 
     def cancel(self) -> None:
         self._run.stop(Cancelled())
+
+
+async def _nothing() -> AsyncIterator[list[Entry] | None]:
+    return
+    yield

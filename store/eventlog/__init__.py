@@ -37,10 +37,14 @@ class LogRead:
     entries: list[Entry]
     first: int  # the oldest position the log still holds (head + 1 when it holds none)
     ended: bool  # the run's terminal event is in the log
+    head: int | None = None  # the terminal event's position, once the run ended (the last position ever given out)
 
 
-def ros_digest(ros_invocation_id: str) -> str:
-    return hashlib.sha256(ros_invocation_id.encode("utf-8", "surrogatepass")).hexdigest()
+def ros_digest(ros_invocation_id: str, user_id: str | None = None) -> str:
+    """What an attacher must match: the run's rosInvocationId and, when the run was bound to one, its userId (so
+    that a holder of the shared static token, or anyone in plain mode, cannot follow another user's run)."""
+    text = ros_invocation_id if user_id is None else f"{len(ros_invocation_id)}:{ros_invocation_id}\0{user_id}"
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def ref_digest(ref: LogRef) -> str:

@@ -81,9 +81,10 @@ class FileEventLog(EventLog):
         meta = log.meta
         info = LogMeta(meta.ros_digest, meta.request_digest, meta.owner, meta.execution_id)
         if meta.ended_at is not None and meta.ended_at + self.retention_seconds <= self.clock():
-            return LogRead(info, [], meta.head + 1, True)  # a tombstone: the events expired
+            return LogRead(info, [], meta.head + 1, True, meta.head)  # a tombstone: the events expired
         entries, first = self._segments.entries(log, after, limit)
-        return LogRead(info, entries, first if first is not None else after + 1, meta.ended_at is not None)
+        ended = meta.ended_at is not None
+        return LogRead(info, entries, first if first is not None else after + 1, ended, meta.head if ended else None)
 
     async def purge_expired(self) -> int:
         removed = await self._io(self._segments.purge)

@@ -58,12 +58,13 @@ class MemoryEventLog(EventLog):
         if log is None:
             return None
         if log.ended_at is not None and log.ended_at + self.retention_seconds <= self.clock():
-            return LogRead(log.meta, [], log.head + 1, True)  # a tombstone: the events expired
+            return LogRead(log.meta, [], log.head + 1, True, log.head)  # a tombstone: the events expired
         first = log.first if log.data else after + 1
         start = max(0, after + 1 - first)
         chunk = log.data[start : start + limit]
         entries = list(zip(range(first + start, first + start + len(chunk)), chunk, strict=True))
-        return LogRead(log.meta, entries, first, log.ended_at is not None)
+        ended = log.ended_at is not None
+        return LogRead(log.meta, entries, first, ended, log.head if ended else None)
 
     async def purge_expired(self) -> int:
         now = self.clock()

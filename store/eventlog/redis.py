@@ -151,9 +151,10 @@ class RedisEventLog(EventLog):
         entries = _entries(rows, after, limit)
         ended = text.get("ended") == "1"
         # With nothing held, every event expired (a tombstone) or none was written yet.
-        empty_first = int(text.get("head", "0")) + 1 if ended else after + 1
+        head = int(text.get("head", "0")) if ended else None
+        empty_first = head + 1 if head is not None else after + 1
         first = _batch(*oldest[0])[0][0] if oldest else empty_first
-        return LogRead(meta, entries, first, ended)
+        return LogRead(meta, entries, first, ended, head)
 
     async def wait(self, ref: LogRef, after: int, timeout: float) -> None:
         stream = self._keys(ref)[0]

@@ -26,10 +26,11 @@ export async function runSse(input, token, onEvent) {
 }
 
 /** Follow a run again after `lastEventId` (`GET /threads/{t}/runs/{r}/events`); resolves like runSse. */
-export async function attachSse({ threadId, runId, rosInvocationId }, lastEventId, token, onEvent) {
+export async function attachSse({ threadId, runId, rosInvocationId, userId }, lastEventId, token, onEvent) {
   const path = `/threads/${encodeURIComponent(threadId)}/runs/${encodeURIComponent(runId)}/events`;
   const headers = { accept: "text/event-stream", ...authHeaders(token), ...(lastEventId ? { "last-event-id": lastEventId } : {}) };
-  return readSse(fetch(`${path}?rosInvocationId=${encodeURIComponent(rosInvocationId)}`, { headers }), onEvent);
+  const query = new URLSearchParams({ rosInvocationId, ...(userId ? { userId } : {}) });
+  return readSse(fetch(`${path}?${query}`, { headers }), onEvent);
 }
 
 async function readSse(request, onEvent) {
@@ -44,6 +45,7 @@ async function readSse(request, onEvent) {
     onEvent({ type: "RUN_ERROR", code: body.error?.code || String(response.status), message: body.error?.message || response.statusText }, null);
     return true;
   }
+  if (response.status === 204) return true; // the run ended and every event up to its terminal one was read
   const reader = response.body.getReader();
   const decoder = new TextDecoder();
   const parser = new SseParser();

@@ -119,7 +119,8 @@ export class MuxSocket {
 
   /** Start a run as stream `id` (default: its runId). `onEvent(event, eventId)` gets every event to the terminal one. */
   async run(input, { id = input.runId, onEvent, onError = () => {} }) {
-    const attach = { threadId: input.threadId, runId: input.runId, rosInvocationId: rosOf(input) };
+    const userId = input.forwardedProps?.iacCode?.userId;
+    const attach = { threadId: input.threadId, runId: input.runId, rosInvocationId: rosOf(input), ...(userId ? { userId } : {}) };
     this.streams.set(id, { onEvent, onError, lastEventId: null, attach });
     try {
       (await this.open()).send(JSON.stringify({ op: "run", id, input, reattachGraceSeconds: this.graceSeconds }));
