@@ -1,9 +1,15 @@
-"""Logging setup: text or JSON lines. Request bodies and secrets are never logged.
+"""Logging setup: text or JSON lines. Request bodies and secrets are never logged, at any level.
 
-Every record passes one filter before it is formatted: credentials in query strings (`token`, `ticket`,
-`access_token`, `id_token`) are replaced by `[redacted]`, whoever logged them (uvicorn's connection lines
-included). The text format escapes control characters, so a client value with CR/LF can never forge a line;
-JSON escapes them by itself. Client identifiers are bounded (256 characters) before they reach a log.
+Every record passes one filter before it is formatted, whoever logged it (uvicorn's access, connection and
+trace lines and the websockets handshake trace included):
+- every query parameter's value is replaced by `[redacted]` unless its name (percent-decoded, any case) is on
+  a short allow-list of harmless ids (`QUERY_ALLOWED`): a credential under a spelling nobody foresaw is still
+  hidden;
+- `Bearer`/`Basic` credentials, the `agui.bearer.<token>` and `agui.ticket.<ticket>` subprotocols, and the values
+  of credential headers (`Authorization`, `Cookie`, API-key headers) are redacted wherever they appear.
+
+Both formats escape every character `str.splitlines()` splits on (control characters, U+0085, U+2028, U+2029), so
+a client value can never forge a line. Client identifiers are bounded (256 characters) before they reach a log.
 """
 
 from __future__ import annotations
@@ -15,10 +21,32 @@ import re
 import sys
 import time
 from typing import Any
+from urllib.parse import unquote
 
 REQUEST_ID: contextvars.ContextVar[str | None] = contextvars.ContextVar("request_id", default=None)
-_CREDENTIALS = re.compile(r"((?:^|[?&;\s])(?:token|ticket|access_token|id_token)=)[^&\s\"';]*", re.IGNORECASE)
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+QUERY_ALLOWED = frozenset({"lasteventid", "rosinvocationid", "userid", "threadid", "runid"})
+REDACTED = "[redacted]"
+_QUERY = re.compile(r"(?<=[?&;])([^=&;?#\s\"'<>]+)=([^&;#\s\"'<>]*)")
+_SCHEMES = re.compile(r"\b(bearer|basic)(\s+|%20|\+)[^\s,;\"'&]+", re.IGNORECASE)
+_SUBPROTOCOL = re.compile(r"\b(agui\.(?:bearer|ticket))\.[^\s,;\"'\]\)]+", re.IGNORECASE)
+_HEADER = re.compile(
+    r"\b((?:proxy-)?authorization|(?:set-)?cookie|x-api-key|api-key|x-auth-token)(\"?\s*[:=]\s*\"?|\"?,\s*b?\"|'?,\s*b?')[^\r\n\"']+",
+    re.IGNORECASE,
+)
+_CREDENTIAL_WORDS = re.compile(
+    r"((?:^|\s)(?:token|ticket|access_token|id_token|api_key|apikey|auth|authorization)=)[^&\s\"';]*", re.IGNORECASE
+)
+_LINE_BREAKING = re.compile("[\x00-\x1f\x7f\x85\u2028\u2029]")
+
+
+def _query_value(match: re.Match[str]) -> str:
+    name = match.group(1)
+    return match.group(0) if unquote(name).lower() in QUERY_ALLOWED else f"{name}={REDACTED}"
+
+
+def _escape(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
 
 
 def with_request_id(metadata: dict[str, Any]) -> dict[str, Any]:
@@ -28,7 +56,18 @@ def with_request_id(metadata: dict[str, Any]) -> dict[str, Any]:
 
 
 def redact(text: str) -> str:
-    return _CREDENTIALS.sub(r"\1[redacted]", text)
+    """The text with every credential it may hold replaced by `[redacted]`."""
+    if "=" in text:
+        text = _QUERY.sub(_query_value, text)
+        text = _CREDENTIAL_WORDS.sub(rf"\1{REDACTED}", text)
+    text = _SCHEMES.sub(rf"\1\2{REDACTED}", text)
+    text = _SUBPROTOCOL.sub(rf"\1.{REDACTED}", text)
+    return _HEADER.sub(rf"\1\2{REDACTED}", text)
+
+
+def escape_line_breaks(text: str) -> str:
+    """Every character `str.splitlines()` splits on, written as an escape."""
+    return _LINE_BREAKING.sub(_escape, text)
 
 
 class RedactCredentials(logging.Filter):
@@ -48,10 +87,13 @@ class TextFormatter(logging.Formatter):
         super().__init__("%(asctime)s %(levelname)s %(name)s: %(message)s")
 
     def formatMessage(self, record: logging.LogRecord) -> str:  # noqa: N802 - logging's own name
-        record.message = _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", record.message)
+        record.message = escape_line_breaks(record.message)
         line = super().formatMessage(record)
         request_id = getattr(record, "request_id", None)
         return f"{line} rid={request_id}" if request_id else line
+
+
+_JSON_LINE_BREAKS = {code: f"\\u{code:04x}" for code in (0x85, 0x2028, 0x2029)}
 
 
 class JsonFormatter(logging.Formatter):
@@ -67,7 +109,8 @@ class JsonFormatter(logging.Formatter):
             entry["requestId"] = request_id
         if record.exc_info:
             entry["exception"] = self.formatException(record.exc_info)
-        return json.dumps(entry, ensure_ascii=False)
+        # JSON escapes control characters by itself, but not U+0085, U+2028 and U+2029, which split lines too.
+        return json.dumps(entry, ensure_ascii=False).translate(_JSON_LINE_BREAKS)
 
 
 def setup_logging(level: str, fmt: str) -> None:

@@ -124,7 +124,7 @@ def test_positions_past_the_terminal_event_are_refused_and_the_terminal_one_is_2
         assert status == 400 and error["error"] == {**error["error"], "code": "INVALID_INPUT", "field": "lastEventId"}, error
         retried = post_sse(client, url + "/", body, headers={"last-event-id": str(position)})
         assert retried.status == 400 and json.loads(retried.raw)["error"]["code"] == "INVALID_INPUT"
-        frame = {**{"op": "attach", "threadId": body["threadId"], "runId": body["runId"], "rosInvocationId": "inv-1"}}
+        frame = {"op": "attach", "threadId": body["threadId"], "runId": body["runId"], "rosInvocationId": "inv-1"}
         frames = asyncio.run(ws_attach(ws_url(gateway), {**frame, "lastEventId": str(position)}))
         assert [event["code"] for _, event in frames] == ["INVALID_INPUT"]
     status, stream = open_get(events_url(url, body, rosInvocationId="inv-1", lastEventId=str(head - 1)))
