@@ -110,6 +110,20 @@ def test_client_id_restriction(start_gateway, issuer, client):
     assert call(client, server, issuer.token(aud=None)).status == 200
     refused(call(client, server, issuer.token(aud=None, client_id="mobile")))
     assert call(client, server, issuer.token(aud=None, client_id=None, azp="web")).status == 200
+    # The client id stands for the audience (OIDC): a token for another API is refused, one for the client kept.
+    refused(call(client, server, issuer.token(aud="api://other-api")))
+    refused(call(client, server, issuer.token(aud=["api://other-api", "api://more"])))
+    assert call(client, server, issuer.token(aud="web")).status == 200
+    assert call(client, server, issuer.token(aud=["api://other-api", "web"])).status == 200
+    # client_id and azp name the client the token was issued to: two different names are refused.
+    refused(call(client, server, issuer.token(aud=None, client_id="web", azp="other")))
+    refused(call(client, server, issuer.token(aud=None, client_id="other", azp="web")))
+    assert call(client, server, issuer.token(aud=None, client_id="web", azp="web")).status == 200
+
+
+def test_two_client_names_are_refused_with_an_audience_too(gateway_oauth, issuer, client):
+    refused(call(client, gateway_oauth, issuer.token(client_id="web", azp="other")))
+    assert call(client, gateway_oauth, issuer.token(client_id="web", azp="web")).status == 200
 
 
 async def test_websocket_with_an_oauth_token(gateway_oauth, issuer):

@@ -3,6 +3,14 @@
 Algorithms are pinned (`none` and HMAC are refused at start); an audience or a client id must be configured
 (`--oauth-audience '*'` is the only, explicit, way to accept any); claims must have their registered types
 (a wrong type is a 401, never a 500); error messages speak the contract's words, never a library's.
+
+Audience and client, by RFC 9068 (JWT access tokens) and OpenID Connect Core 3.1.3.7:
+- with `--oauth-audience`, `aud` must name one of the audiences (RFC 9068 section 4);
+- with `--oauth-client-id` alone, an `aud` that is present must name one of the client ids (OIDC: the audience
+  of a token issued to a client is that client); a token with no `aud` at all is judged by its client alone
+  (issuers such as Cognito put only `client_id` in their access tokens);
+- `client_id` and `azp` both name the client the token was issued to: when both are present they must agree,
+  and with `--oauth-client-id` that client must be one of the configured ones.
 """
 
 from __future__ import annotations
@@ -119,7 +127,19 @@ class OAuthValidator(Authenticator):
             raise _refused("The token's issuer is unavailable.") from None
         claims = self._decode(token, key)
         _check_types(claims)
+        self._check_client_audience(claims)
         return self._principal(claims)
+
+    def _check_client_audience(self, claims: dict[str, Any]) -> None:
+        """With client ids and no audience configured, the token's audience (when it has one) is the client."""
+        if self.audiences or self.any_audience or "aud" not in claims:
+            return
+        audience = claims["aud"]
+        named = [audience] if isinstance(audience, str) else audience if isinstance(audience, list) else None
+        if named is None or not all(isinstance(a, str) for a in named):
+            raise _refused("The aud claim must be a string or a list of strings.")
+        if not self.client_ids.intersection(named):
+            raise _refused("The token is meant for another audience.")
 
     def _decode(self, token: str, key: jwt.PyJWK) -> dict[str, Any]:
         try:
@@ -143,7 +163,10 @@ class OAuthValidator(Authenticator):
         return claims
 
     def _principal(self, claims: dict[str, Any]) -> Principal:
-        client_id = claims.get("client_id") or claims.get("azp")
+        named = {claims[name] for name in ("client_id", "azp") if claims.get(name)}
+        if len(named) > 1:
+            raise _refused("The token names two different clients.")
+        client_id = next(iter(named), None)
         if self.client_ids and client_id not in self.client_ids:
             raise _refused("The token was issued to another client.")
         scope_claim = claims.get("scope", claims.get("scp", ""))
