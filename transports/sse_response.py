@@ -14,6 +14,7 @@ that hook, one task waits for the disconnect instead."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import AsyncIterator, Coroutine
 from typing import Any
@@ -26,10 +27,12 @@ from litestar.types import HTTPResponseBodyEvent, HTTPResponseStartEvent, Receiv
 
 from gateway import metrics
 from gateway.engine import RunHandle
-from gateway.engine.stream import Entry
+from gateway.engine.stream import Entry, FollowerCut
 from gateway.protocol import events as e
 from transports.lean import forget_request
 from transports.render import SSE_HEADERS, SSE_MEDIA_TYPE, agentcore_run_error
+
+log = logging.getLogger("agui.sse")
 
 LOST_HOOK = "agui_on_lost"  # the attribute of uvicorn's request cycle our protocol calls when the connection is lost
 _END: HTTPResponseBodyEvent = {"type": "http.response.body", "body": b"", "more_body": False}
@@ -170,9 +173,13 @@ async def stream_body(
     open_streams = metrics.labelled(metrics.CONNECTIONS_OPEN, "sse")
     open_streams.inc()
     try:
-        async for batch in records.batches:
-            await send({"type": "http.response.body", "body": records.render(batch), "more_body": True})
-            batch = None  # an idle stream keeps none of what it sent
+        try:
+            async for batch in records.batches:
+                await send({"type": "http.response.body", "body": records.render(batch), "more_body": True})
+                batch = None  # an idle stream keeps none of what it sent
+        except FollowerCut as cut:  # it fell behind the ring: the response ends, to be attached again from its id
+            log.info("follower cut behind its run after position %d", cut.position)
+            metrics.FOLLOWERS_CUT.inc()
         await send(_END)
     except asyncio.CancelledError:
         if not lost.gone:

@@ -4,7 +4,8 @@ Multiplexed mode (subprotocol `agui-mux.v1`): client frames `{"op":"run","id":S,
 optional `"reattachGraceSeconds"`), `{"op":"attach","id":S,"threadId","runId","rosInvocationId","lastEventId","userId"}`
 and `{"op":"cancel","id":S}`; server frames `{"id":S,"eventId":P,"event":{...}}` (`eventId`: the event's
 position, to attach from; absent on errors that are not part of a run). Close codes: 1003 binary frame,
-1007 a frame that is not JSON, 1008 policy (too many queued frames, bad envelope in mux mode),
+1007 a frame that is not JSON, 1008 policy (too many queued frames, bad envelope in mux mode, an attached stream
+that fell behind its run's ring: attach again from the last event id),
 1009 frame over 12 MiB (uvicorn), 1011 internal error. Authentication is checked before the upgrade
 is accepted (refused with HTTP 401 and `WWW-Authenticate`, or 403 on servers without the ASGI denial
 response): `Authorization: Bearer`, a ticket (`?ticket=` or subprotocol
@@ -28,7 +29,7 @@ from litestar.types import Receive, Scope, Send
 from gateway import metrics
 from gateway.auth import Principal
 from gateway.engine import RunHandle, prepare
-from gateway.engine.stream import Entry
+from gateway.engine.stream import Entry, FollowerCut
 from gateway.errors import ErrorCode, GatewayError
 from gateway.i18n import message_for, negotiate
 from gateway.jsondepth import too_deep
@@ -248,12 +249,19 @@ class Connection:
     async def forward(self, run: RunHandle, stream_id: str | None, arrived: float) -> None:
         """Send one run's events, one per frame; a slow peer slows this run only (bounded queue behind it)."""
         first = True
-        async for batch in run.events(self.ctx.settings.heartbeat_seconds):
-            if batch is not None:  # (None is a heartbeat: liveness here is WebSocket ping/pong)
-                await self.send_events(batch, stream_id, run.positions)
-                if first:
-                    metrics.labelled(metrics.TIME_TO_FIRST_EVENT, "ws").observe(time.perf_counter() - arrived)
-                    first = False
+        try:
+            async for batch in run.events(self.ctx.settings.heartbeat_seconds):
+                if batch is not None:  # (None is a heartbeat: liveness here is WebSocket ping/pong)
+                    await self.send_events(batch, stream_id, run.positions)
+                    if first:
+                        metrics.labelled(metrics.TIME_TO_FIRST_EVENT, "ws").observe(time.perf_counter() - arrived)
+                        first = False
+        except FollowerCut as cut:
+            # The socket reads slower than the run writes (its other streams share that socket): it is closed, and
+            # the client attaches its streams again from their last event ids.
+            log.info("follower cut behind its run after position %d stream=%s", cut.position, (stream_id or "")[:64])
+            metrics.FOLLOWERS_CUT.inc()
+            await self.socket.close(CLOSE_POLICY, "fell behind the run: attach again from the last event id")
 
     def abandon(self) -> None:
         """The peer went away: forwarding stops, and each run sees its consumer gone (the backend is cancelled)."""

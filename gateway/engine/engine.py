@@ -24,7 +24,7 @@ from gateway.engine.logwriter import LogPolicy
 from gateway.engine.outcome import Cancelled, Disconnected, outcome_label
 from gateway.engine.prepare import PreparedRun
 from gateway.engine.run import LiveHandle, Run, RunHandle, RunServices
-from gateway.engine.stream import PositionGone, PositionUnknown
+from gateway.engine.stream import PositionGone, PositionUnknown, TooManyFollowers
 from gateway.errors import ErrorCode, GatewayError
 from store import Admission, AdmitResult, ExecutionStatus, Lease, Progress, ThreadStore
 from store.eventlog import LogRef, ros_digest
@@ -106,7 +106,7 @@ class RunEngine:
             raise
         finally:
             self._starting -= 1
-        return LiveHandle(run)
+        return LiveHandle(run, paces=True)
 
     async def attach(
         self,
@@ -155,11 +155,13 @@ class RunEngine:
         if run is not None and run.lease.thread_id == key and run.writer is not None and after + 1 >= run.stream.first:
             _check_identity(run.ros_digest, identities, run.prepared.digest, digest)
             try:
-                handle: RunHandle = LiveHandle(run, after)
+                handle: RunHandle = LiveHandle(run, after, paces=digest is not None)
             except PositionGone:
                 raise GatewayError(ErrorCode.EVENTS_EXPIRED, "lastEventId") from None
             except PositionUnknown:
                 raise GatewayError(ErrorCode.INVALID_INPUT, "lastEventId", NEVER_GIVEN_OUT) from None
+            except TooManyFollowers as full:
+                raise GatewayError(ErrorCode.SERVICE_QUOTA_EXCEEDED, detail=f"A run takes at most {full} followers at once.") from None
             metrics.labelled(metrics.REATTACHES, "live").inc()
             return handle
         ref, events = LogRef(key, run_id), self.store.events

@@ -356,14 +356,15 @@ class RunHandle:
 
 
 class LiveHandle(RunHandle):
-    """A follower of a run that lives on this process, from its ring."""
+    """A follower of a run that lives on this process, from its ring. `paces`: the run's own request (or its retry),
+    whose lag slows the backend; any other follower reads at its own pace and is cut if it falls behind the ring."""
 
-    def __init__(self, run: Run, after: int = 0) -> None:
+    def __init__(self, run: Run, after: int = 0, *, paces: bool = False) -> None:
         self._run = run
         stream = run.stream
         self.finished = stream.ended and after == stream.head
         # A follower that has every event keeps no cursor: a transport that answers "nothing more" never iterates.
-        self._follower = None if self.finished else stream.attach(after)
+        self._follower = None if self.finished else stream.attach(after, paces=paces)
         self.run_id = run.lease.run_id
         self.thread_id = run.thread_id
         self.positions = run.writer is not None

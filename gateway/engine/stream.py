@@ -1,8 +1,12 @@
 """A run's event stream: every event encoded once and given its position (1, 2, …) in a bounded ring that any
 number of followers read from their own position, with heartbeats from the loop's shared clock (engine/heartbeat.py).
 
-The producer is slowed while an attached follower lags far behind (backpressure); with nobody attached it never
-waits, so a detached run goes on and can always settle. When the last follower leaves, the run is told."""
+Only the run's own request paces it: while that follower lags far behind, the producer waits (backpressure); with
+it gone the producer never waits, so a detached run goes on and can always settle. Every other follower (an
+attach) reads at its own pace and never slows the run, its owner or anyone else: the ring trims past it by its
+bounds alone, and a follower whose next position was trimmed is cut (FollowerCut), to attach again from its
+position while the store's log holds it. A run takes MAX_FOLLOWERS followers at most. When the last follower
+leaves, the run is told."""
 
 from __future__ import annotations
 
@@ -17,8 +21,10 @@ from gateway.protocol import events as e
 
 Entry = tuple[int, bytes]  # (position, the event's JSON)
 _encode = e.encode_json
-MAX_LAG = 1024  # events an attached follower may trail the producer by before the backend is slowed down
+MAX_LAG = 1024  # events the pacing follower may trail the producer by before the backend is slowed down
+MAX_FOLLOWERS = 128  # followers of one run at once (its own request included); one more is refused
 YIELD_EVERY = 256  # puts between two turns given to the rest of the loop
+MAX_BATCH = 1024  # entries one follower takes at once: what a follower whose socket stalled holds is bounded
 _COMPACT_AT = 1024  # trimmed entries physically dropped in chunks of at least this many
 
 
@@ -55,6 +61,18 @@ class PositionUnknown(Exception):
     """The position asked for was never given out (it is ahead of the run)."""
 
 
+class TooManyFollowers(Exception):
+    """The run has MAX_FOLLOWERS followers already."""
+
+
+class FollowerCut(Exception):
+    """A follower that does not pace the run fell so far behind that the ring trimmed its next position."""
+
+    def __init__(self, position: int) -> None:
+        super().__init__(f"the follower fell behind the ring after position {position}")
+        self.position = position
+
+
 class EventStream:
     __slots__ = (
         "_advanced",
@@ -69,6 +87,7 @@ class EventStream:
         "_interval",
         "_next_follower",
         "_owner",
+        "_pacing",
         "_pause_at",
         "_puts",
         "_quiet_from",
@@ -93,6 +112,7 @@ class EventStream:
         self.ended = False
         self._bounds = bounds
         self._cursors: dict[int, int] = {}  # follower -> last position it took
+        self._pacing: set[int] = set()  # the followers whose lag slows the producer (the run's own request)
         self._next_follower = 0
         self._grew: list[asyncio.Future[None]] = []  # one future per follower waiting for the stream to grow
         self._advanced: asyncio.Future[None] | None = None
@@ -162,16 +182,18 @@ class EventStream:
         if self._grew:
             self._wake_followers()
 
-    def entries(self, after: int) -> list[Entry]:
-        """Every entry held after position `after`; raise PositionGone if some of them were trimmed."""
+    def entries(self, after: int, limit: int | None = None) -> list[Entry]:
+        """Every entry held after position `after` (the first `limit` of them); raise PositionGone if some of them
+        were trimmed."""
         if after + 1 < self._first:
             raise PositionGone(self._first)
         start = after + 1 - self._base
-        return list(zip(range(after + 1, self.head + 1), self._data[start:], strict=True))
+        end = self.head + 1 if limit is None else min(self.head + 1, after + 1 + limit)
+        return list(zip(range(after + 1, end), self._data[start : end - self._base], strict=True))
 
     def _trim(self) -> None:
         bounds, data = self._bounds, self._data
-        keep_from = min(self._cursors.values()) + 1 if self._cursors else self.head  # never trim what a follower awaits
+        keep_from = self._slowest_pacer() + 1  # never trim what the pacing follower awaits
         first = max(self._first, min(self.head - bounds.max_events + 1, keep_from))
         for position in range(self._first, first):
             self._bytes -= len(data[position - self._base])
@@ -183,32 +205,47 @@ class EventStream:
             del data[: first - self._base]
             self._base = first
 
-    def _advance(self, follower: int, position: int) -> None:
-        self._cursors[follower] = position
-        self._followers_moved()
+    def _slowest_pacer(self) -> int:
+        """The position the slowest pacing follower took (the head when none paces)."""
+        pacing, cursors = self._pacing, self._cursors
+        if not pacing:
+            return self.head
+        if len(pacing) == 1:
+            return cursors[next(iter(pacing))]
+        return min(cursors[follower] for follower in pacing)
 
     def _followers_moved(self) -> None:
         """Recompute where the producer must pause, and release it if it no longer must."""
-        self._pause_at = min(self._cursors.values()) + MAX_LAG if self._cursors else math.inf
+        self._pause_at = self._slowest_pacer() + MAX_LAG if self._pacing else math.inf
         if self._advanced is not None and self.head <= self._pause_at:
             self._advanced.set_result(None)
             self._advanced = None
 
-    def attach(self, after: int) -> int:
-        """Register a follower at `after` (checked now, so a refusal comes before any event is sent)."""
+    def attach(self, after: int, *, paces: bool = False) -> int:
+        """Register a follower at `after` (checked now, so a refusal comes before any event is sent). `paces`: the
+        run's own request, whose lag slows the producer; any other follower reads at its own pace."""
         if after + 1 < self._first:
             raise PositionGone(self._first)
         if after > self.head:
             raise PositionUnknown(after)
+        if len(self._cursors) >= MAX_FOLLOWERS:
+            raise TooManyFollowers(MAX_FOLLOWERS)
         follower = self._next_follower
         self._next_follower += 1
         self._cursors[follower] = after
-        self._followers_moved()
+        if paces:
+            self._pacing.add(follower)
+            self._followers_moved()
         return follower
 
     def _take(self, follower: int, after: int, now: float) -> list[Entry]:
-        batch = self.entries(after)
-        self._advance(follower, batch[-1][0])
+        try:
+            batch = self.entries(after, MAX_BATCH)
+        except PositionGone:
+            raise FollowerCut(after) from None
+        self._cursors[follower] = batch[-1][0]
+        if follower in self._pacing:
+            self._followers_moved()
         self._quiet_from = now
         return batch
 
@@ -267,6 +304,8 @@ class EventStream:
         self._cursors.pop(follower, None)
         if self._grew:  # a follower cancelled while waiting leaves its (cancelled) future behind
             self._grew = [waiter for waiter in self._grew if not waiter.done()]
-        self._followers_moved()
+        if follower in self._pacing:
+            self._pacing.discard(follower)
+            self._followers_moved()
         if not self._cursors and not self.ended:
             self._owner.stream_detached()

@@ -8,7 +8,16 @@ from collections.abc import Callable
 
 import pytest
 
-from gateway.engine.stream import MAX_LAG, Bounds, EventStream, PositionGone, PositionUnknown
+from gateway.engine.stream import (
+    MAX_FOLLOWERS,
+    MAX_LAG,
+    Bounds,
+    EventStream,
+    FollowerCut,
+    PositionGone,
+    PositionUnknown,
+    TooManyFollowers,
+)
 from gateway.protocol import events as e
 
 
@@ -49,9 +58,9 @@ async def test_the_byte_bound_trims_too():
     assert stream.head - stream.first + 1 == 4
 
 
-async def test_an_attached_follower_never_loses_what_it_has_not_read():
+async def test_the_pacing_follower_never_loses_what_it_has_not_read():
     stream = EventStream(QUIET, Bounds(max_events=10, max_bytes=1 << 20))
-    follower = stream.attach(0)
+    follower = stream.attach(0, paces=True)
     await stream.put(text(50))  # under MAX_LAG: the producer does not wait
     assert stream.first == 1
     reading = stream.follow(follower, 30)
@@ -62,9 +71,9 @@ async def test_an_attached_follower_never_loses_what_it_has_not_read():
     await reading.aclose()
 
 
-async def test_a_follower_that_lags_slows_the_producer_and_releases_it_by_reading():
+async def test_the_pacing_follower_slows_the_producer_when_it_lags_and_releases_it_by_reading():
     stream = EventStream(QUIET)
-    follower = stream.attach(0)
+    follower = stream.attach(0, paces=True)
 
     async def produce() -> None:
         for event in text(MAX_LAG + 10):
@@ -81,6 +90,50 @@ async def test_a_follower_that_lags_slows_the_producer_and_releases_it_by_readin
     await anext(reading)
     await asyncio.wait_for(producer, 1)
     await reading.aclose()
+
+
+async def test_followers_that_never_read_neither_slow_the_run_nor_keep_what_the_bounds_trim():
+    stream = EventStream(QUIET, Bounds(max_events=100, max_bytes=1 << 20))
+    owner = stream.attach(0, paces=True)
+    stalled = [stream.attach(0) for _ in range(100)]
+    reading = stream.follow(owner, 30)
+    taken = 0
+    for _ in range(20):  # the owner reads as it goes; the hundred others never do
+        await stream.put(text(MAX_LAG // 2))
+        taken = (await anext(reading))[-1][0]
+    assert taken == stream.head == 10 * MAX_LAG, "the producer never waited for the stalled followers"
+    await stream.put(text(1))  # the ring trims on a put: what the owner had not read yet was still held
+    assert stream.head - stream.first + 1 == 100, "the ring holds its bounds, not what the stalled ones missed"
+    cut = stream.follow(stalled[0], 30)
+    with pytest.raises(FollowerCut) as raised:
+        await anext(cut)
+    assert raised.value.position == 0
+    assert stream.followers == 100  # the cut one left
+    await reading.aclose()
+
+
+async def test_a_follower_that_keeps_up_is_never_cut_even_past_the_ring_bound():
+    stream = EventStream(QUIET, Bounds(max_events=10, max_bytes=1 << 20))
+    reading = stream.follow(stream.attach(0), 30)
+    positions: list[int] = []
+    for _ in range(30):
+        await stream.put(text(5))
+        positions += [position for position, _ in await anext(reading)]
+    assert positions == list(range(1, 151))
+    await reading.aclose()
+
+
+async def test_a_run_takes_a_bounded_number_of_followers():
+    stream = EventStream(QUIET)
+    followers = [stream.attach(0) for _ in range(MAX_FOLLOWERS)]
+    with pytest.raises(TooManyFollowers):
+        stream.attach(0)
+    await stream.follow(followers[0], 30).aclose()  # a follower that never started leaves nothing behind
+    reading = stream.follow(followers[1], 30)
+    await stream.put(text(1))
+    await anext(reading)
+    await reading.aclose()
+    stream.attach(0)  # room again
 
 
 async def test_the_last_follower_leaving_detaches_unless_the_stream_ended():
