@@ -1,5 +1,6 @@
 """File descriptors: each stream or socket holds one, so the soft limit is raised to the hard one at start (when
-the process may), and /health reports both with the number open now."""
+the process may), one client address may hold only a share of them, and /health reports both limits with the
+number open now."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ import resource
 
 log = logging.getLogger("agui.serve")
 CEILING = 1 << 20  # what "unlimited" is raised to (the kernel's usual nr_open)
+RESERVED = 64  # descriptors kept for the store, its journal and segments, the listener, the agent's connections
+CLIENT_SHARE = 4  # one client address may hold at most 1/CLIENT_SHARE of the rest
 
 
 def raise_fd_limit() -> tuple[int, int]:
@@ -35,3 +38,22 @@ def fd_report() -> dict[str, int | None]:
         opened = None
     infinite = resource.RLIM_INFINITY
     return {"soft": None if soft == infinite else soft, "hard": None if hard == infinite else hard, "open": opened}
+
+
+def descriptor_share() -> int | None:
+    """A quarter of the descriptors this process may open beyond its reserve (None: no limit)."""
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY:
+        return None
+    return max(1, (soft - RESERVED) // CLIENT_SHARE)
+
+
+def per_client_cap(configured: int) -> int:
+    """The open connections one client address may hold: the configured cap (0: none), within a share of the
+    descriptors this process may open, so that one address cannot take them all from the others."""
+    share = descriptor_share()
+    if configured == 0 or share is None:
+        return configured
+    if share < configured:
+        log.info("connections per client address: %d (a share of the descriptor limit; --max-connections-per-client %d)", share, configured)
+    return min(configured, share)

@@ -30,7 +30,7 @@ def free_port() -> int:
 class Gateway:
     """A real `python -m gateway` process on loopback, with its log captured to a file."""
 
-    def __init__(self, tmp_path, *args: str, env: dict[str, str] | None = None) -> None:
+    def __init__(self, tmp_path, *args: str, env: dict[str, str] | None = None, nofile: int | None = None) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.state_dir = str(tmp_path / f"state-{self.port}")
@@ -40,10 +40,19 @@ class Gateway:
         self.args = ["--port", str(self.port), "--state-dir", self.state_dir, "--log-level", "debug", *own]
         self.env = {**os.environ, **(env or {})}
         self.proc: subprocess.Popen | None = None
+        self.nofile = nofile  # a descriptor limit (soft and hard) for the process, as a small host would have
+
+    def _limit(self) -> None:
+        if self.nofile is not None:
+            import resource
+
+            resource.setrlimit(resource.RLIMIT_NOFILE, (self.nofile, self.nofile))
 
     def start(self) -> Gateway:
         log = open(self.log_path, "ab")
-        self.proc = subprocess.Popen([sys.executable, "-m", "gateway", *self.args], cwd=ROOT, env=self.env, stdout=log, stderr=log)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "gateway", *self.args], cwd=ROOT, env=self.env, stdout=log, stderr=log, preexec_fn=self._limit
+        )
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:

@@ -16,7 +16,7 @@ import httpx
 import pytest
 import websockets
 
-from tests.support import post_sse, run_body
+from tests.support import Gateway, post_sse, run_body
 
 HUGE = "x" * 257
 
@@ -321,3 +321,70 @@ def test_cancel_with_another_user_id_is_an_unknown_execution(gateway, client):
     assert other.json() == unknown.json()
     mine = client.post(path, json={"threadId": body["threadId"], "rosInvocationId": "inv-c", "userId": "alice"})
     assert mine.json()["status"] == "cancelled"
+
+
+def test_silent_and_reconnecting_sockets_leave_descriptors_for_normal_runs(tmp_path):
+    """At a descriptor limit of 256, 300 sockets that never send a byte and tricklers that reconnect as soon as they
+    are closed (from another loopback address) neither starve normal runs nor keep their descriptors."""
+    server = Gateway(tmp_path, "--allowed-cwd", "/tmp", "--header-timeout-seconds", "2", nofile=256).start()
+    try:
+        baseline = min(normal_run_seconds(server.url) for _ in range(3))
+        silent: list[socket.socket] = []
+        for _ in range(300):
+            raw = socket.socket()
+            raw.bind(("127.0.0.2", 0))
+            raw.setblocking(False)
+            with contextlib.suppress(BlockingIOError):
+                raw.connect(("127.0.0.1", server.port))
+            silent.append(raw)
+        stop = threading.Event()
+        reconnects = [0]
+
+        def trickle() -> None:  # bounded: at most 2,000 connections, for as long as the normal runs take
+            while not stop.is_set() and reconnects[0] < 2000:
+                with (
+                    contextlib.suppress(OSError),
+                    socket.create_connection(("127.0.0.1", server.port), timeout=5, source_address=("127.0.0.2", 0)) as raw,
+                ):
+                    raw.sendall(b"POST / HTTP/1.1\r\nhost: x\r\n")
+                    reconnects[0] += 1
+                    raw.recv(1)  # until the server closes it
+
+        tricklers = [threading.Thread(target=trickle) for _ in range(8)]
+        for thread in tricklers:
+            thread.start()
+        try:
+            time.sleep(0.5)
+            during = [normal_run_seconds(server.url) for _ in range(10)]
+        finally:
+            stop.set()
+            for thread in tricklers:
+                thread.join(10)
+        assert max(during) < max(1.0, baseline * 10), (baseline, during)
+        assert reconnects[0] > 0
+        time.sleep(3)  # past the header timeout: the silent sockets the server held are closed, with no answer
+        answers = {"closed": 0, "refused": 0, "open": 0}
+        for raw in silent:
+            raw.setblocking(True)
+            raw.settimeout(1)
+            answer = b""
+            try:
+                while chunk := raw.recv(65536):
+                    answer += chunk
+            except TimeoutError:
+                answers["open"] += 1
+                continue
+            except ConnectionResetError:
+                pass
+            answers["refused" if answer.startswith(b"HTTP/1.1 429") else "closed"] += 1
+            assert answer == b"" or answer.startswith(b"HTTP/1.1 429"), answer[:80]
+        assert answers["open"] == 0, answers
+        held = answers["closed"]
+        assert 0 < held <= (256 - 64) // 4 + 8, answers  # one address holds a share of the descriptors at most
+        assert answers["refused"] + held == len(silent)
+        health = httpx.get(server.url + "/health", timeout=5).json()
+        assert health["fileDescriptors"]["open"] < 128, health["fileDescriptors"]
+    finally:
+        for raw in silent:
+            raw.close()
+        server.stop()

@@ -1,15 +1,17 @@
 """uvicorn's protocols with the gateway's connection limits, enforced where the socket is visible.
 
 - Head size: past MAX_HEAD_BYTES of request line and headers (e.g. a huge token), 431 with a JSON error.
-- Head deadline: a request head not complete `header_timeout` seconds after its first byte (slowloris) gets 408
-  (kept by the loop's shared deadlines, transports/deadlines.py: no timer per request).
+- Head deadline: a request head not complete `header_timeout` seconds after its first byte (slowloris) gets 408,
+  and a new connection that sends nothing at all for `header_timeout` seconds is closed (a silent socket must not
+  hold a descriptor for ever); both kept by the loop's shared deadlines, transports/deadlines.py: no timer each.
 - Send deadline: a connection whose send buffer stays full (the client drains nothing below the low-water
   mark) for `send_timeout` seconds is aborted; its run sees its client gone (a disconnect).
 - Connections per client address: past `max_per_client` open connections from one address, 429.
 - Lingering close: refusals, and any close while the client is still sending a body (e.g. after a 413),
   half-close the connection and drain what the client still sends (up to DRAIN_BYTES, for DRAIN_SECONDS)
   before closing, because closing a socket with unread input makes the kernel send a TCP reset that can
-  destroy the answer in flight.
+  destroy the answer in flight. At most `max_lingering` connections linger at once: past that a refused
+  connection is closed at once, so that refusals cannot hold the descriptors that the limits protect.
 """
 
 from __future__ import annotations
@@ -38,9 +40,16 @@ class ConnectionLimits:
     header_timeout: float = 10.0
     send_timeout: float = 30.0  # 0 disables
     max_per_client: int = 1000  # 0 disables
+    max_lingering: int = 256  # refused connections draining at once; past it, a refusal closes at once
 
 
 OPEN_BY_ADDRESS: Counter[str] = Counter()  # open connections per client address, shared by HTTP and WebSocket
+
+
+class Lingering:
+    """Refused connections draining before their close, on this process."""
+
+    now = 0
 
 
 def _refusal(status: int, reason: bytes, code: str, message: str, extra: bytes = b"") -> bytes:
@@ -93,7 +102,7 @@ class _LingeringTransport:
         return self._transport.is_closing()
 
     def close(self) -> None:
-        if self._protocol.conn.their_state in (h11.IDLE, h11.DONE, h11.CLOSED, h11.MUST_CLOSE) and not self._protocol.guard.head_started:
+        if self._protocol.conn.their_state in (h11.IDLE, h11.DONE, h11.CLOSED, h11.MUST_CLOSE) and not self._protocol.guard.head_bytes:
             self._transport.close()
         else:
             self._protocol.linger()
@@ -176,11 +185,18 @@ class GatewayH11Protocol(SendDeadline, H11Protocol):
         if cap and OPEN_BY_ADDRESS[guard.address] > cap:
             message = f"Too many open connections from this address (at most {cap})."
             self._refuse(_refusal(429, b"Too Many Requests", "RATE_LIMIT_EXCEEDED", message, b"retry-after: 1\r\n"))
+            return
+        # The head deadline runs from the connection's first moment: one that never sends a byte is closed too.
+        guard.head_started = True
+        deadlines(self.limits.header_timeout).add(self, self._head_expired)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._stop_head_deadline()
         if self._send_timer is not None:
             self._send_timer.cancel()
+        if self.guard.draining:
+            Lingering.now -= 1
+            self.guard.draining = 0
         if self.guard.counted:
             release(self.guard.address)
             self.guard.counted = False
@@ -230,7 +246,11 @@ class GatewayH11Protocol(SendDeadline, H11Protocol):
         return guard.head_bytes > MAX_HEAD_BYTES
 
     def _head_expired(self) -> None:
-        if self.conn.their_state is h11.IDLE and not self.guard.draining:
+        guard, conn = self.guard, self.conn
+        if not guard.head_bytes and not guard.draining and conn.their_state is h11.IDLE and conn.our_state is h11.IDLE:
+            self.transport._transport.close()  # nothing ever came: no answer to read, nothing to drain
+            return
+        if conn.their_state is h11.IDLE and not guard.draining:
             message = f"The request head did not arrive within {self.limits.header_timeout:g} seconds."
             self._refuse(_refusal(408, b"Request Timeout", "REQUEST_TIMEOUT", message))
 
@@ -248,8 +268,12 @@ class GatewayH11Protocol(SendDeadline, H11Protocol):
         """Half-close, then read and drop input for a while before closing: the client reads the answer, not a reset."""
         if self.guard.draining:
             return
-        self.guard.draining = 1
         raw = self.transport._transport
+        if Lingering.now >= self.limits.max_lingering:
+            raw.close()  # too many draining already: the answer may be lost to a reset, the descriptor is not
+            return
+        self.guard.draining = 1
+        Lingering.now += 1
         if raw.can_write_eof():
             raw.write_eof()
         asyncio.get_running_loop().call_later(DRAIN_SECONDS, raw.close)

@@ -10,6 +10,7 @@ from types import FrameType
 
 import uvicorn
 
+from gateway.fds import descriptor_share, per_client_cap
 from gateway.protocol.validate import MAX_BODY_BYTES
 from gateway.settings import Settings
 from transports.http_protocol import MAX_HEAD_BYTES, ConnectionLimits, protocols
@@ -57,7 +58,8 @@ def uvicorn_options(settings: Settings) -> dict:
     limits = ConnectionLimits(
         header_timeout=settings.header_timeout_seconds,
         send_timeout=settings.send_timeout_seconds,
-        max_per_client=settings.max_connections_per_client,
+        max_per_client=per_client_cap(settings.max_connections_per_client),
+        max_lingering=descriptor_share() or ConnectionLimits.max_lingering,
     )
     http, ws = protocols(limits)
     return {
