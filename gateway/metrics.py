@@ -38,6 +38,8 @@ REATTACHES = Counter(
 ADOPTIONS = Counter("agui_adoptions", "Live runs this replica took over from a replica that stopped renewing (died, or drained).")
 HANDOFFS = Counter("agui_handoffs", "Live runs this replica handed to another while draining (their agent task went on).")
 FOLLOWERS_CUT = Counter("agui_followers_cut", "Attached followers cut because they fell behind their run's ring (they may attach again).")
+RETAINED_LOG_BYTES = Gauge("agui_retained_log_bytes", "Bytes of ended runs' event logs this replica keeps for replay (its budget's count).")
+RETAINED_LOGS_EXPIRED = Counter("agui_retained_logs_expired", "Ended runs' logs expired before their retention, to keep the byte budget.")
 DETACHED_RUNS = Gauge("agui_detached_runs", "Runs in flight on this replica that nobody follows (in their grace window).")
 AUTH_FAILURES = Counter("agui_auth_failures", "Refused credentials, by reason (missing, invalid, scope).", ["reason"])
 A2A_SECONDS = Histogram("agui_a2a_call_seconds", "A2A calls to the agent until their reply began, by method.", ["method"], buckets=_LATENCY)

@@ -66,6 +66,7 @@ class Settings(Struct, kw_only=True):
     a2a_follow_idle_seconds: float = 300.0  # a followed A2A task silent this long (and still working) fails
     event_log_max_events: int = 50_000  # newest events kept per run
     event_log_max_bytes: int = 16 * 1024 * 1024  # bytes of events kept per run
+    event_log_retained_bytes: int = 256 * 1024 * 1024  # bytes of ended runs' events kept by this replica
     redis_min_replicas: int = 0  # --redis-durability replicated[:N]: writes wait for N replicas (0: asynchronous)
     redis_max_connections: int = 64  # Redis commands in flight per replica; more wait (bounded) for a free one
     ws_ping_seconds: float = 20.0

@@ -599,3 +599,21 @@ async def test_the_file_event_log_imports_the_earlier_one_file_per_run_layout(tm
     assert read is not None and read.ended and read.entries == [(1, b'{"n":1}'), (2, b'{"n":2}')]
     assert read.meta == LogMeta("ros", "digest", "o", "e")
     assert not (events / f"{ref_digest(ref)}.log").exists()
+
+
+async def test_an_expired_event_log_keeps_only_its_tombstone(backend, store):
+    """A log expired before its retention (the replica's byte budget) reads as a tombstone: ended, its head known,
+    no entry, `first` past the head (an attacher gets EVENTS_EXPIRED, or 204 at the head), on every store."""
+    log, ref = store.events, LogRef("t1", "r-expired")
+    await log.write(ref, [(p, b"event-%d" % p) for p in range(1, 6)], 1, create=LogMeta("ros", "digest", store.owner_id, "e1"), end=5)
+    kept = await log.read(ref, 0, 100)
+    assert kept is not None and len(kept.entries) == 5 and kept.head == 5
+    await log.expire(ref, 5)
+    gone = await log.read(ref, 0, 100)
+    assert gone is not None and gone.entries == [] and gone.ended and gone.head == 5 and gone.first == 6
+    assert gone.meta.ros_digest == "ros", "the tombstone still says whose run it was"
+    if backend.kind == "file":  # and so does the index rebuilt from the segments
+        await store.close()
+        backend.opened.remove(store)
+        again = await backend.open().events.read(ref, 0, 100)
+        assert again is not None and again.entries == [] and again.first == 6 and again.head == 5

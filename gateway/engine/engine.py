@@ -23,6 +23,7 @@ from gateway.engine.lease import Sleep
 from gateway.engine.logwriter import LogPolicy
 from gateway.engine.outcome import Cancelled, Disconnected, outcome_label
 from gateway.engine.prepare import PreparedRun
+from gateway.engine.retained import RetainedLogs
 from gateway.engine.run import LiveHandle, Run, RunHandle, RunServices
 from gateway.engine.stream import PositionGone, PositionUnknown, TooManyFollowers
 from gateway.errors import ErrorCode, GatewayError
@@ -60,7 +61,10 @@ class RunEngine:
         self.max_runs = max_runs  # cap on runs in flight on this process (0: none)
         self.on_busy_change = on_busy_change
         self.accepting = True  # False while draining at shutdown
-        self._services = RunServices(store, agent, interrupt_ttl, self.cancel_backend, self._forget, self._settled, lease_sleep, log_policy)
+        retained = None if log_policy is None else RetainedLogs(store.events, log_policy.retained_bytes, log_policy.retention_seconds)
+        self._services = RunServices(
+            store, agent, interrupt_ttl, self.cancel_backend, self._forget, self._settled, lease_sleep, log_policy, retained
+        )
         self.reattach = log_policy is not None
         self._starting = 0  # admissions in progress, counted against the cap
         self._unsettled = 0  # runs admitted and not yet settled, counted against the cap

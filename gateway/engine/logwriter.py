@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from gateway import metrics
+from gateway.engine.retained import RetainedLogs
 from gateway.engine.stream import Bounds, Entry, EventStream
 from store import StoreUnavailable
 from store.eventlog import EventLog, LogFenced, LogMeta, LogRef, LogWrite
@@ -20,10 +21,13 @@ FIRST_FLUSH_DELAY = 0.02  # the first write waits this long, so a short run writ
 
 @dataclass(frozen=True, slots=True)
 class LogPolicy:
-    """The operator's reattach settings: the longest grace window a client may ask for, and the log's bounds."""
+    """The operator's reattach settings: the longest grace window a client may ask for, the log's bounds, and how
+    much of the ended runs' logs is kept for how long."""
 
     max_grace_seconds: float = 120.0
     bounds: Bounds = field(default_factory=Bounds)
+    retained_bytes: int = 256 * 1024 * 1024  # ended runs' events this replica keeps for replay (engine/retained.py)
+    retention_seconds: float = 600.0
 
 
 class LogOwner(Protocol):
@@ -55,6 +59,7 @@ class LogWriter:
         "_next",
         "_owner",
         "_ref",
+        "_retained",
         "_stream",
         "_task",
         "_writing",
@@ -70,8 +75,10 @@ class LogWriter:
         *,
         fence: int = 0,
         created: bool = False,
+        retained: RetainedLogs | None = None,
     ) -> None:
         self._log = events
+        self._retained = retained
         self._ref = ref
         self._owner = owner
         self._stream = stream
@@ -157,12 +164,20 @@ class LogWriter:
         written = stream.entries(max(start, first, stream.first) - 1) + terminal
         return LogWrite(self._ref, written, first, create=create, end=terminal[-1][0], fence=self._fence)
 
+    def _count_retained(self, head: int, written: int) -> None:
+        """The log is complete: its bytes (what the ring holds, or what the last write carried when the ring does not
+        hold it all yet) count against the replica's budget for retained logs."""
+        if self._retained is not None:
+            self._retained.ended(self._ref, head, max(self._stream.held_bytes, written))
+
     def closed(self, write: LogWrite, failure: Exception | None) -> None:
         """How the closing write went: done; fenced; or failed, and then what it held is written as before, from the
         ring (the terminal events included, once they are published)."""
         self._closing = False
         if failure is None:
             self._created, self._done = True, True
+            if write.end is not None:
+                self._count_retained(write.end, sum(len(data) for _, data in write.entries))
         elif isinstance(failure, LogFenced):
             self._fenced()
 
@@ -182,6 +197,8 @@ class LogWriter:
                 while True:  # retried with backoff, as the writes behind the run are, within FINISH_SECONDS
                     try:
                         await self._last_write(end)
+                        if end:
+                            self._count_retained(self._stream.head, 0)
                         return
                     except StoreUnavailable as exc:
                         metrics.labelled(metrics.STORE_ERRORS, "event_log", "unavailable").inc()

@@ -23,6 +23,7 @@ from gateway.engine.logwriter import LogPolicy, LogWriter
 from gateway.engine.outcome import Cancelled, Disconnected, Failed, HandedOff, Outcome, RunState, check_transition, outcome_label
 from gateway.engine.prepare import PreparedRun
 from gateway.engine.replay import Replayed, restore
+from gateway.engine.retained import RetainedLogs
 from gateway.engine.settle import settle
 from gateway.engine.stream import Entry, EventStream
 from gateway.engine.translator import Translator
@@ -59,6 +60,7 @@ class RunServices:
     on_settled: Callable[[Run], None]  # the outcome is recorded and its events queued (the log may still be written)
     lease_sleep: Sleep = asyncio.sleep  # how the lease keeper waits between renewals (tests step it by hand)
     log_policy: LogPolicy | None = None  # None: no event log, no reattach (a disconnect always cancels at once)
+    retained: RetainedLogs | None = None  # the byte budget of the ended runs' logs (with a log policy)
 
 
 def _session(prepared: PreparedRun, execution: Execution | None) -> dict[str, Any]:
@@ -152,7 +154,7 @@ class Run:
         ref = LogRef(key, self.lease.run_id)
         opened = adoption is not None and adoption.opened
         stream = EventStream(self, policy.bounds, start=adoption.head if adoption is not None else 0)
-        writer = LogWriter(events, ref, self, stream, fence=fence, created=opened)
+        writer = LogWriter(events, ref, self, stream, fence=fence, created=opened, retained=services.retained)
         if events.live_writes:
             stream.watcher = writer
         return stream, writer, min(max(prepared.grace_seconds, 0.0), policy.max_grace_seconds)
@@ -329,6 +331,7 @@ class Run:
                 self._waiting.cancel()
             self.span.set_attribute("agui.outcome", outcome_label(self.outcome or outcome))
             self.span.end()
+            self.stream.release()
             self.services.on_end(self)
 
     async def _stopped_before_start(self, reason: StopReason) -> Outcome:

@@ -16,6 +16,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Protocol
 
+from gateway import collector
 from gateway.engine import heartbeat
 from gateway.protocol import events as e
 
@@ -91,6 +92,7 @@ class EventStream:
         "_pause_at",
         "_puts",
         "_quiet_from",
+        "_released",
         "_wake_pending",
         "ended",
         "head",
@@ -126,6 +128,7 @@ class EventStream:
         self._interval = math.inf
         self._beats = 0
         self._wake_pending = False
+        self._released = False  # the run is over: the ring goes as soon as no follower reads it
 
     @property
     def first(self) -> int:
@@ -283,6 +286,7 @@ class EventStream:
         """The shared clock's call: beat if the followers waiting have been silent for the interval, else ask to be
         woken when they will have been. Nobody waiting: nothing (a follower that waits again asks anew)."""
         self._wake_pending = False
+        self._released = False  # the run is over: the ring goes as soon as no follower reads it
         if self.ended or not self._grew:
             return
         due = self._quiet_from + self._interval
@@ -293,6 +297,26 @@ class EventStream:
             due = now + self._interval
         self._wake_pending = True
         heartbeat.clock().wake_at(self, due, self._interval)
+
+    @property
+    def held_bytes(self) -> int:
+        """The bytes of the events the ring holds now."""
+        return self._bytes
+
+    def release(self) -> None:
+        """The run is over and its log written: the ring, and the run it points to, go once no follower reads them
+        (the heartbeat clock may hold this stream until its next due time: then it holds almost nothing)."""
+        self._released = True
+        if not self._cursors:
+            self._drop()
+
+    def _drop(self) -> None:
+        collector.RETURN.released(self._bytes)
+        self._data = []
+        self._base = self._first = self.head + 1
+        self._bytes = 0
+        self._owner = _NOBODY
+        self.watcher = None
 
     def _wake_followers(self) -> None:
         waiting, self._grew = self._grew, []
@@ -307,5 +331,17 @@ class EventStream:
         if follower in self._pacing:
             self._pacing.discard(follower)
             self._followers_moved()
+        if self._released and not self._cursors:
+            self._drop()
         if not self._cursors and not self.ended:
             self._owner.stream_detached()
+
+
+class _Nobody:
+    """The owner of a released stream: nobody is told anything."""
+
+    def stream_detached(self) -> None:
+        return None
+
+
+_NOBODY = _Nobody()

@@ -82,7 +82,7 @@ def build_services(settings: Settings, store: ThreadStore, agent: AgentBackend) 
     policy = None
     if settings.max_reattach_grace_seconds > 0:
         bounds = Bounds(settings.event_log_max_events, settings.event_log_max_bytes)
-        policy = LogPolicy(settings.max_reattach_grace_seconds, bounds)
+        policy = LogPolicy(settings.max_reattach_grace_seconds, bounds, settings.event_log_retained_bytes, settings.event_log_retention)
     engine = RunEngine(
         store,
         agent,

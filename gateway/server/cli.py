@@ -176,6 +176,13 @@ def build_parser() -> argparse.ArgumentParser:
         "bytes of events kept per run for reattach",
         type=integer("--event-log-max-bytes", 65536),
     )
+    _opt(
+        p,
+        "--event-log-retained-bytes",
+        "268435456",
+        "bytes of ended runs' events this replica keeps for replay; past it the oldest expire early (a tombstone stays)",
+        type=integer("--event-log-retained-bytes", 1 << 20),
+    )
     _opt(p, "--interrupt-ttl", "900", "lifetime of an interrupt before it expires (0 = never)", type=duration("--interrupt-ttl"))
     _opt(
         p,
@@ -308,6 +315,7 @@ def settings_from_args(argv: list[str] | None = None) -> Settings:
         a2a_follow_idle_seconds=args.a2a_follow_idle_seconds,
         event_log_max_events=args.event_log_max_events,
         event_log_max_bytes=args.event_log_max_bytes,
+        event_log_retained_bytes=args.event_log_retained_bytes,
         ws_ping_seconds=args.ws_ping_seconds,
         shutdown_grace_seconds=args.shutdown_grace_seconds,
         redis_max_connections=args.redis_max_connections,

@@ -118,6 +118,11 @@ class EventLog(abc.ABC):
         if write.end is not None:
             await self.end(write.ref, write.end)
 
+    async def expire(self, ref: LogRef, head: int) -> None:
+        """Drop an ended log's events now, before its retention runs out (the replica's byte budget for retained
+        logs is spent); its tombstone stays, so a late attacher learns that the events expired."""
+        await self.apply(LogWrite(ref, [], head + 1, end=head))
+
     async def wait(self, ref: LogRef, after: int, timeout: float) -> None:
         """Return when an entry after `after` may exist, or after `timeout` (shared logs block on the server)."""
         return

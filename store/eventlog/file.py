@@ -84,7 +84,9 @@ class FileEventLog(EventLog):
             return LogRead(info, [], meta.head + 1, True, meta.head)  # a tombstone: the events expired
         entries, first = self._segments.entries(log, after, limit)
         ended = meta.ended_at is not None
-        return LogRead(info, entries, first if first is not None else after + 1, ended, meta.head if ended else None)
+        if first is None:  # nothing held: every event expired (a tombstone), or none was written yet
+            first = meta.head + 1 if ended else after + 1
+        return LogRead(info, entries, first, ended, meta.head if ended else None)
 
     async def purge_expired(self) -> int:
         removed = await self._io(self._segments.purge)

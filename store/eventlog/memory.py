@@ -59,12 +59,17 @@ class MemoryEventLog(EventLog):
             return None
         if log.ended_at is not None and log.ended_at + self.retention_seconds <= self.clock():
             return LogRead(log.meta, [], log.head + 1, True, log.head)  # a tombstone: the events expired
-        first = log.first if log.data else after + 1
+        ended = log.ended_at is not None
+        first = log.first if log.data else log.head + 1 if ended else after + 1
         start = max(0, after + 1 - first)
         chunk = log.data[start : start + limit]
         entries = list(zip(range(first + start, first + start + len(chunk)), chunk, strict=True))
-        ended = log.ended_at is not None
         return LogRead(log.meta, entries, first, ended, log.head if ended else None)
+
+    async def expire(self, ref: LogRef, head: int) -> None:
+        log = self._logs.get(ref)
+        if log is not None:
+            log.data, log.first = [], head + 1
 
     async def purge_expired(self) -> int:
         now = self.clock()

@@ -99,6 +99,10 @@ class RedisEventLog(EventLog):
     async def end(self, ref: LogRef, head: int) -> None:
         await self.write(ref, [], head + 1, end=head)
 
+    async def expire(self, ref: LogRef, head: int) -> None:
+        stream = self._keys(ref)[0]
+        await self._command(lambda: self._client.delete(stream))  # the meta hash stays: the tombstone
+
     async def apply(self, write: LogWrite) -> None:
         """One script call whatever it does (open, append a flushed batch, end): one command to encode, one trip."""
         keys, args = self.script_call(write)
