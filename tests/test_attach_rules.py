@@ -155,3 +155,36 @@ async def test_an_expired_credential_closes_the_socket_with_1008_on_attach(start
         assert closed.value.rcvd is not None and closed.value.rcvd.code == 1008
     async with httpx.AsyncClient() as http:
         assert (await http.get(server.url + "/ping")).status_code == 200
+
+
+def test_a_follower_on_another_replica_cancels_a_users_run_with_its_userid(tmp_path):
+    """Attached through another replica (from the store's log) with the run's userId, a mux `cancel` reaches the
+    run: the cancel carries the userId the thread is bound to."""
+    from tests.support import Gateway, RedisServer, assert_well_formed_run
+
+    redis = RedisServer(tmp_path).start()
+    a, b = (Gateway(tmp_path, "--store", redis.url, "--allowed-cwd", "/tmp").start() for _ in range(2))
+    try:
+        body = run_body("/slow 30", iac=ext(userId="alice"))
+        owner = open_post(a.url + "/", body, GRACE)
+        head = owner.take(2)
+        owner.drop()
+
+        async def attach_then_cancel() -> list[dict]:
+            frame = {"op": "attach", "id": "s", "threadId": body["threadId"], "runId": body["runId"], "rosInvocationId": "inv-1"}
+            async with websockets.connect(ws_url(b), subprotocols=["agui-mux.v1"]) as ws:
+                await ws.send(json.dumps({**frame, "userId": "alice", "lastEventId": str(head[-1][0])}))
+                out = [json.loads(await asyncio.wait_for(ws.recv(), 30))]
+                await ws.send(json.dumps({"op": "cancel", "id": "s"}))
+                while out[-1]["event"]["type"] not in ("RUN_FINISHED", "RUN_ERROR"):
+                    out.append(json.loads(await asyncio.wait_for(ws.recv(), 30)))
+                return [frame["event"] for frame in out]
+
+        rest = asyncio.run(attach_then_cancel())
+        events = [event for _, event in head] + rest
+        assert_well_formed_run(events)
+        assert events[-1]["type"] == "RUN_FINISHED" and events[-1]["outcome"] == {"type": "cancelled"}, events[-1]
+    finally:
+        for server in (a, b):
+            server.stop()
+        redis.stop()

@@ -147,7 +147,7 @@ class RunEngine:
         thread_id: str,
         run_id: str,
         ros_invocation_id: str,
-        identities: frozenset[str],
+        identities: dict[str, str | None],
         after: int,
         caller: Caller,
         digest: str | None,
@@ -187,8 +187,10 @@ class RunEngine:
             raise GatewayError(ErrorCode.EVENTS_EXPIRED, "lastEventId")
         execution_id = read.meta.execution_id
 
+        user_id = identities[read.meta.ros_digest]  # the run's own, which its thread is bound to
+
         async def cancel() -> None:
-            await self.cancel(thread_id, execution_id, ros_invocation_id, caller)
+            await self.cancel(thread_id, execution_id, ros_invocation_id, caller, user_id)
 
         metrics.labelled(metrics.REATTACHES, "log").inc()
         return LogHandle(events, ref, thread_id, read, after, language, cancel)
@@ -348,14 +350,14 @@ class RunEngine:
         await asyncio.gather(*(run.task for run in runs), return_exceptions=True)
 
 
-def _identities(ros_invocation_id: str, user_id: str | None, caller: Caller) -> frozenset[str]:
-    """The identity digests an attacher may match: the userId it names, else none (or, under OAuth, the token's
-    user, which a client need not repeat)."""
+def _identities(ros_invocation_id: str, user_id: str | None, caller: Caller) -> dict[str, str | None]:
+    """The identity digests an attacher may match, each with its userId: the userId it names, else none (or, under
+    OAuth, the token's user, which a client need not repeat)."""
     users = [user_id] if user_id is not None else [None, caller.user_id] if caller.user_id is not None else [None]
-    return frozenset(ros_digest(ros_invocation_id, user) for user in users)
+    return {ros_digest(ros_invocation_id, user): user for user in users}
 
 
-def _check_identity(ros: str, identities: frozenset[str], request: str, asked_request: str | None) -> None:
+def _check_identity(ros: str, identities: dict[str, str | None], request: str, asked_request: str | None) -> None:
     if ros not in identities:
         raise GatewayError(ErrorCode.EXECUTION_NOT_FOUND)
     if asked_request is not None and asked_request != request:
