@@ -32,6 +32,7 @@ from a2a.types import (
     TaskStatus,
     TaskStatusUpdateEvent,
 )
+from a2a.utils.errors import InternalError
 from google.protobuf.json_format import MessageToDict
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -485,6 +486,27 @@ def _struct(values: dict[str, Any]) -> Any:
     return struct
 
 
+class RaisingHandler(DefaultRequestHandler):
+    """a2a-sdk's own request handler, made to fail as the runtime does before a stream's first event: a2a-sdk then
+    answers the streaming call with one plain JSON-RPC error body instead of an event stream."""
+
+    raise_before_stream: dict[str, Any] | None = None  # the `data` of an InternalError for the next answer's stream
+    forget_on_subscribe = False  # SubscribeToTask finds no task (a2a-sdk's own TaskNotFoundError, -32001)
+
+    async def on_message_send_stream(self, params: Any, context: Any = None) -> Any:
+        if self.raise_before_stream is not None and params.message.task_id:
+            data, self.raise_before_stream = self.raise_before_stream, None
+            raise InternalError("The session backup is still syncing (on purpose).", data=data)
+        async for event in super().on_message_send_stream(params, context):
+            yield event
+
+    async def on_subscribe_to_task(self, params: Any, context: Any = None) -> Any:
+        if self.forget_on_subscribe:
+            await self.task_store.delete(params.id, context)
+        async for event in super().on_subscribe_to_task(params, context):
+            yield event
+
+
 class A2AAgentServer:
     """The scripted agent on a free loopback port, in a background thread, behind the runtime's wire habits."""
 
@@ -506,7 +528,7 @@ class A2AAgentServer:
         self.rpc_methods: list[str] = []
         self.requests: list[dict[str, Any]] = []  # every JSON-RPC request body, as sent
         self.traceparents: list[str] = []  # the W3C traceparent of each JSON-RPC request
-        handler = DefaultRequestHandler(agent_executor=self.agent, task_store=self.task_store, agent_card=card)
+        handler = self.handler = RaisingHandler(agent_executor=self.agent, task_store=self.task_store, agent_card=card)
         # absent (plain 404), ready, missing (404 JSON), retryable (409 nested, once), backup (409 SESSION_BACKUP_NOT_READY,
         # once), unavailable (503, once)
         self.restore_mode = "absent"

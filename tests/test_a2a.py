@@ -551,3 +551,30 @@ def test_an_agent_frame_nested_too_deeply_is_a_protocol_error(gateway_a2a, clien
     result = post_sse(client, gateway_a2a.url + "/", run_body("deep-frame"))
     assert result.status == 200 and result.terminal["type"] == "RUN_ERROR"
     assert result.terminal["code"] == "A2A_PROTOCOL_ERROR" and "128" in result.terminal["message"]
+
+
+def test_an_answer_refused_before_its_stream_as_plain_json_keeps_its_session_backup_code(gateway_a2a, agent, client):
+    """a2a-sdk answers an error raised before a stream's first event as one plain JSON-RPC error body: the
+    gateway reads it as the refusal it is (the data's code kept), not as a stream that ended before its first frame."""
+    body = run_body("permission")
+    post_sse(client, gateway_a2a.url + "/", body)
+    entry = [{"interruptId": "in-perm-1", "status": "resolved", "payload": {"decision": "allow_once"}}]
+    agent.handler.raise_before_stream = {"code": "SESSION_BACKUP_NOT_READY", "retryable": True}
+    refused = run(client, gateway_a2a, None, thread=body["threadId"], resume=entry)
+    assert agent.handler.raise_before_stream is None, "the real a2a-sdk handler raised"
+    assert refused.terminal["code"] == "SESSION_BACKUP_NOT_READY", refused.terminal
+    assert run(client, gateway_a2a, None, thread=body["threadId"], resume=entry).terminal["outcome"] == {"type": "success"}
+
+
+def test_subscribe_to_an_unknown_task_answered_as_plain_json_keeps_the_agents_message(gateway_a2a, agent, client):
+    """The stream ends early and SubscribeToTask finds no task: a2a-sdk's TaskNotFoundError (-32001) comes as
+    plain JSON. It is read once (no retries for nothing), and the run fails with the agent's own message."""
+    agent.rpc_methods.clear()
+    agent.handler.forget_on_subscribe = True
+    try:
+        result = run(client, gateway_a2a, "early")
+    finally:
+        agent.handler.forget_on_subscribe = False
+    assert agent.rpc_methods.count("SubscribeToTask") == 1, agent.rpc_methods
+    assert result.terminal["type"] == "RUN_ERROR" and result.terminal["code"] == "A2A_EXECUTION_FAILED", result.terminal
+    assert "not found" in result.terminal["message"].lower(), result.terminal["message"]

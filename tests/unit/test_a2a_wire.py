@@ -94,6 +94,66 @@ async def test_s1_json_rpc_errors_arrive_as_error_objects():
     assert caught.value.error["code"] == -32602
 
 
+def answering(status: int, content: bytes, content_type: str) -> tuple[A2AClient, list[dict]]:
+    """A client whose agent answers every call with this one reply (httpx's own in-process transport), and the
+    JSON-RPC requests it sent."""
+    sent: list[dict] = []
+
+    def handle(request: httpx.Request) -> httpx.Response:
+        sent.append(json.loads(request.content))
+        return httpx.Response(status, content=content, headers={"content-type": content_type})
+
+    client = A2AClient("http://agent/")
+    client.http = httpx.AsyncClient(transport=httpx.MockTransport(handle), headers=client.http.headers)
+    return client, sent
+
+
+async def test_s1_the_envelope_id_is_a_uuid4_on_every_call():
+    import uuid
+
+    client, sent = answering(200, b'{"jsonrpc":"2.0","id":"x","result":{}}', "application/json")
+    await client.call("GetTask", {"id": "t"})
+    await client.call("GetTask", {"id": "t"})
+    ids = [request["id"] for request in sent]
+    assert all(isinstance(i, str) and uuid.UUID(i).version == 4 for i in ids) and len(set(ids)) == 2, ids
+
+
+@pytest.mark.parametrize("status", [200, 400, 404])
+async def test_s1_a_json_rpc_error_answered_as_plain_json_to_a_streaming_call_raises_it(status):
+    error = {"code": -32001, "message": "Task not found: task-9", "data": {"code": "SESSION_BACKUP_NOT_READY", "retryable": True}}
+    client, _ = answering(status, json.dumps({"jsonrpc": "2.0", "id": "x", "error": error}).encode(), "application/json")
+    with pytest.raises(A2AError) as caught:
+        _ = [frame async for frame in client.stream("SubscribeToTask", {"id": "task-9"})]
+    assert caught.value.error == error, "the agent's code, message and data, kept"
+    assert refused(caught.value).code == "SESSION_BACKUP_NOT_READY"
+
+
+def test_s4_session_backup_not_ready_is_read_from_a2a_error_details_too():
+    details = [
+        {
+            "@type": "type.googleapis.com/google.rpc.ErrorInfo",
+            "reason": "INTERNAL_ERROR",
+            "domain": "a2a-protocol.org",
+            "metadata": {"code": "SESSION_BACKUP_NOT_READY", "retryable": True},
+        }
+    ]
+    assert refused(A2AError({"code": -32603, "message": "syncing", "data": details})).code == "SESSION_BACKUP_NOT_READY"
+    assert refused(A2AError({"code": -32603, "message": "no", "data": [{"reason": "X"}]})).code == "A2A_UNAVAILABLE"
+
+
+async def test_s1_a_plain_json_result_to_a_streaming_call_is_its_one_frame():
+    client, _ = answering(200, b'{"jsonrpc":"2.0","id":"x","result":{"task":{"id":"a"}}}', "application/json")
+    assert [frame async for frame in client.stream("SendStreamingMessage", {})] == [{"task": {"id": "a"}}]
+
+
+async def test_s1_a_plain_json_reply_past_the_frame_bound_is_malformed():
+    from gateway.agents.a2a.client import MAX_FRAME_BYTES, MalformedFrame
+
+    client, _ = answering(200, b'{"jsonrpc":"2.0","id":"x","result":"' + b"x" * MAX_FRAME_BYTES + b'"}', "application/json")
+    with pytest.raises(MalformedFrame):
+        _ = [frame async for frame in client.stream("SendStreamingMessage", {})]
+
+
 # -- §2 a new user turn ---------------------------------------------------------------------------------------
 def test_s2_new_turn_message_has_the_user_message_id_role_and_context_and_no_task_id():
     message = messages.new_turn(request(message_id="m-1"), CTX)

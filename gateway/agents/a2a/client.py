@@ -6,8 +6,8 @@ dicts (msgspec), which keeps protobuf conversion off the hot path of every strea
 
 from __future__ import annotations
 
-import itertools
 import time
+import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -19,7 +19,6 @@ from gateway.jsondepth import too_deep
 
 MAX_FRAME_BYTES = 4 * 1024 * 1024  # one SSE data line from the agent
 FRAME_DEPTH = 128  # JSON nesting accepted in an agent's frame
-_ids = itertools.count(1)
 
 
 class A2AError(Exception):
@@ -44,7 +43,8 @@ class A2AClient:
 
     @staticmethod
     def _request(method: str, params: dict[str, Any]) -> bytes:
-        return msgspec.json.encode({"jsonrpc": "2.0", "id": next(_ids), "method": method, "params": params})
+        # The runtime's envelope id is a uuid4 (IAC_CODE_A2A_WIRE.md, transport): unique across replicas and restarts.
+        return msgspec.json.encode({"jsonrpc": "2.0", "id": str(uuid.uuid4()), "method": method, "params": params})
 
     async def call(self, method: str, params: dict[str, Any]) -> Any:
         started = time.perf_counter()
@@ -64,7 +64,9 @@ class A2AClient:
         return body.get("result")
 
     async def stream(self, method: str, params: dict[str, Any]) -> AsyncIterator[dict[str, Any]]:
-        """Yield each JSON-RPC response of a streaming call (an `error` object raises A2AError)."""
+        """Yield each JSON-RPC response of a streaming call (an `error` object raises A2AError). An error raised
+        before the stream began (a2a-sdk: an unknown task, a refused answer) comes as one plain JSON body instead
+        of an event stream: it raises the same A2AError, with the agent's code, message and data."""
         request = self._request(method, params)
         started = time.perf_counter()
         try:
@@ -72,6 +74,14 @@ class A2AClient:
                 headers = tracing.outgoing({"Accept": "text/event-stream"})
                 async with self.http.stream("POST", self.url, content=request, headers=headers) as response:
                     metrics.labelled(metrics.A2A_SECONDS, method).observe(time.perf_counter() - started)
+                    if _is_json(response):
+                        reply = _decode(await _bounded_body(response))
+                        if isinstance(reply, dict) and "error" in reply:
+                            raise A2AError(reply["error"] if isinstance(reply["error"], dict) else {"message": str(reply["error"])})
+                        response.raise_for_status()
+                        if isinstance(reply, dict) and isinstance(reply.get("result"), dict):
+                            yield reply["result"]  # a one-frame answer, as plain JSON
+                        return
                     response.raise_for_status()
                     async for body in _frames(response):
                         yield body
@@ -106,6 +116,17 @@ async def _frames(response: httpx.Response) -> AsyncIterator[dict[str, Any]]:
                 yield body.get("result") or {}
         if len(buffer) > MAX_FRAME_BYTES:
             raise A2AError({"message": "frame too large"})
+
+
+async def _bounded_body(response: httpx.Response) -> bytes:
+    """A plain JSON reply to a streaming call, read up to MAX_FRAME_BYTES."""
+    chunks, size = [], 0
+    async for chunk in response.aiter_bytes():
+        size += len(chunk)
+        if size > MAX_FRAME_BYTES:
+            raise MalformedFrame(f"a reply larger than {MAX_FRAME_BYTES} bytes")
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
 def _decode(raw: bytes) -> Any:

@@ -19,10 +19,23 @@ def unavailable(exc: BaseException) -> s.Failed:
     return s.Failed(message=f"The agent is unavailable ({type(exc).__name__}).", code="A2A_UNAVAILABLE")
 
 
+def error_codes(error: dict[str, Any]) -> set[str]:
+    """The runtime's codes in a JSON-RPC error's `data`: `{"code": …}` as the runtime writes it, or A2A 1.0's error
+    details as a2a-sdk 1.3 sends them, a list of `google.rpc.ErrorInfo` whose `metadata` holds those fields."""
+    data = error.get("data")
+    details = data if isinstance(data, list) else [data]
+    codes = set()
+    for detail in details:
+        if isinstance(detail, dict):
+            for fields in (detail, detail.get("metadata")):
+                if isinstance(fields, dict) and isinstance(fields.get("code"), str):
+                    codes.add(fields["code"])
+    return codes
+
+
 def refused(exc: A2AError) -> s.Failed:
     """A JSON-RPC error instead of the answer's first frame: retryable, and the interrupt stays pending."""
-    data = exc.error.get("data")
-    if isinstance(data, dict) and data.get("code") == BACKUP_NOT_READY:
+    if BACKUP_NOT_READY in error_codes(exc.error):
         return s.Failed(message="The agent's session backup is not ready yet; retry the answer.", code=BACKUP_NOT_READY)
     return s.Failed(message=f"The agent did not take the answer: {str(exc)[:300]}", code="A2A_UNAVAILABLE")
 
