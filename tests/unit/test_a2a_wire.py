@@ -247,6 +247,24 @@ def test_s3_text_delta_uses_the_agent_message_id():
     )
 
 
+def test_s3_the_agents_message_going_on_after_a_tool_call_is_its_id_with_a_suffix():
+    """A closed AG-UI message is never reopened: the agent's `<task>-message` after a tool call comes back as
+    `<task>-message.2`, the agent's id as its prefix (README, A2A: text)."""
+    t = Translator({"threadId": "t", "executionId": "e", "taskId": "task-1"}, 0, [])
+    events = []
+    for signal in (
+        s.TextDelta(text="Checking. ", message_id="task-1-message"),
+        s.ToolStart(tool_call_id="tu-1", name="bash"),
+        s.ToolEnd(tool_call_id="tu-1"),
+        s.ToolResult(tool_call_id="tu-1", content="ok"),
+        s.TextDelta(text="Done.", message_id="task-1-message"),
+        s.TextEnd(),
+    ):
+        events += t.translate(signal)
+    starts = [event.message_id for event in events if type(event).__name__ == "TextMessageStart"]
+    assert starts == ["task-1-message", "task-1-message.2"]
+
+
 def test_s3_final_text_is_ignored_once_text_was_shown():
     r = reader()
     r.read(status("Hello"))
