@@ -46,7 +46,7 @@ class MemoryReturn:
     def _run(self) -> None:
         self._scheduled, self._pending = False, 0
         gc.collect()  # a run's objects in reference cycles wait for a full collection, which an idle server never makes
-        if self._trim is not None:
+        if self._trim is not None:  # (for mypy: released() schedules this only when there is one)
             self._trim(0)
 
 

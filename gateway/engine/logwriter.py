@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from gateway import metrics
-from gateway.engine.retained import RetainedLogs
+from gateway.engine.retained import DEFAULT_MAX_BYTES, RetainedLogs
 from gateway.engine.stream import Bounds, Entry, EventStream
 from store import StoreUnavailable
 from store.eventlog import EventLog, LogFenced, LogMeta, LogRef, LogWrite
@@ -26,7 +26,7 @@ class LogPolicy:
 
     max_grace_seconds: float = 120.0
     bounds: Bounds = field(default_factory=Bounds)
-    retained_bytes: int = 256 * 1024 * 1024  # ended runs' events this replica keeps for replay (engine/retained.py)
+    retained_bytes: int = DEFAULT_MAX_BYTES  # ended runs' events this replica keeps for replay (engine/retained.py)
     retention_seconds: float = 600.0
 
 

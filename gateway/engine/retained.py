@@ -36,7 +36,7 @@ class RetainedLogs:
     def ended(self, ref: LogRef, head: int, size: int) -> None:
         """A run's log was written to its end: count it, and expire the oldest while the budget is exceeded."""
         now = self._clock()
-        self._forget_expired(now)
+        self._drop_expired(now)
         self._kept.append((now, ref, head, size))
         self.bytes += size
         while self.bytes > self.max_bytes and self._kept:
@@ -48,13 +48,14 @@ class RetainedLogs:
         if self._sweeper is None and self._kept and not self._events.live_writes:
             self._sweeper = asyncio.get_running_loop().create_task(self._sweep())
 
-    def _forget_expired(self, now: float) -> list[tuple[LogRef, int, int]]:
-        gone = []
+    def _drop_expired(self, now: float) -> None:
+        """Logs past their retention leave the count; those kept in this process (the memory store) drop their
+        events now (the store's own retention removes the others)."""
         while self._kept and self._kept[0][0] + self._retention <= now:
             _, ref, head, size = self._kept.popleft()
             self.bytes -= size
-            gone.append((ref, head, size))
-        return gone
+            if not self._events.live_writes:
+                self._expire(ref, head, size)
 
     def _expire(self, ref: LogRef, head: int, size: int) -> None:
         task = asyncio.get_running_loop().create_task(self._expire_now(ref, head, size))
@@ -73,8 +74,7 @@ class RetainedLogs:
         try:
             while self._kept:
                 await asyncio.sleep(max(0.05, self._kept[0][0] + self._retention - self._clock()))
-                for ref, head, size in self._forget_expired(self._clock()):
-                    await self._expire_now(ref, head, size)
+                self._drop_expired(self._clock())
                 metrics.RETAINED_LOG_BYTES.set(self.bytes)
         finally:
             self._sweeper = None

@@ -57,3 +57,18 @@ async def test_logs_past_their_retention_leave_the_budget_and_drop_their_events(
     assert budget.bytes == 0 and len(budget) == 0
     read = await log.read(second, 0, 10)
     assert read is not None and read.entries == [] and read.first == 2
+
+
+async def test_a_log_counted_out_by_a_later_end_drops_its_events_too():
+    """The memory store's logs past their retention drop their events whichever notices first: the sweep, or the
+    next run's end."""
+    clock = Clock()
+    log = MemoryEventLog(600)
+    budget = RetainedLogs(log, 10_000, 0.2, clock=clock)
+    old = await ended_log(log, "old", 100)
+    budget.ended(old, 1, 100)
+    clock.now += 0.3  # past its retention, before the sweep wakes
+    budget.ended(await ended_log(log, "new", 100), 1, 100)
+    await settle()
+    read = await log.read(old, 0, 10)
+    assert read is not None and read.entries == [] and read.first == 2
