@@ -408,6 +408,7 @@ class ScriptedAgent(AgentExecutor):
         ticks = int(words[1]) if len(words) > 1 and words[1].isdigit() else 30
         message_id = f"{up.task_id}-message"
         envelopes = self.envelopes.setdefault(up.task_id, [])
+        await up.update_status(S.TASK_STATE_WORKING, metadata=iac(iacCodeSessionId="sess-long"))
         for index in range(ticks):
             envelope = {**envelope_of(index + 1, "stack_progress", data={"tick": index}), "taskId": up.task_id}
             envelopes.append(envelope)
@@ -426,6 +427,9 @@ class ScriptedAgent(AgentExecutor):
         await up.update_status(S.TASK_STATE_INPUT_REQUIRED)
 
     async def script_slow(self, up: TaskUpdater, queue: EventQueue) -> None:
+        # The runtime names its session in its first update: the session event (a cancel needs its executionId)
+        # goes out once both the task and the session ids are known.
+        await up.update_status(S.TASK_STATE_WORKING, metadata=iac(iacCodeSessionId="sess-slow"))
         for index in range(100):
             await up.update_status(S.TASK_STATE_WORKING, message=text_message(up, f"tick {index} "))
             await asyncio.sleep(0.1)
@@ -444,7 +448,11 @@ class ScriptedAgent(AgentExecutor):
     async def answer(self, up: TaskUpdater, message: dict[str, Any], data_parts: list[Any]) -> None:
         script = self.scripts.get(up.task_id, "")
         if script == "two_permissions":
-            await up.update_status(S.TASK_STATE_WORKING)
+            # The task goes on with an event of its own before the sideband ack is even sent: no stream carries
+            # it to the gateway (pipeline/state "live" does).
+            envelopes = self.envelopes.setdefault(up.task_id, [])
+            envelopes.append({**envelope_of(len(envelopes) + 1, "stack_progress", data={"after": "answers"}), "taskId": up.task_id})
+            await up.update_status(S.TASK_STATE_WORKING, metadata=iac(pipeline=envelopes[-1]))
             await asyncio.sleep(0.3)
             decided = ", ".join(f"{k}={v}" for k, v in sorted(self.decisions.get(up.task_id, {}).items()))
             await up.update_status(S.TASK_STATE_WORKING, message=text_message(up, f"Decisions: {decided}.", "agent-msg-9"))

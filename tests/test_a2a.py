@@ -285,6 +285,25 @@ def test_two_pending_permissions_are_answered_one_message_each(gateway_a2a, agen
     assert not [c for c in agent.calls if c["method"] == "invalid-answer"]
 
 
+def test_after_sideband_answers_the_events_no_stream_carried_are_recovered(gateway_a2a, agent, client):
+    """SendMessage only acknowledges; the task's event from before the ack reaches the gateway through a second
+    pipeline recovery from the cursor the answers were sent at (IAC_CODE_A2A_WIRE.md §4)."""
+    body = run_body("two-permissions")
+    post_sse(client, gateway_a2a.url + "/", body)
+    agent.pipeline_state = "live"
+    entries = [{"interruptId": i, "status": "resolved", "payload": {"decision": "allow_once"}} for i in ("perm-a", "perm-b")]
+    try:
+        result = run(client, gateway_a2a, None, thread=body["threadId"], resume=entries)
+    finally:
+        agent.pipeline_state = None
+    assert result.terminal["outcome"] == {"type": "success"}, result.terminal
+    recovered = [v for v in result.custom("iac-code.pipeline.v1") if v.get("data") == {"after": "answers"}]
+    assert len(recovered) == 1, result.custom("iac-code.pipeline.v1")
+    recoveries = [c["params"] for c in agent.calls if c["method"] == "pipeline-state"][-2:]
+    assert recoveries[0]["afterSequence"] == recoveries[1]["afterSequence"] == "0", recoveries
+    assert text_of(result) == "Decisions: perm-a=allow_once, perm-b=allow_once."
+
+
 @pytest.mark.parametrize(
     "script, interrupt_id, payload, sent_text",
     [
@@ -563,7 +582,9 @@ def test_an_answer_refused_before_its_stream_as_plain_json_keeps_its_session_bac
     refused = run(client, gateway_a2a, None, thread=body["threadId"], resume=entry)
     assert agent.handler.raise_before_stream is None, "the real a2a-sdk handler raised"
     assert refused.terminal["code"] == "SESSION_BACKUP_NOT_READY", refused.terminal
-    assert run(client, gateway_a2a, None, thread=body["threadId"], resume=entry).terminal["outcome"] == {"type": "success"}
+    assert refused.custom("iac-code.session.v1") == [], "the session event says the agent took the answer: it did not"
+    accepted = run(client, gateway_a2a, None, thread=body["threadId"], resume=entry)
+    assert accepted.terminal["outcome"] == {"type": "success"} and len(accepted.custom("iac-code.session.v1")) == 1
 
 
 def test_subscribe_to_an_unknown_task_answered_as_plain_json_keeps_the_agents_message(gateway_a2a, agent, client):

@@ -99,6 +99,9 @@ class AgentBackend(abc.ABC):
     def run(self, request: AgentRequest) -> AsyncIterator[Signal]:
         """Start a turn, or continue one when `request.resume` is set; the stream ends after a terminal signal."""
 
+    # The identities (`iac-code.session.v1` keys) the session event waits for; none: it precedes the first event.
+    session_keys: tuple[str, ...] = ()
+
     # Whether a live run can be picked up by another replica (the agent's task lives outside this process).
     adoptable: bool = False
 

@@ -57,7 +57,6 @@ async def _accept(run: Run, digests: dict[str, str]) -> Failed | None:
 
 async def _terminal(run: Run, signal: s.Signal) -> Outcome:
     if isinstance(signal, s.Failed):
-        await run.stream.put(run.translator.session_event())
         return Failed(failed_signal_error(signal))
     if isinstance(signal, s.InputRequired):
         return Interrupted(signal)

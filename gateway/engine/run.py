@@ -125,7 +125,9 @@ class Run:
         self._stop: StopReason | None = None
         self._running = False  # True once the task has begun: only then may stop() cancel it
         reopen = execution.open_steps if prepared.is_resume and execution is not None and execution.status == "interrupted" else []
-        self.translator = Translator(_session(prepared, execution), execution.sequence if execution else 0, reopen)
+        self.translator = Translator(
+            _session(prepared, execution), execution.sequence if execution else 0, reopen, services.agent.session_keys
+        )
         if adoption is not None:
             restore(self.translator, adoption.replayed)
             self.adopt_state = adoption.record.get("state")

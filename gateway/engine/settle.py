@@ -79,8 +79,14 @@ def _status(run: Run, outcome: Outcome) -> ExecutionStatus | None:
     return ending if run.accepted or not run.prepared.is_resume else None  # only a resume keeps its interrupts
 
 
+def _session(run: Run) -> list[e.Event]:
+    """The session event, when the backend never named every identity it waits for. A resume whose answers
+    were refused sends none: the event says the agent took the execution (IAC_CODE_A2A_WIRE.md §4)."""
+    return run.translator.session_event() if run.accepted or not run.prepared.is_resume else []
+
+
 def _closing(run: Run) -> list[e.Event]:
-    return [*run.translator.session_event(), *run.translator.close_all()]
+    return [*_session(run), *run.translator.close_all()]
 
 
 def _terminal_events(run: Run, outcome: Outcome) -> list[e.Event]:
@@ -97,7 +103,7 @@ def _terminal_events(run: Run, outcome: Outcome) -> list[e.Event]:
             e.RunFinished(thread_id=thread_id, run_id=run_id, outcome=interrupt, usage=list(run.translator.usage) or None),
         ]
     if isinstance(outcome, Failed):
-        return [_error_event(run, outcome.error)]
+        return [*_session(run), _error_event(run, outcome.error)]
     return [*_closing(run), e.RunFinished(thread_id=thread_id, run_id=run_id, outcome=e.CancelledOutcome())]
 
 

@@ -27,10 +27,11 @@ def _without(open_ids: tuple[str, ...], closing: str) -> tuple[str, ...]:
 class Translator:
     """Per run. `sequence` continues the execution's custom-event numbering across its runs."""
 
-    __slots__ = ("reasoning_id", "sequence", "session", "session_sent", "steps", "text_ids_used", "texts", "tools", "usage")
+    __slots__ = ("awaits", "reasoning_id", "sequence", "session", "session_sent", "steps", "text_ids_used", "texts", "tools", "usage")
 
-    def __init__(self, session: dict[str, Any], sequence: int, open_steps: list[str]) -> None:
+    def __init__(self, session: dict[str, Any], sequence: int, open_steps: list[str], awaits: tuple[str, ...] = ()) -> None:
         self.session = session
+        self.awaits = awaits  # the identities the session event waits for (the backend's `session_keys`)
         self.sequence = sequence
         self.session_sent = False
         self.texts: dict[str | None, str] = {}  # open messages: the agent's message id (None: unnamed) -> AG-UI id
@@ -92,13 +93,15 @@ class Translator:
         if isinstance(signal, s.Accepted):
             return out
         if isinstance(signal, s.SessionInfo):
-            # Identities are recorded; the event itself goes out once, before the first other event.
             for key, value in (("contextId", signal.context_id), ("taskId", signal.task_id), ("sessionId", signal.session_id)):
                 if value is not None:
                     self.session[key] = value
-            return out
-        if not self.session_sent:
+        # The event goes out once, as soon as the identities it waits for are known (with none awaited: before
+        # the backend's first event); a run that ends first sends it with its closing events.
+        if not self.session_sent and all(self.session.get(key) for key in self.awaits):
             out.extend(self.session_event())
+        if isinstance(signal, s.SessionInfo):
+            return out
         handler = _HANDLERS.get(type(signal))
         if handler is not None:
             handler(self, signal, out)

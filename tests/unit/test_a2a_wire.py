@@ -108,6 +108,43 @@ def answering(status: int, content: bytes, content_type: str) -> tuple[A2AClient
     return client, sent
 
 
+class WireAgent:
+    """An agent played over httpx's in-process transport: `replies[method or path]` is a list of replies taken
+    in turn (a list of frames is an SSE stream, a dict a JSON body, an int a bare status; a frame or body with
+    an `error` is sent as that JSON-RPC error); `sent` records every call as (method or path, params)."""
+
+    def __init__(self, replies: dict[str, list]) -> None:
+        self.replies = {key: list(value) for key, value in replies.items()}
+        self.sent: list[tuple[str, dict]] = []
+
+    def backend(self):
+        from gateway.agents.a2a.backend import A2ABackend
+
+        backend = A2ABackend("http://agent/")
+        backend.client.http = httpx.AsyncClient(transport=httpx.MockTransport(self._handle), headers=backend.client.http.headers)
+        return backend
+
+    def _handle(self, request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/":
+            call = json.loads(request.content)
+            key, params = call["method"], call["params"]
+        else:
+            key, params = request.url.path, dict(request.url.params) or (json.loads(request.content) if request.content else {})
+        self.sent.append((key, params))
+        reply = self.replies[key].pop(0)
+        if isinstance(reply, int):
+            return httpx.Response(reply, text="Not Found")
+        if isinstance(reply, list):
+            frames = [f if "error" in f else {"jsonrpc": "2.0", "id": "x", "result": f} for f in reply]
+            body = b"".join(b"data: " + json.dumps(frame).encode() + b"\n\n" for frame in frames)
+            return httpx.Response(200, content=body, headers={"content-type": "text/event-stream"})
+        wrapped = reply if key.startswith("/") or "error" in reply else {"jsonrpc": "2.0", "id": "x", "result": reply}
+        return httpx.Response(200, json=wrapped)
+
+    def calls(self) -> list[str]:
+        return [key for key, _ in self.sent]
+
+
 async def test_s1_the_envelope_id_is_a_uuid4_on_every_call():
     import uuid
 
@@ -884,3 +921,153 @@ def test_s3_final_text_in_every_order_of_deltas_and_tool_calls(order):
             whole = streamed or "Hello world."
             shown.append(texts(r.read(status(whole, message_id="task-1-working", iac={"assistantFinal": {"complete": True}}))))
     assert "".join(shown) == (streamed or "Hello world.")
+
+
+# -- the session event and sideband recovery, through the engine (the agent over httpx's in-process transport) --
+def update(state="TASK_STATE_WORKING", text=None, **iac_signals):
+    update = {"taskId": "task-1", "status": {"state": state}}
+    if text is not None:
+        update["status"]["message"] = {"messageId": "task-1-message", "role": "ROLE_AGENT", "parts": [{"text": text}]}
+    if iac_signals:
+        update["metadata"] = {"iac_code": iac_signals}
+    return {"statusUpdate": update}
+
+
+SUBMITTED = {"task": {"id": "task-1", "status": {"state": "TASK_STATE_SUBMITTED"}}}
+WAITING = {"task": {"id": "task-1", "status": {"state": "TASK_STATE_INPUT_REQUIRED"}}}
+ASKED = {k: v for k, v in PERMISSION.items() if k != "contextId"}  # the engine's thread has its own context id
+
+
+def sessions(events):
+    return [e["value"] for e in events if e["type"] == "CUSTOM" and e["name"] == "iac-code.session.v1"]
+
+
+async def engine_runs(agent: WireAgent, *bodies: bytes) -> list[list[dict]]:
+    from tests.unit.scripted import Harness
+
+    backend = agent.backend()
+    harness = Harness(backend)  # type: ignore[arg-type]
+    try:
+        return [await harness.run(raw) for raw in bodies]
+    finally:
+        await backend.aclose()
+
+
+async def test_s3_the_session_event_goes_out_once_the_task_and_session_ids_are_known():
+    from tests.unit.scripted import body
+
+    frames = [SUBMITTED, update(text="Hi "), update(iacCodeSessionId="sess"), update(text="there."), update("TASK_STATE_COMPLETED")]
+    agent = WireAgent({"SendStreamingMessage": [frames]})
+    [events] = await engine_runs(agent, body())
+    kinds = [e["type"] for e in events]
+    [session] = sessions(events)
+    assert session["taskId"] == "task-1" and session["sessionId"] == "sess" and session["executionId"]
+    assert kinds.index("TEXT_MESSAGE_CONTENT") < kinds.index("CUSTOM"), "it waited for the session id; the text did not wait for it"
+    assert events[-1]["outcome"] == {"type": "success"}
+
+
+async def test_s3_an_agent_that_never_names_its_session_gets_the_session_event_at_the_end():
+    from tests.unit.scripted import body
+
+    agent = WireAgent({"SendStreamingMessage": [[SUBMITTED, update(text="Hi."), update("TASK_STATE_COMPLETED")]]})
+    [events] = await engine_runs(agent, body())
+    [session] = sessions(events)
+    assert session["taskId"] == "task-1" and "sessionId" not in session
+    assert [e["type"] for e in events][-3:] == ["CUSTOM", "TEXT_MESSAGE_END", "RUN_FINISHED"]
+
+
+async def test_s4_on_a_resume_the_session_event_goes_out_at_acceptance_never_at_a_refusal():
+    from tests.unit.scripted import body
+
+    asking = [SUBMITTED, update(iacCodeSessionId="sess"), update("TASK_STATE_INPUT_REQUIRED", input=ASKED)]
+    refusal = {"jsonrpc": "2.0", "id": "x", "error": {"code": -32603, "message": "not now"}}
+    taken = [update(inputReceived={"kind": "permission", "inputId": "permission-1"}), update("TASK_STATE_COMPLETED", text="Done.")]
+    agent = WireAgent(
+        {
+            "SendStreamingMessage": [asking, refusal, taken],
+            "/iac-code/session/ensure-restored": [{"status": "current"}] * 2,
+            "GetTask": [WAITING] * 2,
+            "/iac-code/pipeline/state": [404] * 2,
+        }
+    )
+    answer = [{"interruptId": "permission-1", "status": "resolved", "payload": {"decision": "allow_once"}}]
+    first, refused_run, accepted_run = await engine_runs(
+        agent, body(), body(None, run="r2", resume=answer), body(None, run="r3", resume=answer)
+    )
+    assert len(sessions(first)) == 1 and first[-1]["outcome"]["type"] == "interrupt"
+    assert refused_run[-1]["code"] == "A2A_UNAVAILABLE" and sessions(refused_run) == [], "a refused answer is no acceptance"
+    [session] = sessions(accepted_run)
+    assert session["taskId"] == "task-1" and session["sessionId"] == "sess" and accepted_run[-1]["outcome"] == {"type": "success"}
+
+
+async def test_s4_after_sideband_answers_pipeline_recovery_runs_again_from_the_cursor_they_were_sent_at():
+    from tests.unit.scripted import body
+
+    def envelope(sequence, text):
+        data = {"text": text}
+        return {"eventId": f"evt-{sequence}", "sequence": sequence, "eventType": "text_delta", "pipelineRunId": "p", "data": data}
+
+    sideband = {**ASKED, "scope": "candidate"}
+    asking = [SUBMITTED, update(iacCodeSessionId="sess"), update("TASK_STATE_INPUT_REQUIRED", input=sideband, pipeline=envelope(3, "a "))]
+    ack = {"message": {"role": "ROLE_AGENT", "messageId": "ack", "taskId": "task-1", "parts": [{"data": {"kind": "permission_ack"}}]}}
+    live = [update(pipeline=envelope(5, "c ")), update("TASK_STATE_COMPLETED")]
+    agent = WireAgent(
+        {
+            "SendStreamingMessage": [asking],
+            "/iac-code/session/ensure-restored": [{"status": "current"}],
+            "GetTask": [WAITING, {"task": {"id": "task-1", "status": {"state": "TASK_STATE_WORKING"}}}],
+            "SendMessage": [ack],
+            "SubscribeToTask": [live],
+            "/iac-code/pipeline/state": [
+                {"snapshot": {"pipelineRunId": "p", "lastSequence": 3}, "events": []},
+                {"snapshot": {"pipelineRunId": "p", "lastSequence": 5}, "events": [envelope(4, "b "), envelope(5, "c ")]},
+            ],
+        }
+    )
+    answer = [{"interruptId": "permission-1", "status": "resolved", "payload": {"decision": "allow_once"}}]
+    _, resumed = await engine_runs(agent, body(), body(None, run="r2", resume=answer))
+    assert agent.calls()[1:] == [
+        "/iac-code/session/ensure-restored",
+        "GetTask",
+        "/iac-code/pipeline/state",
+        "SendMessage",
+        "GetTask",
+        "SubscribeToTask",
+        "/iac-code/pipeline/state",
+    ]
+    recoveries = [params for key, params in agent.sent if key == "/iac-code/pipeline/state"]
+    assert [r["afterSequence"] for r in recoveries] == ["3", "3"], "the second recovery starts where the answers were sent"
+    said = "".join(e["delta"] for e in resumed if e["type"] == "TEXT_MESSAGE_CONTENT")
+    assert said == "c b ", "the window's event is recovered; the one the subscription showed is not repeated"
+    assert resumed[-1]["outcome"] == {"type": "success"}
+
+
+def test_s3_a_status_message_from_the_user_is_never_shown_as_the_agents_text():
+    r = reader()
+    echo = status("deploy my stack")
+    echo["statusUpdate"]["status"]["message"]["role"] = "ROLE_USER"
+    assert of(r.read(echo), s.TextDelta) == [] and not r.text_shown
+    assert texts(r.read(status("On it."))) == "On it."
+
+
+async def test_s6_an_error_frame_mid_stream_ends_the_run_and_cancels_the_task():
+    from tests.unit.scripted import body
+
+    broken = [SUBMITTED, update(text="Working "), {"jsonrpc": "2.0", "id": "x", "error": {"code": -32603, "message": "model quota"}}]
+    agent = WireAgent({"SendStreamingMessage": [broken], "CancelTask": [{"id": "task-1"}]})
+    [events] = await engine_runs(agent, body())
+    assert events[-1]["type"] == "RUN_ERROR" and events[-1]["code"] == "A2A_EXECUTION_FAILED"
+    assert "model quota" in events[-1]["message"], "the agent's own words are kept"
+    assert agent.sent[-1] == ("CancelTask", {"id": "task-1"}), "the task nobody can follow any more is stopped"
+
+
+async def test_s5_a_later_turn_of_the_thread_may_bring_a_new_session_id():
+    from tests.unit.scripted import body
+
+    def turn(session):
+        return [SUBMITTED, update(iacCodeSessionId=session), update("TASK_STATE_COMPLETED", text="ok")]
+
+    agent = WireAgent({"SendStreamingMessage": [turn("sess-1"), turn("sess-2")]})
+    first, second = await engine_runs(agent, body(), body(run="r2"))
+    assert [sessions(run)[0]["sessionId"] for run in (first, second)] == ["sess-1", "sess-2"]
+    assert first[-1]["outcome"] == second[-1]["outcome"] == {"type": "success"}

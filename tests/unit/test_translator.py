@@ -16,13 +16,25 @@ def kinds(events) -> list[str]:
 
 def test_the_session_event_goes_first_and_once_with_learned_identities():
     t = translator()
-    assert t.translate(s.SessionInfo(task_id="task-9", session_id="sess")) == []
-    first = t.translate(s.TextDelta(text="a"))
-    assert kinds(first) == ["Custom", "TextMessageStart", "TextMessageContent"]
-    assert first[0].name == SESSION_EVENT and first[0].value["taskId"] == "task-9" and "sessionId" in first[0].value
-    assert kinds(t.translate(s.TextDelta(text="b"))) == ["TextMessageContent"]
+    [first] = t.translate(s.SessionInfo(task_id="task-9", session_id="sess"))
+    assert first.name == SESSION_EVENT and first.value["taskId"] == "task-9" and first.value["sessionId"] == "sess"
+    assert kinds(t.translate(s.TextDelta(text="a"))) == ["TextMessageStart", "TextMessageContent"]
     assert t.session_event() == []
     assert t.identities() == {"taskId": "task-9", "sessionId": "sess"}
+
+
+def test_a_backend_with_no_session_info_gets_the_session_event_before_its_first_event():
+    first = translator().translate(s.TextDelta(text="a"))
+    assert kinds(first) == ["Custom", "TextMessageStart", "TextMessageContent"] and first[0].name == SESSION_EVENT
+
+
+def test_the_session_event_waits_for_every_identity_its_backend_names():
+    t = Translator({"threadId": "t", "executionId": "exec-1", "taskId": None}, 0, [], ("taskId", "sessionId"))
+    assert t.translate(s.SessionInfo(task_id="task-9")) == []
+    assert kinds(t.translate(s.TextDelta(text="a"))) == ["TextMessageStart", "TextMessageContent"], "text does not wait for it"
+    [event] = t.translate(s.SessionInfo(session_id="sess"))
+    assert event.name == SESSION_EVENT and event.value["taskId"] == "task-9" and event.value["sessionId"] == "sess"
+    assert t.translate(s.SessionInfo(session_id="sess")) == [] and t.session_event() == [], "once"
 
 
 def test_spans_close_each_other_and_close_all_closes_everything_innermost_first():

@@ -46,6 +46,7 @@ class A2ABackend(AgentBackend):
         self.client = A2AClient(url, token)
         self.follow_idle = follow_idle
 
+    session_keys = ("taskId", "sessionId")  # IAC_CODE_A2A_WIRE.md §3: once both the task and session ids are known
     adoptable = True  # the task lives in the agent: any replica can follow it with SubscribeToTask
 
     def run(self, request: AgentRequest) -> AsyncIterator[s.Signal]:
@@ -89,6 +90,9 @@ class A2ABackend(AgentBackend):
             return
         except A2AError as exc:
             finished = True
+            # An error frame after the stream began: the run ends, and the task it started is cancelled, as
+            # on a transport failure; nobody could answer or follow it once its execution is marked failed.
+            await self._cancel_task(reader.task_id if self._owns_task(request, reader) else None)
             failure = refused(exc)
             if failure.code == "A2A_UNAVAILABLE":
                 failure = s.Failed(message=f"The agent answered with an error: {str(exc)[:300]}", code="A2A_EXECUTION_FAILED")
@@ -144,7 +148,7 @@ class A2ABackend(AgentBackend):
             await self._cancel_task(reader.task_id)
             yield s.Accepted()
             raise EndRun(s.Failed(message="The question was dismissed, so the agent's task was cancelled.", code="CANCELLED"))
-        taken = False
+        taken, before = False, reader.pipeline.cursor
         for index, item in enumerate(outbound):
             assert item.message is not None
             if item.streamed:
@@ -164,12 +168,25 @@ class A2ABackend(AgentBackend):
                 return  # the task moved on (or ended) before the remaining answers: they are not sent
             if not last:
                 reader.stop = False  # an earlier answer's stream: the next answer goes on
-        if not outbound[-1].streamed:  # after sideband answers, GetTask says where the task is now
-            for signal in await self._snapshot(reader):
-                yield signal
+        if outbound[-1].streamed:
+            if not reader.stop:
+                async for signal in self._follow(reader):
+                    yield signal
+            return
+        async for signal in self._after_sideband(reader, before):
+            yield signal
+
+    async def _after_sideband(self, reader: FrameReader, before: int) -> AsyncIterator[s.Signal]:
+        """SendMessage only says the answers were taken (§4): GetTask says where the task is now, SubscribeToTask
+        follows it unless it ended, and a recovery from the cursor the answers were sent at brings back what the
+        task said in between, which no stream carried."""
+        for signal in await self._snapshot(reader):
+            yield signal
         if not reader.stop:
             async for signal in self._follow(reader):
                 yield signal
+        for signal in await recover_pipeline(self.client, reader, after=before):
+            yield signal
 
     async def _send(self, reader: FrameReader, message: dict[str, Any], *, first_is_acceptance: bool) -> AsyncIterator[s.Signal]:
         """A sideband answer: SendMessage, whose reply only says it was taken."""

@@ -210,6 +210,8 @@ class FrameReader:
         if not isinstance(message, dict):
             return
         self.check(message.get("taskId"), message.get("contextId"))
+        if message.get("role") not in _AGENT_ROLES:
+            return  # the user's own words (an echo of the input): never shown as the agent's
         final = iac.get("assistantFinal")
         if isinstance(final, dict) and final.get("complete") is True and self.text_shown:
             return  # the turn's whole answer again, under another message id: already shown

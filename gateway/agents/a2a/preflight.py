@@ -83,12 +83,12 @@ async def check_task(client: A2AClient, reader: FrameReader) -> s.Failed | None:
     return None
 
 
-async def recover_pipeline(client: A2AClient, reader: FrameReader) -> list[s.Signal]:
-    """`GET /iac-code/pipeline/state`: one ACTIVITY_SNAPSHOT, then the events after the cursor, de-duplicated."""
+async def recover_pipeline(client: A2AClient, reader: FrameReader, after: int | None = None) -> list[s.Signal]:
+    """`GET /iac-code/pipeline/state`: one ACTIVITY_SNAPSHOT, then the events after the cursor (or `after`),
+    de-duplicated against what was already shown."""
+    cursor = reader.pipeline.cursor if after is None else after
     try:
-        response = await client.extension(
-            "GET", "/iac-code/pipeline/state", params={"taskId": reader.task_id, "afterSequence": reader.pipeline.cursor}
-        )
+        response = await client.extension("GET", "/iac-code/pipeline/state", params={"taskId": reader.task_id, "afterSequence": cursor})
     except httpx.HTTPError:
         return []
     if response is None or response.status_code != 200:
