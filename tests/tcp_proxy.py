@@ -1,5 +1,7 @@
 """A loopback TCP proxy in a background thread whose open connections can be cut at once: a network drop that
-neither side chose (the browser sees its WebSocket die, the gateway sees its client vanish)."""
+neither side chose (the browser sees its WebSocket die, the gateway sees its client vanish). It can also hold
+every byte, both ways, on open and new connections alike, until it lets them go: a partition that heals, as
+a blackholed route looks to both ends (no reset, no error: silence, then the delayed bytes)."""
 
 from __future__ import annotations
 
@@ -19,6 +21,7 @@ class TcpProxy:
         self.sent: list[bytes] = []  # every chunk a client sent upstream, as read (one write of a pipeline: one chunk)
         self._ready = threading.Event()
         self._thread = threading.Thread(target=self._serve, daemon=True)
+        self._open: asyncio.Event | None = None  # set: bytes flow; clear: they wait (created on the proxy's loop)
 
     def __enter__(self) -> TcpProxy:
         self._thread.start()
@@ -32,6 +35,8 @@ class TcpProxy:
 
     def _serve(self) -> None:
         asyncio.set_event_loop(self._loop)
+        self._open = asyncio.Event()
+        self._open.set()
         self._loop.run_until_complete(asyncio.start_server(self._accept, "127.0.0.1", self.port))
         self._ready.set()
         self._loop.run_forever()
@@ -46,11 +51,23 @@ class TcpProxy:
             while data := await reader.read(65536):
                 if record is not None:
                     record.append(data)
+                assert self._open is not None
+                await self._open.wait()
                 writer.write(data)
                 await writer.drain()
         finally:
             writer.close()
             self._writers.discard(writer)
+
+    def hold(self) -> None:
+        """Partition: every byte from now on waits, both ways, until `release`."""
+        assert self._open is not None
+        self._loop.call_soon_threadsafe(self._open.clear)
+
+    def release(self) -> None:
+        """Heal: what waited goes through, in order."""
+        assert self._open is not None
+        self._loop.call_soon_threadsafe(self._open.set)
 
     def cut(self) -> None:
         """Drop every open connection, both ways, without a closing handshake."""

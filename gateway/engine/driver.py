@@ -3,6 +3,7 @@ into the run's event stream until a terminal signal fixes the outcome."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator, Coroutine
 from typing import TYPE_CHECKING, Any
@@ -119,6 +120,8 @@ async def _consume(run: Run, signals: AsyncIterator[s.Signal], digests: dict[str
             if isinstance(signal, s.Adoptable):
                 await run.note_adoptable(signal.state)
                 continue
+            if not run.may_publish():  # the lease is no longer proven: the run was stopped; nothing more is shown
+                raise asyncio.CancelledError
             await run.stream.put(run.translator.translate(signal))
         return Completed()
     finally:

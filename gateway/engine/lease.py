@@ -1,10 +1,17 @@
-"""The lease keeper: renews a run's fenced lease every third of its lifetime and relays what renewal learns.
+"""The lease keeper: renews a run's fenced lease every third of its lifetime, proves the lease on the owner's own
+clock, and relays what renewal learns.
+
+The proof: a renewal that succeeded shows the lease held until at least the moment it was sent plus the lease's
+lifetime (the store counts from when it ran the renewal, which is later). The keeper trusts it for
+PROOF_SHARE of that lifetime, a margin for the two clocks' drift and for the run to stop. A timer of its own
+ends the proof, so a renewal blocked on a hung store never delays it; `holds()` is the check the run makes
+before each event it publishes and before any side effect.
 
 Timeline of the races it settles (the store decides each atomically):
 - the run settles while a renewal is in flight: the keeper is stopped before the run writes its end, and
   a late "not ok" is ignored by the run, which is past RUNNING by then;
-- the store is unreachable: renewals are retried until 90% of the lease has passed, then the run fails
-  with STATE_PERSISTENCE_FAILED before another replica could take the thread over;
+- the store is unreachable: renewals are retried, each bounded by a third of the lease; when the proof runs
+  out the run stops (STATE_PERSISTENCE_FAILED), before another replica could take the thread over;
 - another run took the lease (fence moved on): the run fails with EXECUTION_LOST;
 - a cancel intent was recorded (perhaps on another replica, its pub/sub wake-up lost): the run is cancelled.
 """
@@ -19,6 +26,7 @@ from gateway.errors import ErrorCode, GatewayError
 from store import Lease, StoreUnavailable, ThreadStore
 
 Sleep = Callable[[float], Awaitable[None]]
+PROOF_SHARE = 0.8  # of the lease's lifetime, from a successful renewal's sending
 
 
 class LeaseKeeper:
@@ -39,34 +47,73 @@ class LeaseKeeper:
         self.on_lost = on_lost
         self.on_cancel = on_cancel
         self.sleep = sleep
-        self.monotonic = monotonic or asyncio.get_running_loop().time
+        loop = asyncio.get_running_loop()
+        self.monotonic = monotonic or loop.time
+        # The admission that granted the lease was sent before now: proven from here.
+        self.proven_until = self.monotonic() + store.lease_seconds * PROOF_SHARE
         self._task: asyncio.Task[None] | None = None
+        self._deadline: asyncio.TimerHandle | None = None
+        self._lost = False
 
     def start(self) -> None:
-        self._task = asyncio.get_running_loop().create_task(self.keep(), name=f"lease:{self.lease.run_id}")
+        loop = asyncio.get_running_loop()
+        self._task = loop.create_task(self.keep(), name=f"lease:{self.lease.run_id}")
+        self._arm()
 
     def stop(self) -> None:
         if self._task is not None:
             self._task.cancel()
+        if self._deadline is not None:
+            self._deadline.cancel()
+            self._deadline = None
+
+    def holds(self) -> bool:
+        """Whether the lease is proven now: the run may publish an event or act on its backend."""
+        return not self._lost and self.monotonic() < self.proven_until
+
+    def check(self) -> bool:
+        """`holds()`, and when it does not, the run is told at once (its timer may not have run yet: a process
+        that was paused sees its work before its timers)."""
+        if self.holds():
+            return True
+        self._expire()
+        return False
+
+    def _arm(self) -> None:
+        if self._deadline is not None:
+            self._deadline.cancel()
+        loop = asyncio.get_running_loop()
+        self._deadline = loop.call_at(loop.time() + max(0.0, self.proven_until - self.monotonic()), self._expire)
+
+    def _expire(self) -> None:
+        if self._lost:
+            return
+        if self.monotonic() < self.proven_until:  # renewed meanwhile: the timer was re-armed
+            return
+        self._give_up(GatewayError(ErrorCode.STATE_PERSISTENCE_FAILED, detail="The run lease could not be renewed."))
+
+    def _give_up(self, error: GatewayError) -> None:
+        self._lost = True
+        self.stop()
+        self.on_lost(error)
 
     async def keep(self) -> None:
         lifetime = self.store.lease_seconds
-        last_ok = self.monotonic()
         while True:
             await self.sleep(lifetime / 3)
+            sent = self.monotonic()
             try:
-                renewed = await self.store.renew(self.lease)
-            except StoreUnavailable:
+                async with asyncio.timeout(lifetime / 3):
+                    renewed = await self.store.renew(self.lease)
+            except (StoreUnavailable, TimeoutError):
                 metrics.labelled(metrics.LEASE_RENEWALS, "unavailable").inc()
-                if self.monotonic() - last_ok >= lifetime * 0.9:
-                    self.on_lost(GatewayError(ErrorCode.STATE_PERSISTENCE_FAILED, detail="The run lease could not be renewed."))
-                    return
-                continue
+                continue  # the proof's own timer decides when it is too late
             metrics.labelled(metrics.LEASE_RENEWALS, "ok" if renewed.ok else "lost").inc()
             if not renewed.ok:
-                self.on_lost(GatewayError(ErrorCode.EXECUTION_LOST, "runId", "The run lost its lease."))
+                self._give_up(GatewayError(ErrorCode.EXECUTION_LOST, "runId", "The run lost its lease."))
                 return
-            last_ok = self.monotonic()
+            self.proven_until = max(self.proven_until, sent + lifetime * PROOF_SHARE)
+            self._arm()
             if self.on_renewed is not None:
                 await self.on_renewed()
             if renewed.cancel_requested:

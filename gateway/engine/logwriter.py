@@ -134,6 +134,8 @@ class LogWriter:
         create = None if self._created else self._owner.log_meta()
         await self._log.write(self._ref, batch, first, create=create, end=end, fence=self._fence)
         self._created = True
+        if batch:
+            self._stream.made_durable(batch[-1][0])
 
     def _fenced(self) -> None:
         log.warning("event log of run %s: a newer owner writes it; this replica stops writing", self._ref.run_id)
@@ -176,6 +178,8 @@ class LogWriter:
         self._closing = False
         if failure is None:
             self._created, self._done = True, True
+            if write.entries:
+                self._stream.made_durable(write.entries[-1][0])
             if write.end is not None:
                 self._count_retained(write.end, sum(len(data) for _, data in write.entries))
         elif isinstance(failure, LogFenced):

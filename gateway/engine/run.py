@@ -27,7 +27,7 @@ from gateway.engine.retained import RetainedLogs
 from gateway.engine.settle import settle
 from gateway.engine.stream import Entry, EventStream
 from gateway.engine.translator import Translator
-from gateway.errors import ErrorCode, GatewayError
+from gateway.errors import GatewayError
 from store import AdmitResult, Execution, Lease, StoreUnavailable, ThreadStore
 from store.eventlog import LogMeta, LogRef, ros_digest
 
@@ -159,6 +159,9 @@ class Run:
         writer = LogWriter(events, ref, self, stream, fence=fence, created=opened, retained=services.retained)
         if events.live_writes:
             stream.watcher = writer
+            if services.agent.adoptable and services.store.supports_adoption:
+                # Another replica may go on with this run from its log: its followers see only what the log holds.
+                stream.durable = stream.head
         return stream, writer, min(max(prepared.grace_seconds, 0.0), policy.max_grace_seconds)
 
     def release_input(self) -> None:
@@ -170,8 +173,19 @@ class Run:
         self.history = ()
 
     def is_released(self) -> bool:
-        """Whether the run was handed to another replica (the backend asks, as its request's `released`)."""
-        return self.released
+        """Whether the backend's task must be left alone (the backend asks, as its request's `released`): the run
+        was handed to another replica, or it can be adopted and this replica can no longer prove its lease."""
+        if self.released:
+            return True
+        return self.adoptable_elsewhere() and self.keeper is not None and not self.keeper.holds()
+
+    def adoptable_elsewhere(self) -> bool:
+        """Another replica can go on with this run: the store holds its adoption record."""
+        return self._adopt_written is not None
+
+    def may_publish(self) -> bool:
+        """Whether this replica still owns the run: its lease is proven (or needs no renewal)."""
+        return self.keeper is None or self.keeper.check()
 
     # -- what its event stream and log writer ask of the run (it is their StreamOwner and LogOwner) ----------
     def log_first(self) -> int:
@@ -229,9 +243,11 @@ class Run:
         return True
 
     def _lease_lost(self, error: GatewayError) -> None:
-        if self._adopt_written is not None and error.code is ErrorCode.EXECUTION_LOST:
-            log.warning("run %s lost its lease to another replica, which goes on with it: stopping here", self.lease.run_id)
-            self.released = True  # another replica adopted the run: it goes on there
+        if self.adoptable_elsewhere():
+            # Another replica adopted the run, or will once the lease is gone: its task goes on there, and this
+            # replica's followers reattach to it (the log's rules). Nothing here may touch the task any more.
+            log.warning("run %s lost its lease (%s): another replica goes on with it; stopping here", self.lease.run_id, error.code.name)
+            self.released = True
             self.stop(HandedOff())
         else:
             self.stop(Failed(error))

@@ -57,15 +57,19 @@ async def settle(run: Run, outcome: Outcome) -> Outcome:
 
 async def _settle(run: Run, outcome: Outcome) -> Outcome:
     run.move_to(RunState.SETTLING)
+    if isinstance(outcome, Interrupted):
+        outcome = await _save_interrupt(run, outcome)  # saving the interrupts releases the lease
     if isinstance(outcome, HandedOff):  # the new owner writes the end; local followers simply stop here
         run.move_to(RunState.ENDED)
         await run.stream.close()
         return outcome
-    if isinstance(outcome, Interrupted):
-        outcome = await _save_interrupt(run, outcome)  # saving the interrupts releases the lease
     terminal = run.stream.next_entries(_terminal_events(run, outcome))
     if not isinstance(outcome, Interrupted):
-        await _finish(run, _status(run, outcome), terminal)
+        unrecorded = await _finish(run, _status(run, outcome), terminal)
+        if unrecorded is not None and not (isinstance(outcome, Failed) and outcome.error.code is unrecorded.code):
+            # No client hears an end the store does not hold: the end it hears is that it could not be recorded.
+            outcome = Failed(unrecorded)
+            terminal = run.stream.next_entries([_error_event(run, unrecorded)])
     await run.stream.put_encoded([data for _, data in terminal])
     run.move_to(RunState.ENDED)
     await run.stream.close()
@@ -117,11 +121,12 @@ def _progress(run: Run) -> Progress:
     return Progress(run.translator.sequence, run.translator.identities())
 
 
-async def _finish(run: Run, status: ExecutionStatus | None, terminal: list[Entry]) -> None:
+async def _finish(run: Run, status: ExecutionStatus | None, terminal: list[Entry]) -> GatewayError | None:
     """Record the end, retrying an unreachable or busy store with backoff for as long as the lease would last
     (at most FINISH_RETRY_SECONDS): the write is fenced, so a retry of a write that did land changes nothing.
     The run's event log, `terminal` included, is completed in the same store call where it can be (one round
-    trip for both on Redis); a log write that fails there is left to the log writer, as before."""
+    trip for both on Redis); a log write that fails there is left to the log writer, which then writes the
+    terminal events actually published. None when the end was recorded, else the error the client hears."""
     store = run.services.store
     loop = asyncio.get_running_loop()
     give_up = loop.time() + min(store.lease_seconds, FINISH_RETRY_SECONDS)
@@ -132,18 +137,19 @@ async def _finish(run: Run, status: ExecutionStatus | None, terminal: list[Entry
     try:
         while True:
             try:
-                if closing is not None:
-                    outcome = await store.finish_run_and_log(run.lease, status, _progress(run), closing)
-                else:
-                    await store.finish_run(run.lease, status, _progress(run))
-                return
+                async with asyncio.timeout(max(0.05, give_up - loop.time())):  # a hung store never holds the end longer
+                    if closing is not None:
+                        outcome = await store.finish_run_and_log(run.lease, status, _progress(run), closing)
+                    else:
+                        await store.finish_run(run.lease, status, _progress(run))
+                return None
             except Rejected as exc:
                 log.warning("the end of run %s was refused (%s): another owner holds the thread", run.lease.run_id, exc.reason.name)
-                return
-            except StoreUnavailable as exc:
+                return GatewayError(ErrorCode.EXECUTION_LOST, "runId", "The run lost its lease before its end was recorded.")
+            except (StoreUnavailable, TimeoutError) as exc:
                 if loop.time() + delay > give_up:
                     log.warning("could not record the end of run %s: %s; its lease will expire", run.lease.run_id, exc)
-                    return
+                    return GatewayError(ErrorCode.STATE_PERSISTENCE_FAILED, detail="The end of the run could not be recorded.")
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 1.0)
     finally:
@@ -193,6 +199,12 @@ async def _save_interrupt(run: Run, outcome: Interrupted) -> Outcome:
             run.lease, pending, checkpoint=request.checkpoint, open_steps=open_steps, progress=_progress(run)
         )
     except STORE_FAILURES as exc:
+        if run.adoptable_elsewhere() and not (isinstance(exc, Rejected) and exc.reason is Rejection.CANCELLED):
+            # The task waits for its answers in the agent: whoever adopts the run reads its inputs again and saves
+            # them. Cancelling it here could kill another replica's work.
+            log.warning("run %s: its interrupts were not saved (%s); another replica takes the run over", run.lease.run_id, exc)
+            run.released = True
+            return HandedOff()
         await run.services.cancel_backend(run.lease.execution_id, request.checkpoint)
         if isinstance(exc, Rejected) and exc.reason is Rejection.CANCELLED:
             return Cancelled()

@@ -94,6 +94,7 @@ class EventStream:
         "_quiet_from",
         "_released",
         "_wake_pending",
+        "durable",
         "ended",
         "head",
         "watcher",
@@ -129,6 +130,9 @@ class EventStream:
         self._beats = 0
         self._wake_pending = False
         self._released = False  # the run is over: the ring goes as soon as no follower reads it
+        # None: followers read every put at once. A position: they read only up to it, the last one the store's log
+        # holds (`made_durable`), so that what a client saw is what another replica adopting the run goes on from.
+        self.durable: int | None = None
 
     @property
     def first(self) -> int:
@@ -162,6 +166,7 @@ class EventStream:
         """Publish events already encoded (the next positions are theirs)."""
         if not encoded or self.ended:
             return
+        readable = self._readable()
         self._data.extend(encoded)
         self.head += len(encoded)
         self._bytes += sum(map(len, encoded))
@@ -170,7 +175,7 @@ class EventStream:
             self._trim()
         if self.watcher is not None:
             self.watcher.stream_grew()
-        if self._grew:
+        if self._grew and self._readable() > readable:
             self._wake_followers()
         while self.head > self._pause_at:  # an attached follower trails too far: wait for it
             self._advanced = self._advanced or asyncio.get_running_loop().create_future()
@@ -178,6 +183,19 @@ class EventStream:
         self._puts += 1
         if not self._puts % YIELD_EVERY:  # a backend that never awaits must not starve the loop (log writer, others)
             await asyncio.sleep(0)
+
+    def made_durable(self, position: int) -> None:
+        """The store's log holds every entry up to `position`: followers of a durable stream may read them."""
+        durable = self.durable
+        if durable is not None and position > durable:
+            self.durable = position  # may be ahead of the head: a closing write holds events not yet published
+            if self._grew and durable < self.head:
+                self._wake_followers()
+
+    def _readable(self) -> int:
+        """The last position a follower may read."""
+        durable = self.durable
+        return self.head if durable is None or durable > self.head else durable
 
     async def close(self) -> None:
         """No event follows: followers end after what is held."""
@@ -243,7 +261,7 @@ class EventStream:
 
     def _take(self, follower: int, after: int, now: float) -> list[Entry]:
         try:
-            batch = self.entries(after, MAX_BATCH)
+            batch = self.entries(after, min(MAX_BATCH, self._readable() - after))
         except PositionGone:
             raise FollowerCut(after) from None
         self._cursors[follower] = batch[-1][0]
@@ -261,10 +279,11 @@ class EventStream:
         try:
             while True:
                 after = self._cursors[follower]
-                if after < self.head:
+                if after < self._readable():
                     yield self._take(follower, after, loop.time())  # no local: a waiting follower keeps no batch
                     continue
-                if self.ended:
+                # What a durable stream's log never got is never shown: once the run let go of it, it ends there.
+                if self.ended and (after >= self.head or self._released):
                     return
                 if seen_beats != self._beats:
                     seen_beats = self._beats
@@ -286,7 +305,6 @@ class EventStream:
         """The shared clock's call: beat if the followers waiting have been silent for the interval, else ask to be
         woken when they will have been. Nobody waiting: nothing (a follower that waits again asks anew)."""
         self._wake_pending = False
-        self._released = False  # the run is over: the ring goes as soon as no follower reads it
         if self.ended or not self._grew:
             return
         due = self._quiet_from + self._interval
@@ -309,6 +327,8 @@ class EventStream:
         self._released = True
         if not self._cursors:
             self._drop()
+        elif self._grew:
+            self._wake_followers()
 
     def _drop(self) -> None:
         collector.RETURN.released(self._bytes)

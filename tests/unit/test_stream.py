@@ -181,14 +181,50 @@ async def test_thousands_of_silent_streams_share_one_clock_task_and_hold_no_time
     """Each follower of each stream gets its heartbeats, yet the loop holds one clock task and no timer per stream."""
     loop = asyncio.get_running_loop()
     tasks_before = len(asyncio.all_tasks())
+    timers_before = len(loop._scheduled)  # type: ignore[attr-defined]  # earlier tests' sleepers share the session loop
     streams = [EventStream(QUIET) for _ in range(2000)]
     readers = [stream.follow(stream.attach(0), 0.2) for stream in streams for _ in range(2)]
     waiting = [asyncio.ensure_future(anext(reader)) for reader in readers]
     await asyncio.sleep(0.05)
-    timers = len(loop._scheduled)  # type: ignore[attr-defined]
+    timers = len(loop._scheduled) - timers_before  # type: ignore[attr-defined]
     assert timers < 10, f"{timers} timers for {len(streams)} silent streams"
     assert len(asyncio.all_tasks()) - tasks_before - len(waiting) <= 1, "one clock task at most"
     beats = await asyncio.wait_for(asyncio.gather(*waiting), 2)
     assert beats == [None] * len(readers)
     for reader in readers:
         await reader.aclose()
+
+
+async def test_a_durable_stream_shows_only_what_its_log_holds():
+    stream = EventStream(QUIET)
+    stream.durable = 0
+    follower = stream.follow(stream.attach(0), 30)
+    await stream.put(text(5))
+    pending = asyncio.ensure_future(anext(follower))
+    await asyncio.sleep(0.01)
+    assert not pending.done(), "nothing the log lacks is shown"
+    stream.made_durable(3)
+    assert [position for position, _ in await pending] == [1, 2, 3]
+    stream.made_durable(6)  # a closing write holds the terminal event before it is published
+    await stream.put(text(1))
+    assert [position for position, _ in await anext(follower)] == [4, 5, 6]
+    await stream.close()
+    stream.release()
+    with pytest.raises(StopAsyncIteration):
+        await anext(follower)
+
+
+async def test_a_released_durable_stream_ends_its_followers_before_what_was_never_written():
+    stream = EventStream(QUIET)
+    stream.durable = 0
+    follower = stream.follow(stream.attach(0), 30)
+    await stream.put(text(3))
+    stream.made_durable(1)
+    assert [position for position, _ in await anext(follower)] == [1]
+    await stream.close()
+    waiting = asyncio.ensure_future(anext(follower))
+    await asyncio.sleep(0.01)
+    assert not waiting.done(), "the log may still get the rest"
+    stream.release()
+    with pytest.raises(StopAsyncIteration):
+        await waiting

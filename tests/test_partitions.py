@@ -1,0 +1,211 @@
+"""Partitions and pauses against real gateways on one Redis: a replica cut off from Redis (a TCP proxy of the
+test's own holds every byte, as a blackholed route does) or paused past its lease stops acting before another
+replica can take its thread, never tells its client an end the store does not hold, and never touches an A2A
+task another replica adopts. Every client event is stamped on arrival; the clocks are this host's."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import threading
+import time
+from typing import Any
+
+import httpx
+import pytest
+import redis
+
+from tests.a2a_agent import A2AAgentServer
+from tests.reattach_client import GRACE, assert_exactly_once, attach_after, open_post
+from tests.support import Gateway, RedisServer, assert_well_formed_run, run_body
+from tests.tcp_proxy import TcpProxy
+
+pytestmark = [pytest.mark.redis]
+LEASE = "3"
+STOPPED = {"STATE_PERSISTENCE_FAILED", "EXECUTION_LOST"}
+
+
+class Stamped:
+    """A run's SSE stream read in a thread; each event with the monotonic time it arrived."""
+
+    def __init__(self, url: str, body: dict[str, Any], headers: dict[str, str] | None = None) -> None:
+        self.stream = open_post(url, body, headers)
+        self.events: list[tuple[float, int, dict[str, Any]]] = []
+        self.first = threading.Event()
+        self.thread = threading.Thread(target=self._read, daemon=True)
+        self.thread.start()
+
+    def _read(self) -> None:
+        try:
+            for position, event in self.stream._records:
+                self.events.append((time.monotonic(), position, event))
+                if event["type"] == "TEXT_MESSAGE_CONTENT":
+                    self.first.set()
+        except httpx.HTTPError:
+            pass
+
+    def deltas(self) -> list[tuple[float, dict[str, Any]]]:
+        return [(at, event) for at, _, event in self.events if event["type"] == "TEXT_MESSAGE_CONTENT"]
+
+    def wait(self, seconds: float) -> None:
+        self.thread.join(seconds)
+        assert not self.thread.is_alive(), f"the stream did not end within {seconds} s"
+        self.stream.drop()
+
+    def terminal(self) -> dict[str, Any] | None:
+        ends = [event for _, _, event in self.events if event["type"] in ("RUN_FINISHED", "RUN_ERROR")]
+        return ends[-1] if ends else None
+
+
+def admit_when_free(url: str, thread: str, limit: float = 20) -> float:
+    """Post a short run on the thread until one is admitted; the moment its answer began (it was admitted before)."""
+    deadline = time.monotonic() + limit
+    with httpx.Client(timeout=30) as http:
+        while time.monotonic() < deadline:
+            with http.stream("POST", url + "/", json=run_body("hello", thread=thread), headers={"accept": "text/event-stream"}) as answer:
+                if answer.status_code == 200:
+                    admitted = time.monotonic()
+                    text = answer.read().decode()
+                    assert '"RUN_FINISHED"' in text, text[-500:]
+                    return admitted
+                assert answer.status_code in (409, 503), answer.read()
+            time.sleep(0.05)
+    raise AssertionError("the thread was never free on the other replica")
+
+
+def recorded(server: RedisServer) -> dict[str, str]:
+    """Every execution the store holds: id -> status."""
+    db = redis.Redis(port=server.port)
+    out: dict[str, str] = {}
+    for key in db.scan_iter("agui:*:state"):
+        document = json.loads(db.get(key))
+        for execution in [*(document.get("history") or []), document.get("execution") or {}]:
+            if execution.get("execution_id"):
+                out[execution["execution_id"]] = execution.get("status", "")
+    return out
+
+
+def executions(stream: Stamped) -> set[str]:
+    return {e["value"]["executionId"] for _, _, e in stream.events if e["type"] == "CUSTOM" and e["name"] == "iac-code.session.v1"}
+
+
+def assert_no_unrecorded_success(server: RedisServer, *streams: Stamped) -> None:
+    """A client that heard success speaks of an execution the store holds as completed."""
+    held = recorded(server)
+    for stream in streams:
+        end = stream.terminal()
+        if end is not None and end["type"] == "RUN_FINISHED" and end["outcome"]["type"] == "success":
+            for execution in executions(stream):
+                assert held.get(execution) == "completed", (execution, held)
+
+
+@pytest.fixture
+def split(tmp_path):
+    """Replica A reaches Redis through the proxy; replica B directly."""
+    server = RedisServer(tmp_path).start()
+    proxy = TcpProxy(server.port).__enter__()
+
+    def start(store: str, *extra: str) -> Gateway:
+        return Gateway(tmp_path, "--store", store, "--lease-seconds", LEASE, "--allowed-cwd", "/tmp", *extra).start()
+
+    class Split:
+        def __init__(self) -> None:
+            self.server, self.proxy, self.start = server, proxy, start
+            self.gateways: list[Gateway] = []
+
+        def pair(self, *extra: str) -> tuple[Gateway, Gateway]:
+            a = start(f"redis://127.0.0.1:{proxy.port}", *extra)
+            b = start(server.url, *extra)
+            self.gateways += [a, b]
+            return a, b
+
+    split = Split()
+    yield split
+    proxy.release()
+    for gateway in split.gateways:
+        os.kill(gateway.proc.pid, signal.SIGCONT)
+        gateway.stop()
+    proxy.__exit__(None, None, None)
+    server.stop()
+
+
+def test_a_replica_cut_off_from_redis_stops_streaming_before_another_takes_the_thread(split):
+    a, b = split.pair()
+    body = run_body("/slow 30")
+    cut_off = Stamped(a.url + "/", body)
+    assert cut_off.first.wait(10)
+    split.proxy.hold()
+    admitted = admit_when_free(b.url, body["threadId"])
+    cut_off.wait(20)
+    late = [event["delta"] for at, event in cut_off.deltas() if at >= admitted]
+    assert late == [], f"the cut-off replica streamed {late} after the other admitted a run on the thread"
+    end = cut_off.terminal()
+    assert end is not None and end["type"] == "RUN_ERROR" and end["code"] in STOPPED, end
+    split.proxy.release()
+    time.sleep(1)
+    assert_no_unrecorded_success(split.server, cut_off)
+
+
+def test_a_run_that_ends_during_a_partition_never_reports_success_the_store_does_not_hold(split):
+    a, _ = split.pair()
+    body = run_body("/slow 2")
+    cut_off = Stamped(a.url + "/", body)
+    assert cut_off.first.wait(10)
+    split.proxy.hold()
+    cut_off.wait(20)
+    end = cut_off.terminal()
+    assert end is not None and end["type"] == "RUN_ERROR" and end["code"] in STOPPED, end
+    split.proxy.release()
+    time.sleep(1)
+    assert_no_unrecorded_success(split.server, cut_off)
+
+
+def test_an_owner_paused_past_its_lease_streams_nothing_once_awake(split):
+    a, b = split.pair()
+    body = run_body("/slow 30")
+    paused = Stamped(a.url + "/", body)
+    assert paused.first.wait(10)
+    os.kill(a.proc.pid, signal.SIGSTOP)
+    try:
+        admitted = admit_when_free(b.url, body["threadId"])
+    finally:
+        os.kill(a.proc.pid, signal.SIGCONT)
+    paused.wait(20)
+    late = [event["delta"] for at, event in paused.deltas() if at >= admitted]
+    assert late == [], f"the woken owner streamed {late} after the other admitted a run on the thread"
+    end = paused.terminal()
+    assert end is not None and end["type"] == "RUN_ERROR" and end["code"] in STOPPED, end
+    assert_no_unrecorded_success(split.server, paused)
+
+
+@pytest.fixture(scope="module")
+def agent():
+    server = A2AAgentServer().start()
+    server.pipeline_state = "live"
+    yield server
+    server.stop()
+
+
+@pytest.mark.a2a
+def test_a_cut_off_owner_of_an_a2a_run_leaves_its_task_to_the_adopter(split, agent):
+    a, b = split.pair("--agent", "a2a+" + agent.url, "--heartbeat-seconds", "0.5")
+    cancels_before = len([c for c in agent.calls if c["method"] == "CancelTask"])
+    body = run_body("long 60")
+    cut_off = Stamped(a.url + "/", body, GRACE)
+    assert cut_off.first.wait(10)
+    time.sleep(0.5)  # what A streamed is in the log (written behind, within milliseconds)
+    split.proxy.hold()
+    cut_off.wait(20)  # A stops without touching the task: its stream ends for the client to reattach
+    assert cut_off.terminal() is None, "no end of its own: the run goes on elsewhere"
+    head = [(position, event) for _, position, event in cut_off.events]
+    rest_stream = attach_after(b.url, body, head[-1][0])
+    rest = rest_stream.rest()
+    events = assert_exactly_once([head, rest])
+    assert_well_formed_run(events)
+    assert events[-1]["type"] == "RUN_FINISHED" and events[-1]["outcome"] == {"type": "success"}, events[-1]
+    said = "".join(e["delta"] for e in events if e["type"] == "TEXT_MESSAGE_CONTENT")
+    assert said == "".join(f"w{index} " for index in range(60)), "every word once"
+    split.proxy.release()
+    time.sleep(1.5)  # whatever A still had to say to the agent or the store would have been said now
+    assert len([c for c in agent.calls if c["method"] == "CancelTask"]) == cancels_before, "nobody cancelled the task"
