@@ -3,6 +3,7 @@ Transports never touch the store directly; tickets are kept by digest only."""
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import logging
 import secrets
@@ -13,6 +14,7 @@ from gateway.errors import ErrorCode, GatewayError
 from store import StoreUnavailable, ThreadStore
 
 log = logging.getLogger("agui.access")
+PROBE_SECONDS = 0.8  # /health and /ready answer within a second, whatever the store does
 
 
 def ticket_digest(ticket: str) -> str:
@@ -22,6 +24,7 @@ def ticket_digest(ticket: str) -> str:
 class Access:
     def __init__(self, store: ThreadStore) -> None:
         self.store = store
+        self._probe: asyncio.Task[bool] | None = None
 
     async def issue_ticket(self, ttl_seconds: float, principal: Principal) -> tuple[str, float]:
         """A short-lived, single-use WebSocket ticket that acts as `principal` (valid on every replica sharing the
@@ -48,6 +51,17 @@ class Access:
             return 0.0
 
     async def store_reachable(self) -> bool:
+        """Whether the store takes writes now, answered within PROBE_SECONDS whatever the store does: a probe that
+        takes longer says no. One probe at a time: callers that come while one is out share its answer, so
+        checks against a hung store never pile up."""
+        if self._probe is None or self._probe.done():
+            self._probe = asyncio.get_running_loop().create_task(self._ping())
+        try:
+            return await asyncio.wait_for(asyncio.shield(self._probe), PROBE_SECONDS)
+        except TimeoutError:
+            return False
+
+    async def _ping(self) -> bool:
         try:
             return await self.store.ping()
         except Exception:  # noqa: BLE001 - health reports, it never fails

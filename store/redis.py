@@ -4,6 +4,7 @@ in store/lua/ (one atomic script and one round trip per operation), leases with 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import json
 import logging
@@ -18,8 +19,17 @@ import msgspec
 import redis.asyncio as aioredis
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
+from redis.exceptions import (
+    AskError,
+    ClusterDownError,
+    ClusterError,
+    MovedError,
+    NoScriptError,
+    RedisError,
+    SlotNotCoveredError,
+    TryAgainError,
+)
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import NoScriptError, RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from store.base import (
@@ -49,12 +59,18 @@ ADOPT_INDEX = "agui:adoptable"  # sorted set: [thread key, run id] of adoptable 
 _LIST_FIELDS = ("pending", "answered_ids", "open_steps")
 _encoder = msgspec.json.Encoder()
 PROBE_TTL_MS = 10_000
+PROBE_WAIT_MS = 300  # replicated mode: how long the readiness probe waits for its replicas
+CLUSTER_SLOTS = 16384
 SLOT_WAIT_SECONDS = 5.0  # how long a command may wait for a free connection before the store counts as unavailable
 DURABLE_SCRIPTS = frozenset({"admit", "accept_resume", "save_interrupt", "finish_run", "cancel"})
 REPLICA_WAIT_MS = 1000  # --redis-durability replicated: how long a write waits for its replicas' acknowledgement
 FAILOVER_STARTS = ("+try-failover", "+failover-state-select-slave", "+selected-slave", "+failover-state-send-slaveof-noone")
-FAILOVER_ENDS = ("+switch-master", "-failover-abort-no-good-slave", "-failover-abort-not-elected")  # not +failover-end: it
-# comes before the switch, while the pool still points at the old master
+# Not +failover-end: it comes before the switch, while the pool still points at the old master. Not
+# -failover-abort-not-elected either: with several sentinels, one that lost the election says it while the
+# elected one goes on (a failover that really stopped reopens writes after FAILOVER_PAUSE_SECONDS).
+FAILOVER_ENDS = ("+switch-master", "-failover-abort-no-good-slave")
+CLUSTER_MOVES = (ClusterError, TryAgainError, AskError, MovedError, ClusterDownError, SlotNotCoveredError)
+CLUSTER_RETRY_SECONDS = 3.0  # a reshard's redirects and a promotion's gap: within an admission's budget
 FAILOVER_PAUSE_SECONDS = 10.0  # longest wait of state writes during a Sentinel failover
 ADMIT_TRIES = 3  # an admission whose reply was lost is tried again this many times in all, with the same nonce
 POOL_HEADROOM = 8  # pooled connections beyond the gate (the pool itself never refuses)
@@ -229,11 +245,32 @@ class RedisStore(ThreadStore):
             except TimeoutError:
                 raise StoreUnavailable("redis: every connection stayed busy") from None
         try:
-            return await operation()
+            return await (self._through_reshards(operation) if self._cluster else operation())
         except RedisError as exc:
             raise _unavailable(exc) from None
+        except (AttributeError, OSError) as exc:
+            # redis-py on a connection torn down under it (a pool dropped during a failover): its socket is gone,
+            # and the command may not have run. Retryable, like a lost connection, never an internal error.
+            log.debug("redis command on a torn connection", exc_info=True)
+            raise StoreUnavailable(f"redis: connection lost ({type(exc).__name__})", retryable=True) from None
         finally:
             slots.release()
+
+    @staticmethod
+    async def _through_reshards(operation: Callable[[], Awaitable[T]]) -> T:
+        """A Cluster command, tried again while its slot moves or its master is being replaced: redis-py follows
+        redirects for a few hops only (then "TTL exhausted"), and a script whose keys are half migrated gets
+        TRYAGAIN. Every store command is idempotent, fenced or carries a nonce, so trying it again is safe."""
+        loop = asyncio.get_running_loop()
+        give_up, delay = loop.time() + CLUSTER_RETRY_SECONDS, 0.02
+        while True:
+            try:
+                return await operation()
+            except CLUSTER_MOVES:
+                if loop.time() + delay > give_up:
+                    raise
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 0.5)
 
     async def _call(self, name: str, key: str, argument: Any, extra_keys: tuple[str, ...] = ()) -> Any:
         script, args, keys = self.scripts[name], [_encoder.encode(argument)], [key, *extra_keys]
@@ -261,7 +298,8 @@ class RedisStore(ThreadStore):
     async def _drop_connections(self) -> None:
         """Forget every pooled connection: the next command connects afresh (through Sentinel, to the master)."""
         try:
-            await self.client.connection_pool.disconnect()
+            # Idle connections only: one in use belongs to a command in flight, whose own failure drops it.
+            await self.client.connection_pool.disconnect(inuse_connections=False)
         except Exception:
             log.debug("dropping pooled connections failed", exc_info=True)
 
@@ -423,28 +461,31 @@ class RedisStore(ThreadStore):
     async def _follow_failovers(self) -> None:
         """Sentinel's failover events. From the moment a failover starts (before the replica is promoted) state
         writes wait; at `+switch-master` every pooled connection is dropped and writes resume on the new master.
-        Without this the old master goes on accepting writes until Sentinel demotes it, and then discards them."""
+        Without this the old master goes on accepting writes until Sentinel demotes it, and then discards them.
+        Every sentinel of the URL is watched at once: only the one leading a failover announces its start, and
+        a failover may be asked of any of them."""
+        await asyncio.gather(*(self._watch_sentinel(host, port) for host, port in sentinel_hosts(self.url)))
+
+    async def _watch_sentinel(self, host: str, port: int) -> None:
         delay = 0.1
         while True:
             try:
-                for host, port in sentinel_hosts(self.url):
-                    watcher = aioredis.Redis(host=host, port=port, socket_connect_timeout=2.0)
-                    pubsub = watcher.pubsub()
-                    try:
-                        await pubsub.subscribe(*FAILOVER_STARTS, *FAILOVER_ENDS)
-                        delay = 0.1
-                        while True:
-                            message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=1.0)
-                            if message and message.get("type") == "message":
-                                await self._failover_event(_text(message["channel"]), _text(message["data"]))
-                    finally:
-                        self._writes_open.set()
-                        await pubsub.aclose()
-                        await watcher.aclose()
+                watcher = aioredis.Redis(host=host, port=port, socket_connect_timeout=2.0)
+                pubsub = watcher.pubsub()
+                try:
+                    await pubsub.subscribe(*FAILOVER_STARTS, *FAILOVER_ENDS)
+                    delay = 0.1
+                    while True:
+                        message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=1.0)
+                        if message and message.get("type") == "message":
+                            await self._failover_event(_text(message["channel"]), _text(message["data"]))
+                finally:
+                    await pubsub.aclose()
+                    await watcher.aclose()
             except asyncio.CancelledError:
                 raise
-            except Exception as exc:  # noqa: BLE001 - the next sentinel, or the same one again, with backoff
-                log.warning("sentinel watch lost (%s); retrying in %.1fs", type(exc).__name__, delay)
+            except Exception as exc:  # noqa: BLE001 - the same sentinel again, with backoff (the others are watched)
+                log.warning("sentinel %s:%d watch lost (%s); retrying in %.1fs", host, port, type(exc).__name__, delay)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 5.0)
 
@@ -488,17 +529,39 @@ class RedisStore(ThreadStore):
                 raise
             except Exception as exc:  # noqa: BLE001 - reconnect with backoff whatever happened
                 log.warning("cancel subscription lost (%s); retrying in %.1fs", type(exc).__name__, delay)
+                if self._cluster and self._sub_client is not None:
+                    # Its slot map may still name a master that died: read it again from the nodes it knows (the
+                    # URL's node may be the dead one), so the channel's slot is followed to its new master.
+                    with contextlib.suppress(Exception):
+                        await self._sub_client.nodes_manager.initialize()
                 await asyncio.sleep(delay)
-                delay = min(delay * 2, 5.0)
+                delay = min(delay * 2, 1.0)  # a cancel waits at most this long for its wake-up, plus a renewal
 
     async def ping(self) -> bool:
         """A real write (a small key that expires), not a PING: an out-of-memory, read-only or slot-less Redis
         answers PING yet refuses every state write, and must show as not ready."""
         key = f"agui:probe:{{{self.owner_id}}}"
         try:
+            if self.min_replicas:  # replicated: a write counts only once enough replicas have it, as admissions do
+                return await self._command(lambda: self._replicated_probe(key))
+            if self._cluster and not await self._command(self._cluster_covered):
+                return False
             return bool(await self._command(lambda: self.client.set(key, "1", px=PROBE_TTL_MS)))
         except StoreUnavailable:
             return False
+
+    async def _replicated_probe(self, key: str) -> bool:
+        async with self.client.pipeline(transaction=False) as pipe:
+            pipe.set(key, "1", px=PROBE_TTL_MS)
+            pipe.wait(self.min_replicas, PROBE_WAIT_MS)
+            written, acknowledged = await pipe.execute()
+        return bool(written) and int(acknowledged) >= self.min_replicas
+
+    async def _cluster_covered(self) -> bool:
+        """Every slot served: one probe key reaches one slot, and a replica whose key landed on a live master
+        would say ready while the threads of a dead one's slots are refused."""
+        info = await self.client.cluster_info()
+        return info.get("cluster_state") == "ok" and int(info.get("cluster_slots_ok", 0)) == CLUSTER_SLOTS
 
     async def close(self) -> None:
         await self.events.close()

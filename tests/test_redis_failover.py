@@ -22,34 +22,41 @@ def cli(port: int, *args: str) -> str:
 
 
 class SentinelSet:
-    """A master, one replica and one sentinel on loopback."""
+    """A master, one replica and `sentinels` sentinels on loopback (a quorum of a majority)."""
 
-    def __init__(self, tmp_path) -> None:
+    def __init__(self, tmp_path, sentinels: int = 1) -> None:
+        self.tmp_path = tmp_path
         self.master = RedisServer(tmp_path / "m").start() if (tmp_path / "m").mkdir() is None else None
         (tmp_path / "r").mkdir()
         self.replica = RedisServer(tmp_path / "r", "--replicaof", "127.0.0.1", str(self.master.port)).start()
-        self.port = free_port()
-        config = tmp_path / "sentinel.conf"
-        config.write_text(
-            f"port {self.port}\nbind 127.0.0.1\ndir {tmp_path}\n"
-            f"sentinel monitor mymaster 127.0.0.1 {self.master.port} 1\n"
-            "sentinel down-after-milliseconds mymaster 1000\nsentinel failover-timeout mymaster 4000\n"
-        )
-        self.sentinel = subprocess.Popen([shutil.which("redis-server"), str(config), "--sentinel"], stdout=subprocess.DEVNULL)
-        self.url = f"redis+sentinel://127.0.0.1:{self.port}/mymaster/0"
+        self.ports = [free_port() for _ in range(sentinels)]
+        self.port = self.ports[0]
+        self.sentinels = []
+        for index, port in enumerate(self.ports):
+            config = tmp_path / f"sentinel-{index}.conf"
+            config.write_text(
+                f"port {port}\nbind 127.0.0.1\ndir {tmp_path}\n"
+                f"sentinel monitor mymaster 127.0.0.1 {self.master.port} {sentinels // 2 + 1}\n"
+                "sentinel down-after-milliseconds mymaster 1000\nsentinel failover-timeout mymaster 4000\n"
+            )
+            self.sentinels.append(subprocess.Popen([shutil.which("redis-server"), str(config), "--sentinel"], stdout=subprocess.DEVNULL))
+        self.url = "redis+sentinel://" + ",".join(f"127.0.0.1:{port}" for port in self.ports) + "/mymaster/0"
         self.wait_for(
             lambda: (
                 "slave0:" in cli(self.master.port, "info", "replication")
                 and "master_link_status:up" in cli(self.replica.port, "info", "replication")
             )
         )
-        self.wait_for(lambda: str(self.master.port) in cli(self.port, "sentinel", "get-master-addr-by-name", "mymaster"))
-        self.wait_for(
-            lambda: (
-                "num-slaves" in cli(self.port, "sentinel", "master", "mymaster")
-                and cli(self.port, "sentinel", "replicas", "mymaster").strip() != ""
+        for port in self.ports:
+            self.wait_for(lambda port=port: str(self.master.port) in cli(port, "sentinel", "get-master-addr-by-name", "mymaster"))
+            self.wait_for(
+                lambda port=port: (
+                    "num-slaves" in cli(port, "sentinel", "master", "mymaster")
+                    and cli(port, "sentinel", "replicas", "mymaster").strip() != ""
+                    and f"num-other-sentinels\n{sentinels - 1}\n" in cli(port, "sentinel", "master", "mymaster")
+                ),
+                30,
             )
-        )
 
     @staticmethod
     def wait_for(check, seconds: float = 15) -> None:
@@ -62,17 +69,19 @@ class SentinelSet:
         return int(cli(self.port, "sentinel", "get-master-addr-by-name", "mymaster").split()[1])
 
     def stop(self) -> None:
-        self.sentinel.kill()
-        self.sentinel.wait()
+        for sentinel in self.sentinels:
+            sentinel.kill()
+            sentinel.wait()
         self.replica.stop()
         self.master.stop()
 
 
-@pytest.mark.parametrize("durability", ["async", "replicated"])
-def test_a_graceful_failover_loses_nothing_acknowledged(tmp_path, durability):
-    redis_set = SentinelSet(tmp_path)
+def steady_through_failovers(redis_set: SentinelSet, durability: str, sent_to: list[int]) -> None:
+    """Runs and interrupts through two gateways while `SENTINEL FAILOVER` goes to each sentinel of `sent_to` in
+    turn; then nothing acknowledged is lost: no finished run admitted again, no interrupt unknown."""
     gateways = [
-        Gateway(tmp_path, "--store", redis_set.url, "--allowed-cwd", "/tmp", "--redis-durability", durability).start() for _ in range(2)
+        Gateway(redis_set.tmp_path, "--store", redis_set.url, "--allowed-cwd", "/tmp", "--redis-durability", durability).start()
+        for _ in range(2)
     ]
     finished: list[dict] = []
     interrupted: list[tuple[dict, dict]] = []
@@ -97,17 +106,19 @@ def test_a_graceful_failover_loses_nothing_acknowledged(tmp_path, durability):
 
     workers = [threading.Thread(target=steady, args=(i,)) for i in range(3)]
     try:
-        old = redis_set.master_port()
         for worker in workers:
             worker.start()
         time.sleep(1.5)
-        assert "OK" in cli(redis_set.port, "sentinel", "failover", "mymaster")
-        redis_set.wait_for(lambda: redis_set.master_port() != old)
-        time.sleep(8)  # the old master is turned into a replica meanwhile; runs go on
+        for sentinel in sent_to:
+            old = redis_set.master_port()
+            assert "OK" in cli(redis_set.ports[sentinel], "sentinel", "failover", "mymaster")
+            redis_set.wait_for(lambda old=old: redis_set.master_port() != old, 30)
+            redis_set.wait_for(lambda old=old: "role:slave" in cli(old, "info", "replication"), 30)
+            redis_set.wait_for(lambda old=old: "master_link_status:up" in cli(old, "info", "replication"), 30)
+            time.sleep(3)  # runs go on against the new master
         stop.set()
         for worker in workers:
             worker.join()
-        redis_set.wait_for(lambda: "role:slave" in cli(old, "info", "replication"), 30)
         assert len(finished) > 20 and len(interrupted) > 5
         with httpx.Client(timeout=30) as http:
             again = [post_sse(http, gateways[0].url + "/", body).status for body in finished]
@@ -124,6 +135,24 @@ def test_a_graceful_failover_loses_nothing_acknowledged(tmp_path, durability):
         stop.set()
         for gateway in gateways:
             gateway.stop()
+
+
+@pytest.mark.parametrize("durability", ["async", "replicated"])
+def test_a_graceful_failover_loses_nothing_acknowledged(tmp_path, durability):
+    redis_set = SentinelSet(tmp_path)
+    try:
+        steady_through_failovers(redis_set, durability, [0])
+    finally:
+        redis_set.stop()
+
+
+def test_a_graceful_failover_sent_to_any_of_three_sentinels_loses_nothing(tmp_path):
+    """Only the sentinel that leads a failover announces its start: the gateway watches them all, so a failover
+    sent to the second or third sentinel of its URL pauses writes as one sent to the first does."""
+    redis_set = SentinelSet(tmp_path, sentinels=3)
+    try:
+        steady_through_failovers(redis_set, "async", [1, 2, 0])
+    finally:
         redis_set.stop()
 
 

@@ -32,10 +32,10 @@ def cluster_port() -> int:
     raise RuntimeError("no free port pair")
 
 
-@pytest.fixture
-def cluster(tmp_path):
+def start_cluster(tmp_path, count: int, replicas: int) -> list[RedisServer]:
+    """`count` local nodes made one Cluster, `replicas` replicas per master, once every slot is served."""
     nodes = []
-    for _ in range(3):
+    for _ in range(count):
         port = cluster_port()
         nodes.append(
             RedisServer(
@@ -49,35 +49,41 @@ def cluster(tmp_path):
                 port=port,
             ).start()
         )
-    try:
-        created = subprocess.run(
-            [
-                shutil.which("redis-cli"),
-                "--cluster",
-                "create",
-                *[f"127.0.0.1:{n.port}" for n in nodes],
-                "--cluster-replicas",
-                "0",
-                "--cluster-yes",
-            ],
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
-        assert created.returncode == 0, created.stdout + created.stderr
-        deadline = time.monotonic() + 15
-        while True:
-            info = subprocess.run(
-                [shutil.which("redis-cli"), "-p", str(nodes[0].port), "cluster", "info"], capture_output=True, text=True
-            ).stdout
-            if "cluster_state:ok" in info:
-                break
-            assert time.monotonic() < deadline, info
-            time.sleep(0.2)
-        yield nodes
-    finally:
-        for node in nodes:
-            node.stop()
+    created = subprocess.run(
+        [
+            shutil.which("redis-cli"),
+            "--cluster",
+            "create",
+            *[f"127.0.0.1:{n.port}" for n in nodes],
+            "--cluster-replicas",
+            str(replicas),
+            "--cluster-yes",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert created.returncode == 0, created.stdout + created.stderr
+    wait_for_cluster(nodes[0].port, "cluster_state:ok")
+    return nodes
+
+
+def wait_for_cluster(port: int, line: str, seconds: float = 20) -> None:
+    deadline = time.monotonic() + seconds
+    while True:
+        info = subprocess.run([shutil.which("redis-cli"), "-p", str(port), "cluster", "info"], capture_output=True, text=True).stdout
+        if line in info:
+            return
+        assert time.monotonic() < deadline, info
+        time.sleep(0.2)
+
+
+@pytest.fixture
+def cluster(tmp_path):
+    nodes = start_cluster(tmp_path, 3, 0)
+    yield nodes
+    for node in nodes:
+        node.stop()
 
 
 def test_runs_interrupts_and_cancel_on_a_redis_cluster(tmp_path, cluster, client):
@@ -208,3 +214,72 @@ def test_a_reshard_under_load_refuses_nothing_falsely(tmp_path, cluster):
             gateway.stop()
     refused = [(status, raw[:200]) for status, raw in answers if status != 200]
     assert len(answers) > 50 and refused == [], refused[:5]
+
+
+def test_a_cluster_with_slots_down_is_not_ready_on_any_replica(tmp_path, cluster):
+    """Each replica's own probe key lands on one slot; readiness looks at every slot, so all of them say no."""
+    url = f"redis+cluster://127.0.0.1:{cluster[0].port}"
+    gateways = [Gateway(tmp_path, "--store", url, "--allowed-cwd", "/tmp").start() for _ in range(4)]
+    try:
+        assert [httpx.get(g.url + "/ready").status_code for g in gateways] == [200] * 4
+        cluster[2].stop()  # a third of the slots, with no replica to take them
+        wait_for_cluster(cluster[0].port, "cluster_state:fail")
+        deadline = time.monotonic() + 10
+        while (statuses := [httpx.get(g.url + "/ready", timeout=5).status_code for g in gateways]) != [503] * 4:
+            assert time.monotonic() < deadline, statuses
+            time.sleep(0.2)
+    finally:
+        for gateway in gateways:
+            gateway.stop()
+
+
+def test_a_cancel_reaches_its_run_after_the_master_of_its_channel_is_replaced(tmp_path):
+    """The owner's cancel channel lives on one master (sharded pub/sub); that master dies and its replica is
+    promoted. The subscription follows the slot: a cancel sent through another replica wakes the run at once,
+    not at the next lease renewal."""
+    import os
+    import signal
+
+    nodes = start_cluster(tmp_path, 6, 1)
+    url = f"redis+cluster://127.0.0.1:{nodes[0].port}"
+    a = Gateway(tmp_path, "--store", url, "--lease-seconds", "10", "--allowed-cwd", "/tmp").start()
+    b = Gateway(tmp_path, "--store", url, "--lease-seconds", "10", "--allowed-cwd", "/tmp").start()
+    try:
+
+        def shard_channels(port: int) -> str:
+            return subprocess.run(
+                [shutil.which("redis-cli"), "-p", str(port), "pubsub", "shardchannels", "agui:cancel:*"], capture_output=True, text=True
+            ).stdout
+
+        deadline = time.monotonic() + 10
+
+        def is_master(port: int) -> bool:
+            info = subprocess.run([shutil.which("redis-cli"), "-p", str(port), "info", "replication"], capture_output=True, text=True)
+            return "role:master" in info.stdout
+
+        while not (holders := [n for n in nodes if shard_channels(n.port).strip() and is_master(n.port)]):
+            assert time.monotonic() < deadline, "no cancel channel subscribed"
+            time.sleep(0.2)
+        victim = holders[0]
+        os.kill(victim.proc.pid, signal.SIGKILL)
+        victim.proc.wait()
+        survivor = next(n for n in nodes if n is not victim)
+        wait_for_cluster(survivor.port, "cluster_state:fail", 10)
+        wait_for_cluster(survivor.port, "cluster_state:ok", 30)  # its replica took the slots over
+        time.sleep(1.2)  # the subscription's next try (at most a second apart)
+        with httpx.Client(timeout=30) as client:
+            for gateway, other in ((a, b), (b, a)):
+                slow = run_body("/slow 20")
+                http, _, records = open_stream(gateway.url, slow)
+                execution = session_of(read_until(records, "TEXT_MESSAGE_CONTENT"))["executionId"]
+                asked = time.monotonic()
+                answer = client.post(other.url + CANCEL.format(execution), json={"threadId": slow["threadId"], "rosInvocationId": "inv-1"})
+                assert answer.json()["status"] == "cancelled", answer.text
+                assert list(records)[-1]["outcome"] == {"type": "cancelled"}
+                assert time.monotonic() - asked < 1.0, "woken through its channel, not found at a renewal (3.3 s)"
+                http.close()
+    finally:
+        a.stop()
+        b.stop()
+        for node in nodes:
+            node.stop()

@@ -15,8 +15,8 @@ from transports.services import Services
 
 @get("/ready")
 async def ready(services: Services) -> Response[Any]:
-    """Readiness for a load balancer: 503 while draining or while the store does not answer, else 200.
-    (`/ping` and `/health` are liveness and information; they never fail.)"""
+    """Readiness for a load balancer: 503 while draining or while the store refuses writes, else 200, within a
+    second whatever the store does. (`/ping` is liveness and never touches the store; `/health` is information.)"""
     if services.status.draining:
         return Response({"status": "draining"}, status_code=503, headers={"Retry-After": "1"})
     if not await services.access.store_reachable():
