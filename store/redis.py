@@ -298,8 +298,9 @@ class RedisStore(ThreadStore):
     async def _drop_connections(self) -> None:
         """Forget every pooled connection: the next command connects afresh (through Sentinel, to the master)."""
         try:
-            # Idle connections only: one in use belongs to a command in flight, whose own failure drops it.
-            await self.client.connection_pool.disconnect(inuse_connections=False)
+            # In-use connections too: one left to its command would go back to the pool still on the old master.
+            # Their commands fail, retryably (see `_command`).
+            await self.client.connection_pool.disconnect()
         except Exception:
             log.debug("dropping pooled connections failed", exc_info=True)
 

@@ -37,15 +37,19 @@ def start_cluster(tmp_path, count: int, replicas: int) -> list[RedisServer]:
     nodes = []
     for _ in range(count):
         port = cluster_port()
+        directory = tmp_path / f"node-{port}"  # each its own: a replica's synced copy lands in its directory
+        directory.mkdir()
         nodes.append(
             RedisServer(
-                tmp_path,
+                directory,
                 "--cluster-enabled",
                 "yes",
                 "--cluster-config-file",
                 f"nodes-{port}.conf",
                 "--cluster-node-timeout",
                 "2000",
+                "--repl-diskless-sync-delay",
+                "0",  # a replica's first sync at once (else 5 s): it cannot take over before it has one
                 port=port,
             ).start()
         )
@@ -65,7 +69,15 @@ def start_cluster(tmp_path, count: int, replicas: int) -> list[RedisServer]:
     )
     assert created.returncode == 0, created.stdout + created.stderr
     wait_for_cluster(nodes[0].port, "cluster_state:ok")
+    deadline = time.monotonic() + 20
+    while replicas and sum("master_link_status:up" in replication(n.port) for n in nodes) < count * replicas // (replicas + 1):
+        assert time.monotonic() < deadline, "the replicas never synced"
+        time.sleep(0.2)
     return nodes
+
+
+def replication(port: int) -> str:
+    return subprocess.run([shutil.which("redis-cli"), "-p", str(port), "info", "replication"], capture_output=True, text=True).stdout
 
 
 def wait_for_cluster(port: int, line: str, seconds: float = 20) -> None:
@@ -253,11 +265,7 @@ def test_a_cancel_reaches_its_run_after_the_master_of_its_channel_is_replaced(tm
 
         deadline = time.monotonic() + 10
 
-        def is_master(port: int) -> bool:
-            info = subprocess.run([shutil.which("redis-cli"), "-p", str(port), "info", "replication"], capture_output=True, text=True)
-            return "role:master" in info.stdout
-
-        while not (holders := [n for n in nodes if shard_channels(n.port).strip() and is_master(n.port)]):
+        while not (holders := [n for n in nodes if shard_channels(n.port).strip() and "role:master" in replication(n.port)]):
             assert time.monotonic() < deadline, "no cancel channel subscribed"
             time.sleep(0.2)
         victim = holders[0]
