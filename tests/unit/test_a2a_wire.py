@@ -1071,3 +1071,43 @@ async def test_s5_a_later_turn_of_the_thread_may_bring_a_new_session_id():
     first, second = await engine_runs(agent, body(), body(run="r2"))
     assert [sessions(run)[0]["sessionId"] for run in (first, second)] == ["sess-1", "sess-2"]
     assert first[-1]["outcome"] == second[-1]["outcome"] == {"type": "success"}
+
+
+# -- adoption: the subscription's snapshot, the task read again, and chunks the subscription repeats ----------
+def adopted(said: str) -> FrameReader:
+    r = reader(task_id="task-1")
+    r.recovering, r.said = {"task-1-message": said}, {"task-1-message": said}
+    return r
+
+
+def task_saying(*chunks: str, state="TASK_STATE_WORKING") -> dict:
+    history = [{"messageId": "task-1-message", "role": "ROLE_AGENT", "parts": [{"text": c}]} for c in chunks]
+    return {"id": "task-1", "contextId": CTX, "status": {"state": state}, "history": history}
+
+
+def test_an_adopter_shows_what_the_task_said_between_its_snapshot_and_its_tap_and_drops_what_comes_again():
+    r = adopted("a ")
+    assert texts(r.read({"task": task_saying("a ", "b ")})) == "b ", "the snapshot: past what the log shows"
+    assert r.reconcile, "the task is read again once the subscription is tapped"
+    assert texts(r.reconciled(task_saying("a ", "b ", "c "))) == "c ", "said between the snapshot and the tap"
+    shown = [texts(r.read(status(chunk))) for chunk in ("b ", "c ", "d ")]
+    assert shown == ["", "", "d "], "the tap's lagging queue delivered b and c again; d is new"
+
+
+def test_a_chunk_held_as_a_possible_repeat_is_never_lost():
+    r = adopted("a ")
+    r.read({"task": task_saying("a ", "b ")})
+    r.reconciled(task_saying("a ", "b "))
+    assert texts(r.read(status("a "))) == "", "it may be a repeat of the last chunks: held"
+    assert texts(r.read(status("x "))) == "a x ", "it was not: shown, in order, with the next"
+    r = adopted("a ")
+    r.read({"task": task_saying("a ", "b ")})
+    r.reconciled(task_saying("a ", "b "))
+    assert texts(r.read(status("a "))) == ""
+    assert texts(r.read(status(state="TASK_STATE_COMPLETED"))) == "a ", "the stream stops: what is held is shown"
+
+
+def test_a_task_read_again_with_a_bounded_history_lines_up_with_what_was_said():
+    r = adopted("w0 w1 w2 ")
+    r.read({"task": task_saying("w0 ", "w1 ", "w2 ")})
+    assert texts(r.reconciled(task_saying("w2 ", "w3 "))) == "w3 ", "GetTask kept only the last chunks"

@@ -69,6 +69,7 @@ class A2ABackend(AgentBackend):
         reader.text_shown = bool(shown)
         reader.pipeline.seen.update(str(e) for e in state.get("seenEvents") or [])
         reader.pipeline_text = dict(shown)
+        reader.said = dict(shown)
         return self._drive(request, reader, self._adopted(reader, shown))
 
     async def _drive(self, request: AgentRequest, reader: FrameReader, turn: AsyncIterator[s.Signal]) -> AsyncIterator[s.Signal]:
@@ -123,6 +124,10 @@ class A2ABackend(AgentBackend):
             yield signal
         reader.recovering = shown
         async for signal in self._follow(reader):
+            yield signal
+        held: list[s.Signal] = []
+        reader.flush_held(held)
+        for signal in held:
             yield signal
 
     # -- a new turn ---------------------------------------------------------------------------------
@@ -214,6 +219,10 @@ class A2ABackend(AgentBackend):
                 except StopAsyncIteration:
                     break
                 seen += 1
+                if reader.reconcile:  # an adopted run's subscription is tapped by now (its snapshot came first)
+                    reader.reconcile = False
+                    for signal in await self._reconciled(reader):
+                        yield signal
                 for signal in reader.read(result):
                     yield signal
                 adoption = reader.adoption()
@@ -252,6 +261,14 @@ class A2ABackend(AgentBackend):
                 return
         for signal in await self._snapshot(reader):
             yield signal
+
+    async def _reconciled(self, reader: FrameReader) -> list[s.Signal]:
+        try:
+            task = await self.client.call("GetTask", {"id": reader.task_id, "historyLength": 100})
+        except (A2AError, httpx.HTTPError) as exc:
+            log.info("GetTask %s after the subscription failed (%s): text missed in between stays missed", reader.task_id, exc)
+            return []
+        return reader.reconciled(task.get("task", task) if isinstance(task, dict) else {})
 
     async def _snapshot(self, reader: FrameReader) -> list[s.Signal]:
         task = await self.client.call("GetTask", {"id": reader.task_id, "historyLength": 100})

@@ -13,6 +13,7 @@ TERMINAL_STATES = frozenset(["completed", "canceled", "failed", "rejected", "aut
 _WRAPPERS = ("task", "statusUpdate", "artifactUpdate", "message")
 _OLD_KINDS = {"task": "task", "status-update": "statusUpdate", "artifact-update": "artifactUpdate", "message": "message"}
 _AGENT_ROLES = (None, "", "ROLE_AGENT", "agent")
+ALIGN_CHARS = 256 * 1024  # the longest bounded task history lined up with what was said
 
 
 class ProtocolViolation(Exception):
@@ -85,6 +86,14 @@ class FrameReader:
         self.pipeline = PipelineReader(cursor)
         self.announced = False
         self.recovering: dict[str, str] | None = None  # adopted: text already shown per message id, until recovered
+        # Adopted runs only (None otherwise): all text shown per message id, the log's included; whether the
+        # subscription's snapshot was read and the task must be read again (`reconciled`); and per message, the
+        # text the task held then, which the subscription may deliver again, with the chunks held meanwhile.
+        self.said: dict[str, str] | None = None
+        self.reconcile = False
+        self.echo: dict[str, str] = {}
+        self.held: dict[str, str] = {}
+        self._texted_at = 0  # the frame count at the last frame with text
         self.pipeline_text: dict[str, str] = {}  # adopted: pipeline text already shown per message id, not yet met again
         self._adoption: tuple[Any, ...] = ()
 
@@ -148,6 +157,8 @@ class FrameReader:
             self.announced = True  # the first valid frame: identities are known (on a resume, the answer is accepted)
             out.insert(0, s.SessionInfo(context_id=self.context_id, task_id=self.task_id, session_id=self.session_id))
         self.stop = len(self.inputs) > inputs_before or self.state in TERMINAL_STATES or self._idle()
+        if self.held and (self.stop or self.frames != self._texted_at):  # held chunks wait for the next text only
+            self.flush_held(out)
         return out
 
     def _idle(self) -> bool:
@@ -164,6 +175,7 @@ class FrameReader:
         if self.recovering is not None:
             self._recover_text(task, self.recovering, out)
             self.recovering = None
+            self.reconcile = self.said is not None
         elif not self.text_shown:
             message = status.get("message")
             if isinstance(message, dict) and _text_parts(message):
@@ -197,7 +209,52 @@ class FrameReader:
             before = shown.get(message_id, "")
             if len(text) > len(before) and text.startswith(before):
                 self.text_shown = True
-                out.append(s.TextDelta(text=text[len(before) :], message_id=message_id))
+                self._say(text[len(before) :], message_id, out)
+
+    def reconciled(self, task: dict[str, Any]) -> list[s.Signal]:
+        """The task read again once the subscription is tapped. a2a-sdk reads its snapshot before tapping the
+        task's events: what the task said in between reached neither, and what the tap's lagging queue still
+        held comes again. The first is shown from this read; the second is recognised in `_text`."""
+        out: list[s.Signal] = []
+        said = self.said or {}
+        for raw, text in _recover_text_of(task).items():
+            message_id = self.message_id(raw)
+            if message_id is None:
+                continue
+            new = _beyond(said.get(message_id, ""), text)
+            if new is None:
+                continue
+            if new:
+                self._say(new, message_id, out)
+            self.echo[message_id] = text
+        return out
+
+    def _past_echo(self, message_id: str, text: str) -> str:
+        """Of a chunk of a message the task was read with, what is new: a run of chunks that ends exactly where that
+        read ended was delivered again, and is dropped; chunks that may still be such a run are held; anything else
+        is new, with what was held."""
+        echo = self.echo[message_id]
+        run = self.held.pop(message_id, "") + text
+        if echo.endswith(run):
+            del self.echo[message_id]
+            return ""
+        if run in echo:
+            self.held[message_id] = run
+            return ""
+        del self.echo[message_id]
+        return run
+
+    def flush_held(self, out: list[s.Signal]) -> None:
+        """Chunks held as a possible repeat, shown after all: something else came (never lose text)."""
+        held, self.held = self.held, {}
+        self.echo.clear()
+        for message_id, text in held.items():
+            self._say(text, message_id, out)
+
+    def _say(self, text: str, message_id: str | None, out: list[s.Signal]) -> None:
+        out.append(s.TextDelta(text=text, message_id=message_id))
+        if self.said is not None and message_id is not None:
+            self.said[message_id] = self.said.get(message_id, "") + text
 
     def _state(self, status: dict[str, Any]) -> None:
         state = normalise_state(status.get("state"))
@@ -222,11 +279,16 @@ class FrameReader:
         if not text:
             return
         message_id = self.message_id(message.get("messageId"))
+        self._texted_at = self.frames
+        if message_id is not None and message_id in self.echo:
+            text = self._past_echo(message_id, text)
+            if not text:
+                return
         if self.status_message is not None and message_id != self.status_message:
             out.append(s.TextEnd(message_id=self.status_message))  # a new agent message closes the previous one
         self.status_message = message_id
         self.text_shown = True
-        out.append(s.TextDelta(text=text, message_id=message_id))
+        self._say(text, message_id, out)
 
     def _iac(self, iac: dict[str, Any], out: list[s.Signal]) -> None:
         if not iac:
@@ -331,6 +393,19 @@ def _recover_text_of(task: dict[str, Any]) -> dict[str | None, str]:
         message_id = message.get("messageId") if isinstance(message.get("messageId"), str) else None
         full[message_id] = full.get(message_id, "") + _text_parts(message)
     return full
+
+
+def _beyond(said: str, text: str) -> str | None:
+    """What `text` (a message as the task holds it, perhaps only its last chunks: GetTask's history is bounded)
+    has past what was `said` of it; None when the two cannot be lined up."""
+    if text.startswith(said):
+        return text[len(said) :]
+    if len(text) > ALIGN_CHARS:
+        return None
+    for overlap in range(min(len(text), len(said)), 0, -1):  # the window's first chunks end what was said
+        if said.endswith(text[:overlap]):
+            return text[overlap:]
+    return None
 
 
 def _text_parts(message: dict[str, Any]) -> str:
