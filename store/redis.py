@@ -518,9 +518,13 @@ class RedisStore(ThreadStore):
                 try:
                     while True:
                         if self._cluster:
-                            message = await pubsub.get_sharded_message(ignore_subscribe_messages=True, timeout=1.0)
+                            message = await pubsub.get_sharded_message(timeout=1.0)
                         else:
-                            message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=1.0)
+                            message = await pubsub.get_message(timeout=1.0)
+                        if message and message.get("type") in ("sunsubscribe", "unsubscribe"):
+                            # The server dropped the subscription: a node hands its slot's shard channels back
+                            # when the slot changes owner (a failover, a reshard). Subscribe again, where it is now.
+                            raise RedisConnectionError("the cancel channel was unsubscribed by the server")
                         if message and message.get("type") in ("message", "smessage"):
                             thread_id, execution_id = json.loads(message["data"])
                             on_cancel(thread_id, execution_id)
