@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import uvicorn
@@ -592,6 +593,15 @@ class A2AAgentServer:
     def stop(self) -> None:
         self.server.should_exit = True
         self.thread.join(10)
+
+
+def live_agent() -> Iterator[A2AAgentServer]:
+    """A started agent whose `pipeline/state` answers with each task's own envelopes, as the runtime keeps them;
+    stopped afterwards (a fixture body: the adoption and partition tests share it)."""
+    server = A2AAgentServer().start()
+    server.pipeline_state = "live"
+    yield server
+    server.stop()
 
 
 if __name__ == "__main__":  # python -m tests.a2a_agent PORT  (used by bench/a2a_flood.py)

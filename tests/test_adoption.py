@@ -12,7 +12,7 @@ import time
 import httpx
 import pytest
 
-from tests.a2a_agent import A2AAgentServer
+from tests.a2a_agent import A2AAgentServer, live_agent
 from tests.reattach_client import GRACE, assert_exactly_once, attach_after, events_url, open_get, open_post
 from tests.support import Gateway, RedisServer, assert_well_formed_run, run_body
 from tests.test_websocket import verify_with_node
@@ -21,12 +21,7 @@ pytestmark = [pytest.mark.a2a, pytest.mark.redis]
 LEASE = "2"  # seconds: an adoption comes about one lease (plus a scan, a third of it) after the owner stops
 
 
-@pytest.fixture(scope="module")
-def agent():
-    server = A2AAgentServer().start()
-    server.pipeline_state = "live"
-    yield server
-    server.stop()
+agent = pytest.fixture(scope="module", name="agent")(live_agent)
 
 
 @pytest.fixture

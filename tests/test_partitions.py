@@ -16,7 +16,7 @@ import httpx
 import pytest
 import redis
 
-from tests.a2a_agent import A2AAgentServer
+from tests.a2a_agent import live_agent
 from tests.reattach_client import GRACE, assert_exactly_once, attach_after, open_post
 from tests.support import Gateway, RedisServer, assert_well_formed_run, run_body
 from tests.tcp_proxy import TcpProxy
@@ -90,6 +90,18 @@ def executions(stream: Stamped) -> set[str]:
     return {e["value"]["executionId"] for _, _, e in stream.events if e["type"] == "CUSTOM" and e["name"] == "iac-code.session.v1"}
 
 
+def assert_silent_since(stream: Stamped, admitted: float, who: str) -> None:
+    """No delta reached the client once the other replica had admitted a run on the thread."""
+    late = [event["delta"] for at, event in stream.deltas() if at >= admitted]
+    assert late == [], f"{who} streamed {late} after the other admitted a run on the thread"
+
+
+def assert_stopped(stream: Stamped) -> None:
+    """The run ended with the error of a replica that could not keep or record it, never with its own end."""
+    end = stream.terminal()
+    assert end is not None and end["type"] == "RUN_ERROR" and end["code"] in STOPPED, end
+
+
 def assert_no_unrecorded_success(server: RedisServer, *streams: Stamped) -> None:
     """A client that heard success speaks of an execution the store holds as completed."""
     held = recorded(server)
@@ -138,10 +150,8 @@ def test_a_replica_cut_off_from_redis_stops_streaming_before_another_takes_the_t
     split.proxy.hold()
     admitted = admit_when_free(b.url, body["threadId"])
     cut_off.wait(20)
-    late = [event["delta"] for at, event in cut_off.deltas() if at >= admitted]
-    assert late == [], f"the cut-off replica streamed {late} after the other admitted a run on the thread"
-    end = cut_off.terminal()
-    assert end is not None and end["type"] == "RUN_ERROR" and end["code"] in STOPPED, end
+    assert_silent_since(cut_off, admitted, "the cut-off replica")
+    assert_stopped(cut_off)
     split.proxy.release()
     time.sleep(1)
     assert_no_unrecorded_success(split.server, cut_off)
@@ -154,8 +164,7 @@ def test_a_run_that_ends_during_a_partition_never_reports_success_the_store_does
     assert cut_off.first.wait(10)
     split.proxy.hold()
     cut_off.wait(20)
-    end = cut_off.terminal()
-    assert end is not None and end["type"] == "RUN_ERROR" and end["code"] in STOPPED, end
+    assert_stopped(cut_off)
     split.proxy.release()
     time.sleep(1)
     assert_no_unrecorded_success(split.server, cut_off)
@@ -172,19 +181,12 @@ def test_an_owner_paused_past_its_lease_streams_nothing_once_awake(split):
     finally:
         os.kill(a.proc.pid, signal.SIGCONT)
     paused.wait(20)
-    late = [event["delta"] for at, event in paused.deltas() if at >= admitted]
-    assert late == [], f"the woken owner streamed {late} after the other admitted a run on the thread"
-    end = paused.terminal()
-    assert end is not None and end["type"] == "RUN_ERROR" and end["code"] in STOPPED, end
+    assert_silent_since(paused, admitted, "the woken owner")
+    assert_stopped(paused)
     assert_no_unrecorded_success(split.server, paused)
 
 
-@pytest.fixture(scope="module")
-def agent():
-    server = A2AAgentServer().start()
-    server.pipeline_state = "live"
-    yield server
-    server.stop()
+agent = pytest.fixture(scope="module", name="agent")(live_agent)
 
 
 @pytest.mark.a2a
