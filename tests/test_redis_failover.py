@@ -146,16 +146,6 @@ def test_a_graceful_failover_loses_nothing_acknowledged(tmp_path, durability):
         redis_set.stop()
 
 
-def test_a_graceful_failover_sent_to_any_of_three_sentinels_loses_nothing(tmp_path):
-    """Only the sentinel that leads a failover announces its start: the gateway watches them all, so a failover
-    sent to the second or third sentinel of its URL pauses writes as one sent to the first does."""
-    redis_set = SentinelSet(tmp_path, sentinels=3)
-    try:
-        steady_through_failovers(redis_set, "async", [1, 2, 0])
-    finally:
-        redis_set.stop()
-
-
 def test_a_killed_master_loses_nothing_acknowledged_when_writes_are_replicated(tmp_path):
     import os
     import signal
