@@ -70,6 +70,7 @@ FAILOVER_STARTS = ("+try-failover", "+failover-state-select-slave", "+selected-s
 # elected one goes on (a failover that really stopped reopens writes after FAILOVER_PAUSE_SECONDS).
 FAILOVER_ENDS = ("+switch-master", "-failover-abort-no-good-slave")
 CLUSTER_MOVES = (ClusterError, TryAgainError, AskError, MovedError, ClusterDownError, SlotNotCoveredError)
+SUBSCRIBE_RETRY_CAP_SECONDS = 0.5  # the cancel channel is back within this long of its slot's new master
 CLUSTER_RETRY_SECONDS = 3.0  # a reshard's redirects and a promotion's gap: within an admission's budget
 FAILOVER_PAUSE_SECONDS = 10.0  # longest wait of state writes during a Sentinel failover
 ADMIT_TRIES = 3  # an admission whose reply was lost is tried again this many times in all, with the same nonce
@@ -534,13 +535,13 @@ class RedisStore(ThreadStore):
                 raise
             except Exception as exc:  # noqa: BLE001 - reconnect with backoff whatever happened
                 log.warning("cancel subscription lost (%s); retrying in %.1fs", type(exc).__name__, delay)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, SUBSCRIBE_RETRY_CAP_SECONDS)
                 if self._cluster and self._sub_client is not None:
-                    # Its slot map may still name a master that died: read it again from the nodes it knows (the
-                    # URL's node may be the dead one), so the channel's slot is followed to its new master.
+                    # Its slot map may still name a master that died: read it again, just before the next try and
+                    # not before the wait, so a promotion during the wait is already seen by that try.
                     with contextlib.suppress(Exception):
                         await self._sub_client.nodes_manager.initialize()
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 1.0)  # a cancel waits at most this long for its wake-up, plus a renewal
 
     async def ping(self) -> bool:
         """A real write (a small key that expires), not a PING: an out-of-memory, read-only or slot-less Redis

@@ -243,3 +243,51 @@ def test_a_cluster_with_slots_down_is_not_ready_on_any_replica(tmp_path, cluster
     finally:
         for gateway in gateways:
             gateway.stop()
+
+
+def test_a_cancel_reaches_its_run_after_the_master_of_its_channel_is_replaced(tmp_path):
+    """The owner's cancel channel lives on one master (sharded pub/sub); that master dies and its replica is
+    promoted. The subscription follows the slot: a cancel sent through another replica wakes the run at once,
+    not at the next lease renewal."""
+    import os
+    import signal
+
+    nodes = start_cluster(tmp_path, 6, 1)
+    url = f"redis+cluster://127.0.0.1:{nodes[0].port}"
+    a = Gateway(tmp_path, "--store", url, "--lease-seconds", "10", "--allowed-cwd", "/tmp").start()
+    b = Gateway(tmp_path, "--store", url, "--lease-seconds", "10", "--allowed-cwd", "/tmp").start()
+    try:
+
+        def shard_channels(port: int) -> str:
+            return subprocess.run(
+                [shutil.which("redis-cli"), "-p", str(port), "pubsub", "shardchannels", "agui:cancel:*"], capture_output=True, text=True
+            ).stdout
+
+        deadline = time.monotonic() + 10
+
+        while not (holders := [n for n in nodes if shard_channels(n.port).strip() and "role:master" in replication(n.port)]):
+            assert time.monotonic() < deadline, "no cancel channel subscribed"
+            time.sleep(0.2)
+        victim = holders[0]
+        os.kill(victim.proc.pid, signal.SIGKILL)
+        victim.proc.wait()
+        survivor = next(n for n in nodes if n is not victim)
+        wait_for_cluster(survivor.port, "cluster_state:fail", 10)
+        wait_for_cluster(survivor.port, "cluster_state:ok", 30)  # its replica took the slots over
+        time.sleep(1.2)  # the subscription's next try (at most a second apart)
+        with httpx.Client(timeout=30) as client:
+            for gateway, other in ((a, b), (b, a)):
+                slow = run_body("/slow 20")
+                http, _, records = open_stream(gateway.url, slow)
+                execution = session_of(read_until(records, "TEXT_MESSAGE_CONTENT"))["executionId"]
+                asked = time.monotonic()
+                answer = client.post(other.url + CANCEL.format(execution), json={"threadId": slow["threadId"], "rosInvocationId": "inv-1"})
+                assert answer.json()["status"] == "cancelled", answer.text
+                assert list(records)[-1]["outcome"] == {"type": "cancelled"}
+                assert time.monotonic() - asked < 1.0, "woken through its channel, not found at a renewal (3.3 s)"
+                http.close()
+    finally:
+        a.stop()
+        b.stop()
+        for node in nodes:
+            node.stop()
