@@ -73,6 +73,7 @@ CLUSTER_MOVES = (ClusterError, TryAgainError, AskError, MovedError, ClusterDownE
 SUBSCRIBE_RETRY_CAP_SECONDS = 0.5  # the cancel channel is back within this long of its slot's new master
 CLUSTER_RETRY_SECONDS = 3.0  # a reshard's redirects and a promotion's gap: within an admission's budget
 FAILOVER_PAUSE_SECONDS = 10.0  # longest wait of state writes during a Sentinel failover
+SENTINEL_AGREE_SECONDS = 5.0  # after a switch, how long writes wait for every sentinel to name the new master
 ADMIT_TRIES = 3  # an admission whose reply was lost is tried again this many times in all, with the same nonce
 POOL_HEADROOM = 8  # pooled connections beyond the gate (the pool itself never refuses)
 ADOPT_WINDOW_LEASES = 3  # an adoptable run whose lease ran out waits this many lease lifetimes for an adopter
@@ -215,6 +216,8 @@ class RedisStore(ThreadStore):
         self._failovers: asyncio.Task[None] | None = None
         self._writes_open = asyncio.Event()  # cleared while Sentinel runs a failover
         self._writes_open.set()
+        self._reopen_timer: asyncio.TimerHandle | None = None  # bounds one pause; cancelled when it ends
+        self._switched_to: tuple[str, int] | None = None  # the master of the last `+switch-master` acted on
         self._sub_client: Any = None
         self._log = RedisEventLog(
             self.client,
@@ -494,14 +497,51 @@ class RedisStore(ThreadStore):
     async def _failover_event(self, channel: str, data: str) -> None:
         if channel in FAILOVER_STARTS and self._writes_open.is_set():
             log.warning("sentinel failover under way (%s): state writes wait for the new master", channel)
-            self._writes_open.clear()
-            asyncio.get_running_loop().call_later(FAILOVER_PAUSE_SECONDS, self._writes_open.set)  # never wait forever
+            self._pause_writes()
         elif channel == "+switch-master":
+            # "<service> <old ip> <old port> <new ip> <new port>", announced by every sentinel in turn.
+            fields = data.split()
+            master = (fields[3], int(fields[4])) if len(fields) == 5 and fields[4].isdigit() else None
+            if master is not None and master == self._switched_to:
+                return
+            self._switched_to = master
             log.warning("sentinel switched the master (%s): reconnecting", data)
+            self._pause_writes()  # also when the start went unseen
+            if master is not None:
+                await self._until_sentinels_name(master)
             await self._drop_connections()
-            self._writes_open.set()
+            self._reopen_writes()
         elif channel in FAILOVER_ENDS:
-            self._writes_open.set()
+            self._reopen_writes()
+
+    def _pause_writes(self) -> None:
+        self._writes_open.clear()
+        if self._reopen_timer is None:  # never wait forever, and one pause's bound never ends a later pause
+            self._reopen_timer = asyncio.get_running_loop().call_later(FAILOVER_PAUSE_SECONDS, self._reopen_writes)
+
+    def _reopen_writes(self) -> None:
+        if self._reopen_timer is not None:
+            self._reopen_timer.cancel()
+            self._reopen_timer = None
+        self._writes_open.set()
+
+    async def _until_sentinels_name(self, master: tuple[str, int]) -> None:
+        """Wait (bounded) until every sentinel that answers names the new master. The leader announces the
+        switch at once; the others learn it from its hello messages up to two seconds later, and a connection
+        made meanwhile through one of them would reach the old master, which still takes writes until it is
+        demoted, and then drops them."""
+        sentinels = self.client.connection_pool.sentinel_manager.sentinels
+        service = self.client.connection_pool.service_name
+        loop = asyncio.get_running_loop()
+        give_up = loop.time() + SENTINEL_AGREE_SECONDS
+        while loop.time() < give_up:
+            named = await asyncio.gather(*(_master_named(sentinel, service) for sentinel in sentinels))
+            answers = [address for address in named if address is not None]
+            if answers and all(address == master for address in answers):
+                log.info("every sentinel names the new master after %.2fs", SENTINEL_AGREE_SECONDS - (give_up - loop.time()))
+                return
+            await asyncio.sleep(0.05)
+        log.warning("sentinels still disagree on the master after %.0fs; reconnecting anyway", SENTINEL_AGREE_SECONDS)
 
     async def _listen(self, on_cancel: Callable[[str, str], None]) -> None:
         channel = f"agui:cancel:{self.owner_id}"
@@ -580,6 +620,16 @@ class RedisStore(ThreadStore):
                     await client.aclose()
                 except Exception:  # noqa: BLE001
                     pass
+
+
+async def _master_named(sentinel: Any, service: str) -> tuple[str, int] | None:
+    """The master one sentinel names for `service`; None when it does not answer."""
+    try:
+        async with asyncio.timeout(0.5):
+            address = await sentinel.sentinel_get_master_addr_by_name(service)
+    except (RedisError, OSError, TimeoutError):
+        return None
+    return (_text(address[0]), int(address[1])) if address else None
 
 
 def _unavailable(exc: RedisError) -> StoreUnavailable:

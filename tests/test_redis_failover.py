@@ -68,6 +68,18 @@ class SentinelSet:
     def master_port(self) -> int:
         return int(cli(self.port, "sentinel", "get-master-addr-by-name", "mymaster").split()[1])
 
+    def agreed_master(self) -> int:
+        """The master every sentinel names (a sentinel learns a switch from the others' hellos, seconds late)."""
+        named: set[str] = set()
+
+        def agreed() -> bool:
+            named.clear()
+            named.update("".join(cli(port, "sentinel", "get-master-addr-by-name", "mymaster").split()[1:2]) for port in self.ports)
+            return len(named) == 1 and "" not in named and "role:master" in cli(int(next(iter(named))), "info", "replication")
+
+        self.wait_for(agreed, 30)
+        return int(named.pop())
+
     def stop(self) -> None:
         for sentinel in self.sentinels:
             sentinel.kill()
@@ -110,7 +122,7 @@ def steady_through_failovers(redis_set: SentinelSet, durability: str, sent_to: l
             worker.start()
         time.sleep(1.5)
         for sentinel in sent_to:
-            old = redis_set.master_port()
+            old = redis_set.agreed_master()
             assert "OK" in cli(redis_set.ports[sentinel], "sentinel", "failover", "mymaster")
             redis_set.wait_for(lambda old=old: redis_set.master_port() != old, 30)
             redis_set.wait_for(lambda old=old: "role:slave" in cli(old, "info", "replication"), 30)
@@ -146,6 +158,16 @@ def test_a_graceful_failover_loses_nothing_acknowledged(tmp_path, durability):
         redis_set.stop()
 
 
+def test_a_graceful_failover_sent_to_any_of_three_sentinels_loses_nothing(tmp_path):
+    """Only the sentinel that leads a failover announces its start: the gateway watches them all, so a failover
+    sent to the second or third sentinel of its URL pauses writes as one sent to the first does."""
+    redis_set = SentinelSet(tmp_path, sentinels=3)
+    try:
+        steady_through_failovers(redis_set, "async", [1, 2, 0])
+    finally:
+        redis_set.stop()
+
+
 def test_a_killed_master_loses_nothing_acknowledged_when_writes_are_replicated(tmp_path):
     import os
     import signal
@@ -168,7 +190,7 @@ def test_a_killed_master_loses_nothing_acknowledged_when_writes_are_replicated(t
                 assert lagging.status == 503 and b"STATE_PERSISTENCE_FAILED" in lagging.raw
             finally:
                 os.kill(redis_set.replica.proc.pid, signal.SIGCONT)
-            old = redis_set.master_port()
+            old = redis_set.agreed_master()
             redis_set.master.proc.kill()  # SIGKILL: Sentinel promotes the replica
             redis_set.master.proc.wait()
             redis_set.wait_for(lambda: redis_set.master_port() != old, 30)
