@@ -2,9 +2,9 @@
 
 from gateway.engine.caller import ANONYMOUS, Caller
 from gateway.engine.engine import RunEngine
+from gateway.engine.handle import RunHandle
 from gateway.engine.logwriter import LogPolicy
 from gateway.engine.prepare import PreparedRun, prepare
-from gateway.engine.run import RunHandle
 from gateway.engine.stream import Bounds
 
 __all__ = ["ANONYMOUS", "Bounds", "Caller", "LogPolicy", "PreparedRun", "RunEngine", "RunHandle", "prepare"]

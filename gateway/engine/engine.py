@@ -15,16 +15,18 @@ from opentelemetry.trace import Span
 
 from gateway import metrics, tracing
 from gateway.agents.base import AgentBackend
+from gateway.engine import lifecycle
 from gateway.engine.adopt import Adopter
 from gateway.engine.caller import ANONYMOUS, Caller, check_user_id, thread_key
 from gateway.engine.faults import STORE_FAILURES, store_error
 from gateway.engine.follow import READ_LIMIT, LogHandle
+from gateway.engine.handle import LiveHandle, RunHandle
 from gateway.engine.lease import Sleep
 from gateway.engine.logwriter import LogPolicy
 from gateway.engine.outcome import Cancelled, Disconnected, outcome_label
 from gateway.engine.prepare import PreparedRun
 from gateway.engine.retained import RetainedLogs
-from gateway.engine.run import LiveHandle, Run, RunHandle, RunServices
+from gateway.engine.run import Run, RunServices
 from gateway.engine.stream import PositionGone, PositionUnknown, TooManyFollowers
 from gateway.errors import ErrorCode, GatewayError
 from store import Admission, AdmitResult, ExecutionStatus, Lease, Progress, ThreadStore
@@ -253,6 +255,7 @@ class RunEngine:
         self._runs[run.lease.run_id] = run
         if run.lease.execution_id:
             self._by_execution[run.lease.execution_id] = run
+        lifecycle.start(run)
         if self._unsettled == 1 and self.on_busy_change:
             self.on_busy_change(True)
 
@@ -336,7 +339,7 @@ class RunEngine:
                 continue
             metrics.labelled(metrics.CANCELS, "drain").inc()
             run.stop(Cancelled())
-        pending = [run.task for run in self._runs.values()]
+        pending = [run.task for run in self._runs.values() if run.task is not None]
         if pending:
             await asyncio.wait(pending, timeout=5)
 
@@ -347,7 +350,7 @@ class RunEngine:
         runs = list(self._runs.values())
         for run in runs:
             run.stop(Disconnected())
-        await asyncio.gather(*(run.task for run in runs), return_exceptions=True)
+        await asyncio.gather(*(run.task for run in runs if run.task is not None), return_exceptions=True)
 
 
 def _identities(ros_invocation_id: str, user_id: str | None, caller: Caller) -> dict[str, str | None]:

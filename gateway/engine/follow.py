@@ -10,7 +10,7 @@ import math
 from collections.abc import AsyncIterator, Callable, Coroutine
 from typing import Any
 
-from gateway.engine.run import RunHandle
+from gateway.engine.handle import RunHandle
 from gateway.engine.stream import Entry
 from gateway.errors import ErrorCode, GatewayError
 from gateway.i18n import message_for

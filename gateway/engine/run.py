@@ -1,31 +1,26 @@
-"""One admitted run: its state, its collaborators (event stream, lease keeper, translator), and the task that
-drives it to an outcome and settles it. Transports see only its `RunHandle`."""
+"""One admitted run: its state and its collaborators (event stream, lease keeper, translator, adoption record).
+Its task is the lifecycle's (lifecycle.py); transports see only a `RunHandle` (handle.py)."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from opentelemetry import context as otel_context
-from opentelemetry import trace
 from opentelemetry.trace import Span
 
 from gateway import metrics
 from gateway.agents.base import AgentBackend
-from gateway.engine.driver import announce, drive
-from gateway.engine.faults import backend_error
 from gateway.engine.lease import LeaseKeeper, Sleep
 from gateway.engine.logwriter import LogPolicy, LogWriter
 from gateway.engine.outcome import Cancelled, Disconnected, Failed, HandedOff, Outcome, RunState, check_transition, outcome_label
 from gateway.engine.prepare import PreparedRun
 from gateway.engine.replay import Replayed, restore
 from gateway.engine.retained import RetainedLogs
-from gateway.engine.settle import settle
-from gateway.engine.stream import Entry, EventStream
+from gateway.engine.stream import EventStream
 from gateway.engine.translator import Translator
 from gateway.errors import GatewayError
 from store import AdmitResult, Execution, Lease, StoreUnavailable, ThreadStore
@@ -80,8 +75,6 @@ def _session(prepared: PreparedRun, execution: Execution | None) -> dict[str, An
 class Run:
     __slots__ = (
         "_adopt_written",
-        "_running",
-        "_stop",
         "_waiting",
         "accepted",
         "adopt_state",
@@ -94,10 +87,12 @@ class Run:
         "outcome",
         "prepared",
         "released",
+        "running",
         "services",
         "span",
         "started",
         "state",
+        "stop_reason",
         "stream",
         "task",
         "thread_id",
@@ -122,8 +117,8 @@ class Run:
         self.state = RunState.ADMITTED
         self.accepted = False  # the backend works on this execution: a new turn, or a resume whose answers it took
         self.outcome: Outcome | None = None
-        self._stop: StopReason | None = None
-        self._running = False  # True once the task has begun: only then may stop() cancel it
+        self.stop_reason: StopReason | None = None
+        self.running = False  # True once the task has begun: only then may stop() cancel it
         reopen = execution.open_steps if prepared.is_resume and execution is not None and execution.status == "interrupted" else []
         self.translator = Translator(
             _session(prepared, execution), execution.sequence if execution else 0, reopen, services.agent.session_keys
@@ -145,7 +140,7 @@ class Run:
             )
         self.started = time.monotonic()
         self.span = span  # the run's trace span, ended when it settles (its task runs inside it)
-        self.task = asyncio.get_running_loop().create_task(self._main(), name=f"run:{self.lease.run_id}")
+        self.task: asyncio.Task[None] | None = None  # started by the lifecycle (lifecycle.start)
 
     def _log(self, services: RunServices, prepared: PreparedRun, key: str) -> tuple[EventStream, LogWriter | None, float]:
         policy = services.log_policy
@@ -307,98 +302,16 @@ class Run:
         A failure (lost lease) overrides an earlier cancel or disconnect; otherwise the first reason wins."""
         if self.state in (RunState.SETTLING, RunState.ENDED):
             return
-        if self._stop is None or isinstance(reason, (Failed, HandedOff)):
-            self._stop = reason
-        if self._running:  # a task cancelled before its first step never runs its body: _main checks _stop instead
-            self.task.cancel()
+        if self.stop_reason is None or isinstance(reason, (Failed, HandedOff)):
+            self.stop_reason = reason
+        if self.running and self.task is not None:  # cancelled before its first step, a task never runs its body
+            self.task.cancel()  # (the lifecycle reads `stop_reason` instead)
 
-    async def _main(self) -> None:
-        # The task was created during admission: make the run's span current, so its children nest under it
-        # (nothing to do when spans are not recorded: the task already carries the caller's trace context).
-        if self.span.is_recording():
-            otel_context.attach(trace.set_span_in_context(self.span))
-        self._running = True
-        if self.keeper is not None:
-            self.keeper.start()
-        try:
-            if self._stop is not None:
-                outcome = await self._stopped_before_start(self._stop)
-            else:  # the backend, in this frame: an idle run's task holds one frame fewer
-                try:
-                    started = await drive(self)
-                    outcome = await started if isinstance(started, Coroutine) else started
-                except asyncio.CancelledError:
-                    outcome = self._stop or Disconnected()
-                except Exception as exc:  # a backend that raises is a failed task, never a crashed stream
-                    log.exception("backend failure in run %s", self.lease.run_id)
-                    outcome = Failed(backend_error(exc))
-                while self.task.cancelling():  # a stop that came as the backend finished: the backend's outcome stands
-                    self.task.uncancel()
-        finally:
-            if self.keeper is not None:
-                self.keeper.stop()
-        try:
-            try:
-                self.outcome = await settle(self, outcome)
-            finally:
-                self.services.on_settled(self)
-            if self.writer is not None:
-                await self.writer.finish(end=not isinstance(self.outcome, HandedOff))
-        finally:
-            if self._waiting is not None:
-                self._waiting.cancel()
-            self.span.set_attribute("agui.outcome", outcome_label(self.outcome or outcome))
-            self.span.end()
-            self.stream.release()
-            self.services.on_end(self)
-
-    async def _stopped_before_start(self, reason: StopReason) -> Outcome:
-        """Stopped before its task ran: the backend never saw it, but the stream still opens with RUN_STARTED."""
-        await announce(self)
-        return reason
-
-
-class RunHandle:
-    """What a transport holds: a run's events from a position, and a way to cancel the run on purpose."""
-
-    run_id: str
-    thread_id: str
-    positions = True  # whether events carry positions a client can reattach from
-    finished = False  # the run ended and the follower has every event up to its terminal one: nothing will come
-
-    def events(self, heartbeat_seconds: float) -> AsyncIterator[list[Entry] | None]:
-        """Batches of (position, event JSON), or None after `heartbeat_seconds` of silence. Position 0 marks an
-        event that is not in the log (an attacher's own error). Leaving early detaches from the run."""
-        raise NotImplementedError
-
-    def cancel(self) -> None:
-        """Cancel on purpose: the stream ends with RUN_FINISHED cancelled."""
-        raise NotImplementedError
-
-
-class LiveHandle(RunHandle):
-    """A follower of a run that lives on this process, from its ring. `paces`: the run's own request (or its retry),
-    whose lag slows the backend; any other follower reads at its own pace and is cut if it falls behind the ring."""
-
-    def __init__(self, run: Run, after: int = 0, *, paces: bool = False) -> None:
-        self._run = run
-        stream = run.stream
-        self.finished = stream.ended and after == stream.head
-        # A follower that has every event keeps no cursor: a transport that answers "nothing more" never iterates.
-        self._follower = None if self.finished else stream.attach(after, paces=paces)
-        self.run_id = run.lease.run_id
-        self.thread_id = run.thread_id
-        self.positions = run.writer is not None
-
-    def events(self, heartbeat_seconds: float) -> AsyncIterator[list[Entry] | None]:
-        if self._follower is None:
-            return _nothing()
-        return self._run.stream.follow(self._follower, heartbeat_seconds)
-
-    def cancel(self) -> None:
-        self._run.stop(Cancelled())
-
-
-async def _nothing() -> AsyncIterator[list[Entry] | None]:
-    return
-    yield
+    def closed(self, outcome: Outcome) -> None:
+        """The lifecycle's last step: the run lets go of its timers, span and ring, and reports its end."""
+        if self._waiting is not None:
+            self._waiting.cancel()
+        self.span.set_attribute("agui.outcome", outcome_label(self.outcome or outcome))
+        self.span.end()
+        self.stream.release()
+        self.services.on_end(self)

@@ -8,7 +8,7 @@ import json
 
 from gateway.agents import signals as s
 from gateway.engine import LogPolicy
-from gateway.engine.run import LiveHandle
+from gateway.engine.handle import LiveHandle
 from tests.unit.scripted import Harness, ScriptedAgent, body, prepare_body
 
 

@@ -1,0 +1,59 @@
+"""What a transport holds of a run: its events from a position and a way to cancel it (`RunHandle`), and the
+follower of a run on this process (`LiveHandle`)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING
+
+from gateway.engine.outcome import Cancelled
+from gateway.engine.stream import Entry
+
+if TYPE_CHECKING:
+    from gateway.engine.run import Run
+
+
+class RunHandle:
+    """What a transport holds: a run's events from a position, and a way to cancel the run on purpose."""
+
+    run_id: str
+    thread_id: str
+    positions = True  # whether events carry positions a client can reattach from
+    finished = False  # the run ended and the follower has every event up to its terminal one: nothing will come
+
+    def events(self, heartbeat_seconds: float) -> AsyncIterator[list[Entry] | None]:
+        """Batches of (position, event JSON), or None after `heartbeat_seconds` of silence. Position 0 marks an
+        event that is not in the log (an attacher's own error). Leaving early detaches from the run."""
+        raise NotImplementedError
+
+    def cancel(self) -> None:
+        """Cancel on purpose: the stream ends with RUN_FINISHED cancelled."""
+        raise NotImplementedError
+
+
+class LiveHandle(RunHandle):
+    """A follower of a run that lives on this process, from its ring. `paces`: the run's own request (or its retry),
+    whose lag slows the backend; any other follower reads at its own pace and is cut if it falls behind the ring."""
+
+    def __init__(self, run: Run, after: int = 0, *, paces: bool = False) -> None:
+        self._run = run
+        stream = run.stream
+        self.finished = stream.ended and after == stream.head
+        # A follower that has every event keeps no cursor: a transport that answers "nothing more" never iterates.
+        self._follower = None if self.finished else stream.attach(after, paces=paces)
+        self.run_id = run.lease.run_id
+        self.thread_id = run.thread_id
+        self.positions = run.writer is not None
+
+    def events(self, heartbeat_seconds: float) -> AsyncIterator[list[Entry] | None]:
+        if self._follower is None:
+            return _nothing()
+        return self._run.stream.follow(self._follower, heartbeat_seconds)
+
+    def cancel(self) -> None:
+        self._run.stop(Cancelled())
+
+
+async def _nothing() -> AsyncIterator[list[Entry] | None]:
+    return
+    yield
