@@ -28,7 +28,7 @@ def free_port() -> int:
 
 
 class Gateway:
-    """A real `python -m gateway` process on loopback, with its log captured to a file."""
+    """A real `python -m server` process on loopback, with its log captured to a file."""
 
     def __init__(self, tmp_path, *args: str, env: dict[str, str] | None = None, nofile: int | None = None) -> None:
         self.port = free_port()
@@ -51,7 +51,7 @@ class Gateway:
     def start(self) -> Gateway:
         log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "gateway", *self.args], cwd=ROOT, env=self.env, stdout=log, stderr=log, preexec_fn=self._limit
+            [sys.executable, "-m", "server", *self.args], cwd=ROOT, env=self.env, stdout=log, stderr=log, preexec_fn=self._limit
         )
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:
@@ -238,7 +238,7 @@ class InProcessGateway:
 
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        from gateway.server.serve import uvicorn_options
+        from server.serve import uvicorn_options
 
         options = uvicorn_options(app.state.services.settings)
         self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=self.port, log_config=None, **options))

@@ -9,8 +9,8 @@ import time
 import httpx
 
 from gateway.agents.demo import DemoAgent
-from gateway.server.app import create_app
 from gateway.settings import Settings
+from server.app import create_app
 from store import StoreUnavailable
 from store.memory import MemoryStore
 from tests.clock import FakeClock

@@ -10,7 +10,7 @@ import sys
 import httpx
 import pytest
 
-from gateway.server.cli import settings_from_args
+from server.cli import settings_from_args
 from tests.support import ROOT, free_port, post_sse, run_body
 
 FLAGS = [
@@ -34,7 +34,7 @@ FLAGS = [
 
 
 def test_help_explains_every_flag():
-    done = subprocess.run([sys.executable, "-m", "gateway", "--help"], cwd=ROOT, capture_output=True, text=True, check=True)
+    done = subprocess.run([sys.executable, "-m", "server", "--help"], cwd=ROOT, capture_output=True, text=True, check=True)
     for flag in FLAGS:
         assert flag in done.stdout
     assert "AGUI_GATEWAY_" in done.stdout and "IAC_CODE_AGUI_AUTH_TOKEN" in done.stdout
@@ -56,9 +56,9 @@ def test_environment_and_defaults(monkeypatch, tmp_path):
 
 
 def test_bad_values_are_refused():
-    done = subprocess.run([sys.executable, "-m", "gateway", "--retention", "soon"], cwd=ROOT, capture_output=True, text=True)
+    done = subprocess.run([sys.executable, "-m", "server", "--retention", "soon"], cwd=ROOT, capture_output=True, text=True)
     assert done.returncode == 2 and "duration" in done.stderr
-    done = subprocess.run([sys.executable, "-m", "gateway", "--allowed-cwd", "relative"], cwd=ROOT, capture_output=True, text=True)
+    done = subprocess.run([sys.executable, "-m", "server", "--allowed-cwd", "relative"], cwd=ROOT, capture_output=True, text=True)
     assert done.returncode != 0 and "absolute" in done.stderr
 
 
@@ -98,7 +98,7 @@ CONFIG_ERRORS = [
 @pytest.mark.parametrize(("args", "env", "words"), CONFIG_ERRORS, ids=[" ".join(a) or next(iter(e)) for a, e, _ in CONFIG_ERRORS])
 def test_every_configuration_error_is_one_line_with_exit_2(args, env, words, tmp_path):
     done = subprocess.run(
-        [sys.executable, "-m", "gateway", "--state-dir", str(tmp_path), *args],
+        [sys.executable, "-m", "server", "--state-dir", str(tmp_path), *args],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -114,9 +114,9 @@ def test_every_configuration_error_is_one_line_with_exit_2(args, env, words, tmp
 
 
 def test_help_names_every_flag_variable_and_default():
-    done = subprocess.run([sys.executable, "-m", "gateway", "--help"], cwd=ROOT, capture_output=True, text=True, check=True)
-    from gateway.server.cli import build_parser
-    from gateway.server.options import env_name
+    done = subprocess.run([sys.executable, "-m", "server", "--help"], cwd=ROOT, capture_output=True, text=True, check=True)
+    from server.cli import build_parser
+    from server.options import env_name
 
     text = " ".join(done.stdout.split())
     for action in build_parser()._actions:
@@ -141,7 +141,7 @@ def test_the_file_descriptor_soft_limit_is_raised_at_start_and_reported(tmp_path
     def low_limit() -> None:
         resource.setrlimit(resource.RLIMIT_NOFILE, (256, hard))
 
-    args = [sys.executable, "-m", "gateway", "--port", str(port), "--state-dir", str(tmp_path / "state"), "--allowed-cwd", "/tmp"]
+    args = [sys.executable, "-m", "server", "--port", str(port), "--state-dir", str(tmp_path / "state"), "--allowed-cwd", "/tmp"]
     proc = subprocess.Popen(args, cwd=ROOT, preexec_fn=low_limit, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 20
@@ -172,7 +172,7 @@ def test_a_second_gateway_on_the_same_state_directory_is_refused_at_start(start_
     and one line naming the directory and the first one's pid, and the first goes on serving."""
     first = start_gateway()
     done = subprocess.run(
-        [sys.executable, "-m", "gateway", "--state-dir", first.state_dir, "--port", str(free_port())],
+        [sys.executable, "-m", "server", "--state-dir", first.state_dir, "--port", str(free_port())],
         cwd=ROOT,
         capture_output=True,
         text=True,

@@ -152,7 +152,7 @@ def start_like_the_image(tmp_path) -> tuple[subprocess.Popen, int, dict[str, str
     image_env = dict(pair.split("=", 1) for pair in env_line.split())
     port = free_port()
     env = {**os.environ, **image_env, "AGUI_GATEWAY_PORT": str(port), "AGUI_GATEWAY_STATE_DIR": str(tmp_path / "agui")}
-    proc = subprocess.Popen([sys.executable, "-m", "gateway"], cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen([sys.executable, "-m", "server"], cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     deadline = time.monotonic() + 20
     while True:
         try:

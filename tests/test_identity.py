@@ -123,7 +123,7 @@ def test_a_user_id_must_be_the_token_subject(gateway_oauth, issuer, client):
 def start_refused(state_dir: str, *args: str) -> str:
     """A gateway start that must be refused; on a state directory of its own, never the user's default one (which a
     gateway running on the same machine holds)."""
-    command = [sys.executable, "-m", "gateway", "--port", "1", "--state-dir", state_dir, *args]
+    command = [sys.executable, "-m", "server", "--port", "1", "--state-dir", state_dir, *args]
     done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=30)
     assert done.returncode == 2, done.stderr
     return done.stderr

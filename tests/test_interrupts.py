@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from gateway.server.app import create_app
 from gateway.settings import Settings
+from server.app import create_app
 from store.file import FileStore
 from tests.clock import FakeClock
 from tests.support import InProcessGateway, assert_well_formed_run, ext, pending_interrupt, post_sse, run_body, thread_state

@@ -12,9 +12,9 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from gateway.server.app import create_app
 from gateway.settings import Settings
 from gateway.tracing import provider_changed
+from server.app import create_app
 from tests.support import InProcessGateway, post_sse, run_body
 
 EXPORTER = InMemorySpanExporter()

@@ -15,8 +15,8 @@ import pytest
 import websockets
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
-from gateway.server.app import create_app
 from gateway.settings import Settings
+from server.app import create_app
 from store.memory import MemoryStore
 from tests.clock import FakeClock
 from tests.support import (
@@ -340,8 +340,8 @@ async def test_stock_uvicorn_websocket_protocol_works_too(tmp_path):
     """Embedders may serve the app with uvicorn's own protocol: frames then go one ASGI message at a time."""
     import uvicorn
 
-    from gateway.server.app import create_app
     from gateway.settings import Settings
+    from server.app import create_app
     from tests.support import free_port
 
     port = free_port()

@@ -47,7 +47,7 @@ class Outermost:
     """The application as our own server serves it: the same direct routes, taken before `Litestar.__call__`, whose
     frame every idle stream and socket kept (about 0.26 KiB each). It does what that call does for them (the scope's
     app and state; the app has no before-send hooks) and returns the handler's coroutine rather than awaiting it, so
-    the server must be told the interface (uvicorn: `interface="asgi3"`, in gateway/server/serve.py). An embedder
+    the server must be told the interface (uvicorn: `interface="asgi3"`, in server/serve.py). An embedder
     serving the Litestar app itself gets the same routes from `FastPath`, one frame deeper."""
 
     __slots__ = ("app", "fast")

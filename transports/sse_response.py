@@ -8,7 +8,7 @@ cost an idle stream about 0.6 KiB (its frame, and its entry in the loop's set of
 Litestar's streaming body runs the stream in a task group beside a task that waits for the client's disconnect
 (two tasks, a task group and a cancel scope per response). Here the stream runs in the request's task, and the
 disconnect cancels it through a callback the connection's protocol calls when the connection is lost
-(transports/http_protocol.py), so an idle run holds no task of its own for its connection. Under a server without
+(server/http_protocol.py), so an idle run holds no task of its own for its connection. Under a server without
 that hook, one task waits for the disconnect instead."""
 
 from __future__ import annotations

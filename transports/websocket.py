@@ -51,12 +51,12 @@ from transports.lean import forget_request
 from transports.render import error_body
 from transports.services import Services, TransportServices
 from transports.sse import SESSION_HEADER
-from transports.ws_protocol import TEXT_BATCH_EXTENSION
 
 log = logging.getLogger("agui.ws")
 
 BASE_PROTOCOL = "agui.v1"
 MUX_PROTOCOL = "agui-mux.v1"
+TEXT_BATCH_EXTENSION = "agui.ws.text_batch"  # scope extension: the server protocol takes several text frames in one send
 BEARER_PREFIX = "agui.bearer."
 TICKET_PREFIX = "agui.ticket."
 MAX_QUEUED_FRAMES = 4  # base mode: frames received during a run wait here, in order

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from gateway.server.cli import settings_from_args
 from gateway.settings import parse_duration, parse_rate
+from server.cli import settings_from_args
 
 
 @pytest.mark.parametrize(("text", "seconds"), [("90", 90), ("90s", 90), ("15m", 900), ("12h", 43200), ("7d", 604800), (" 1.5h ", 5400)])

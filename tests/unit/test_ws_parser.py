@@ -1,4 +1,4 @@
-"""The WebSocket frame parser swap (transports/ws_protocol.py) on websockets' own sans-I/O server protocol: the
+"""The WebSocket frame parser swap (server/ws_protocol.py) on websockets' own sans-I/O server protocol: the
 handshake request is let go, and frames parse exactly as before, whether they come before or after the swap."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from websockets.frames import Frame, Opcode
 from websockets.http11 import Request
 from websockets.server import ServerProtocol
 
-from transports.ws_protocol import fresh_frame_parser
+from server.ws_protocol import fresh_frame_parser
 
 
 def handshake() -> bytes:

@@ -13,7 +13,7 @@ import uvicorn
 from gateway.fds import descriptor_share, per_client_cap
 from gateway.protocol.validate import MAX_BODY_BYTES
 from gateway.settings import Settings
-from transports.http_protocol import MAX_HEAD_BYTES, ConnectionLimits, protocols
+from server.http_protocol import MAX_HEAD_BYTES, ConnectionLimits, protocols
 from transports.services import TransportServices
 
 log = logging.getLogger("agui.serve")

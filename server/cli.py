@@ -9,7 +9,8 @@ import sys
 from typing import Any
 
 from gateway import __version__
-from gateway.server.options import (
+from gateway.settings import Settings, default_allowed_roots, default_state_dir
+from server.options import (
     ENV_PREFIX,
     ConfigError,
     Parser,
@@ -22,7 +23,6 @@ from gateway.server.options import (
     rate,
     seconds,
 )
-from gateway.settings import Settings, default_allowed_roots, default_state_dir
 
 ROOTS_HELP = ", ".join(default_allowed_roots())
 
@@ -350,9 +350,9 @@ def main(argv: list[str] | None = None) -> int:
     from gateway.collector import tune_collector
     from gateway.fds import raise_fd_limit
     from gateway.logs import setup_logging
-    from gateway.server.app import create_app
-    from gateway.server.serve import GatewayServer, uvicorn_options
     from gateway.tracing import setup_tracing
+    from server.app import create_app
+    from server.serve import GatewayServer, uvicorn_options
     from store import StoreUnavailable
     from transports.fast_path import Outermost
 

@@ -25,10 +25,10 @@ import h11
 import msgspec
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
+from server.ws_protocol import CorkedWebSocketsProtocol
 from transports.deadlines import deadlines
 from transports.lean import Flag
 from transports.sse_response import LOST_HOOK
-from transports.ws_protocol import CorkedWebSocketsProtocol
 
 MAX_HEAD_BYTES = 64 * 1024  # request line + headers; documented in the README (Limits)
 DRAIN_SECONDS = 2.0

@@ -22,8 +22,8 @@ from websockets.protocol import OPEN, Protocol
 from websockets.streams import StreamReader
 
 from transports.lean import Flag, Inbox
+from transports.websocket import TEXT_BATCH_EXTENSION
 
-TEXT_BATCH_EXTENSION = "agui.ws.text_batch"
 _FIN_TEXT = 0x81
 _AT_EOF = StreamReader.at_eof.__code__
 
