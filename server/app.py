@@ -19,7 +19,6 @@ from prometheus_client import start_http_server
 from gateway.access import Access
 from gateway.agents import AgentBackend, load_agent
 from gateway.auth import build_authenticator
-from gateway.auth.oauth import OAuthValidator
 from gateway.engine import Bounds, LogPolicy, RunEngine
 from gateway.instrumented import InstrumentedStore
 from gateway.settings import Settings
@@ -91,9 +90,7 @@ def build_services(settings: Settings, store: ThreadStore, agent: AgentBackend) 
         on_busy_change=status.set_busy,
         log_policy=policy,
     )
-    auth = build_authenticator(settings)
-    oauth = next((m for m in getattr(auth, "members", []) if isinstance(m, OAuthValidator)), None)
-    return TransportServices(settings, engine, Access(store), auth, oauth, status, agent.name)
+    return TransportServices(settings, engine, Access(store), build_authenticator(settings), status, agent.name)
 
 
 def create_app(

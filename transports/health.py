@@ -8,7 +8,7 @@ from urllib.parse import urlsplit
 from litestar import Request, Response, get
 
 from gateway import EXTENSION_SCHEMA_VERSION, PROTOCOL_VERSION, __version__
-from gateway.auth.oauth import METADATA_PATH, metadata_url
+from gateway.auth import METADATA_PATH
 from gateway.fds import fd_report
 from transports.services import Services
 
@@ -55,11 +55,8 @@ async def health(services: Services) -> dict[str, object]:
 async def protected_resource(request: Request, services: Services) -> Response:
     """RFC 9728 metadata, at the §3.1 place for the configured `--public-url` only (404 elsewhere, and when OAuth is
     not configured)."""
-    oauth = services.oauth
-    if oauth is None or request.url.path != urlsplit(metadata_url(oauth.resource)).path:
+    served_at = services.auth.metadata_url()
+    document = await services.auth.resource_metadata() if served_at and request.url.path == urlsplit(served_at).path else None
+    if document is None:
         return Response({"error": {"code": "NOT_FOUND", "message": "No protected resource is described here."}}, status_code=404)
-    try:
-        await oauth.ensure_discovered()
-    except Exception:  # noqa: BLE001 - the document is still useful without the issuer
-        pass
-    return Response(oauth.metadata(), headers={"Cache-Control": "max-age=300"})
+    return Response(document, headers={"Cache-Control": "max-age=300"})

@@ -12,7 +12,6 @@ from litestar.connection import ASGIConnection
 
 from gateway import metrics
 from gateway.auth import Principal
-from gateway.auth.oauth import metadata_url
 from gateway.engine import ANONYMOUS, Caller
 from gateway.errors import ErrorCode, GatewayError
 from transports.deadlines import deadlines
@@ -55,13 +54,6 @@ def caller_of(principal: Principal) -> Caller:
     return Caller(owner=principal.owner, user_id=principal.user_id) if principal.owner else ANONYMOUS
 
 
-def challenge(services: TransportServices, error: GatewayError, had_token: bool) -> str:
-    """`WWW-Authenticate` for a refused credential, pointing to the RFC 9728 metadata when OAuth is on."""
-    metadata = metadata_url(services.oauth.resource) if services.oauth else None
-    reason = "insufficient_scope" if error.code is ErrorCode.ACCESS_DENIED else ("invalid_token" if had_token else None)
-    return services.auth.challenge(metadata, reason)
-
-
 async def authenticate(connection: ASGIConnection[Any, Any, Any, Any], services: TransportServices, token: str | None = None) -> Principal:
     """Check the bearer token (static or OAuth), then the caller's rate limit. Raises the contract's errors."""
     ctx = services
@@ -72,7 +64,7 @@ async def authenticate(connection: ASGIConnection[Any, Any, Any, Any], services:
         except GatewayError as error:
             reason = "missing" if presented is None else ("scope" if error.code is ErrorCode.ACCESS_DENIED else "invalid")
             metrics.labelled(metrics.AUTH_FAILURES, reason).inc()
-            error.headers["WWW-Authenticate"] = challenge(services, error, presented is not None)
+            error.headers["WWW-Authenticate"] = services.auth.challenge(error, presented is not None)
             raise
     else:
         client = connection.client
@@ -92,7 +84,7 @@ async def authenticate_or_redeem(
             if principal is not None:
                 return principal
         error = GatewayError(ErrorCode.UNAUTHORIZED, detail="The ticket is unknown, used or expired.")
-        error.headers["WWW-Authenticate"] = challenge(services, error, had_token=True)
+        error.headers["WWW-Authenticate"] = services.auth.challenge(error, had_token=True)
         raise error
     return await authenticate(connection, services, token)
 

@@ -9,7 +9,6 @@ from litestar.di import NamedDependency
 
 from gateway.access import Access
 from gateway.auth import Authenticator
-from gateway.auth.oauth import OAuthValidator
 from gateway.engine import RunEngine
 from gateway.settings import Settings
 from transports.busy import BusyStatus
@@ -21,7 +20,6 @@ class TransportServices:
     engine: RunEngine
     access: Access
     auth: Authenticator
-    oauth: OAuthValidator | None
     status: BusyStatus
     agent_name: str
     sockets: set[Any] = field(default_factory=set)  # open WebSocket connections, closed with 1001 on drain

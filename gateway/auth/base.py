@@ -50,12 +50,22 @@ class Authenticator:
     async def authenticate(self, token: str | None) -> Principal:
         return ANONYMOUS
 
-    def challenge(self, resource_metadata_url: str | None, error: str | None = None) -> str:
+    def metadata_url(self) -> str | None:
+        """Where the RFC 9728 protected resource metadata is served; None when no OAuth is configured."""
+        return None
+
+    async def resource_metadata(self) -> dict[str, Any] | None:
+        """The RFC 9728 document served at `metadata_url()`, or None."""
+        return None
+
+    def challenge(self, error: GatewayError, had_token: bool) -> str:
+        """`WWW-Authenticate` for a refused credential (RFC 6750 §3), pointing to the metadata when there is one."""
         parts = []
-        if resource_metadata_url:
-            parts.append(f'resource_metadata="{resource_metadata_url}"')
-        if error:
-            parts.append(f'error="{error}"')
+        if metadata := self.metadata_url():
+            parts.append(f'resource_metadata="{metadata}"')
+        reason = "insufficient_scope" if error.code is ErrorCode.ACCESS_DENIED else ("invalid_token" if had_token else None)
+        if reason:
+            parts.append(f'error="{reason}"')
         return "Bearer " + ", ".join(parts) if parts else "Bearer"
 
     async def aclose(self) -> None:
@@ -83,18 +93,15 @@ class AnyOf(Authenticator):
                 last = error
         raise last or GatewayError(ErrorCode.UNAUTHORIZED)
 
+    def metadata_url(self) -> str | None:
+        return next((url for member in self.members if (url := member.metadata_url())), None)
+
+    async def resource_metadata(self) -> dict[str, Any] | None:
+        for member in self.members:
+            if (document := await member.resource_metadata()) is not None:
+                return document
+        return None
+
     async def aclose(self) -> None:
         for member in self.members:
             await member.aclose()
-
-
-def build_authenticator(settings: Any) -> Authenticator:
-    from gateway.auth.oauth import OAuthValidator
-    from gateway.auth.static import StaticToken
-
-    members: list[Authenticator] = []
-    if settings.auth_token:
-        members.append(StaticToken(settings.auth_token))
-    if settings.oauth_discovery_url or settings.oauth_jwks_url:
-        members.append(OAuthValidator(settings))
-    return AnyOf(members) if members else Authenticator()

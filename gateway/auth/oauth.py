@@ -189,6 +189,16 @@ class OAuthValidator(Authenticator):
         if self.issuer is None and self.discovery_url:
             await self._discover()
 
+    def metadata_url(self) -> str | None:
+        return metadata_url(self.resource)
+
+    async def resource_metadata(self) -> dict[str, Any] | None:
+        try:
+            await self.ensure_discovered()
+        except Exception:  # noqa: BLE001 - the document is still useful without the issuer
+            pass
+        return self.metadata()
+
     def metadata(self) -> dict[str, Any]:
         """RFC 9728 protected resource metadata."""
         document: dict[str, Any] = {"resource": self.resource, "bearer_methods_supported": ["header"]}

@@ -1,5 +1,6 @@
 """The house's one-way dependencies, read from the source: server (the composition root, on top) -> transports ->
-engine -> (agents, store); nothing imports the composition root; protocol types may be used by all."""
+engine -> (agents, store); nothing imports the composition root; protocol types may be used by all; and no module
+imports, even lazily or for type checking only, a module that imports it back."""
 
 from __future__ import annotations
 
@@ -73,3 +74,19 @@ def test_every_shipped_module_is_read():
     assert {name.split(".")[0] for name in shipped} == set(PACKAGES)
     assert all(name in MODULES for name in shipped)
     assert "server.__main__" in MODULES and not (ROOT / "gateway" / "__main__.py").exists()
+
+
+def test_no_import_circle():
+    graph = {name: imported_names(path) & MODULES.keys() - {name} for name, path in MODULES.items()}
+    circles = []
+    for start in graph:
+        seen, frontier = set(), [(start, (start,))]
+        while frontier:
+            node, trail = frontier.pop()
+            for target in graph[node]:
+                if target == start:
+                    circles.append(" -> ".join((*trail, start)))
+                elif target not in seen:
+                    seen.add(target)
+                    frontier.append((target, (*trail, target)))
+    assert not circles, circles[:5]
