@@ -116,7 +116,7 @@ class FileStore(DocumentStore):
         )
         if written:
             return written[0]
-        try:  # nothing to save (the lease was already gone): the log on its own, as before
+        try:  # nothing to save (the lease was already gone): the log on its own
             await self.events.apply(log)
         except (LogFenced, StoreUnavailable) as exc:
             return exc

@@ -1,11 +1,11 @@
 """The run routes and `/ws` served past Litestar's router: the frames a long stream keeps alive, at their fewest.
 
-Through Litestar, an idle stream kept the router, the exception middleware (twice on a WebSocket), the hygiene
+Through Litestar, an idle stream keeps the router, the exception middleware (twice on a WebSocket), the hygiene
 middleware, RunRoutes and the route's own handler frames alive for its whole life: about 2 KiB per idle SSE run
 and 2.8 KiB per idle WebSocket (bench/idle.py). `FastPath` wraps Litestar's ASGI handler (inside `Litestar.__call__`, which has
 set the scope's app and state): a POST to exactly `/` or `/invocations`, or a WebSocket on exactly `/ws`, that
 passes the hygiene checks goes through the access log straight to its handler. Anything else (other paths and
-methods, a trailing slash, a root path, a refusal) is Litestar's as before, where the same handlers serve it.
+methods, a trailing slash, a root path, a refusal) is Litestar's, where the same handlers serve it.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
-"""What a long-lived connection keeps, at its least: stand-ins for asyncio.Queue and asyncio.Event (an idle
-WebSocket held two queues and two events, about 6 KiB of eagerly allocated deques; these allocate nothing until
-they are used), and `forget_request`, which drops what only a connection's start reads."""
+"""What a long-lived connection keeps, at its least: stand-ins for asyncio.Queue and asyncio.Event (asyncio's
+allocate their deques at creation, about 6 KiB for the two queues and two events an idle WebSocket needs; these
+allocate nothing until they are used), and `forget_request`, which drops what only a connection's start reads."""
 
 from __future__ import annotations
 

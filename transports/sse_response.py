@@ -134,7 +134,7 @@ class _SseBody(ASGIStreamingResponse):
 
 class ClientLost:
     """The call the connection makes when its client is gone: it cancels the stream's task, once. A slotted object
-    rather than a closure: an idle stream held the closure, its two cells and a list (about 0.3 KiB)."""
+    rather than a closure, which an idle stream would hold with its two cells and a list (about 0.3 KiB)."""
 
     __slots__ = ("gone", "task")
 

@@ -149,7 +149,7 @@ class LogWriter:
         if self.fenced or not terminal:
             return None
         if self._task is not None and (self._created or self._writing):
-            return None  # a write is out (a longer run, or a store retried): `finish` completes the log, as before
+            return None  # a write is out (a longer run, or a store retried): `finish` completes the log
         if self._task is not None:
             self._task.cancel()  # still in its first delay: nothing was sent, the write below has it all
             self._task = None
@@ -173,7 +173,7 @@ class LogWriter:
             self._retained.ended(self._ref, head, max(self._stream.held_bytes, written))
 
     def closed(self, write: LogWrite, failure: Exception | None) -> None:
-        """How the closing write went: done; fenced; or failed, and then what it held is written as before, from the
+        """How the closing write went: done; fenced; or failed, and then what it held is written the usual way, from the
         ring (the terminal events included, once they are published)."""
         self._closing = False
         if failure is None:

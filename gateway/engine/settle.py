@@ -154,7 +154,7 @@ async def _finish(run: Run, status: ExecutionStatus | None, terminal: list[Entry
                 delay = min(delay * 2, 1.0)
     finally:
         if writer is not None and closing is not None:
-            writer.closed(closing, outcome)  # on any failure the writer writes its log afterwards, as before
+            writer.closed(closing, outcome)  # on any failure the writer writes its log afterwards, from the ring
 
 
 def _expiry(now: float, ttl: float) -> tuple[float | None, str | None]:
