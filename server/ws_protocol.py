@@ -22,7 +22,7 @@ from websockets.protocol import OPEN, Protocol
 from websockets.streams import StreamReader
 
 from transports.lean import Flag, Inbox
-from transports.websocket import TEXT_BATCH_EXTENSION
+from transports.ws_framing import TEXT_BATCH_EXTENSION
 
 _FIN_TEXT = 0x81
 _AT_EOF = StreamReader.at_eof.__code__

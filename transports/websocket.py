@@ -18,12 +18,11 @@ import asyncio
 import functools
 import logging
 import time
-from collections.abc import Awaitable, Coroutine
-from typing import Annotated, Any
+from collections.abc import Coroutine
+from typing import Any
 
 import msgspec
 from litestar import WebSocket, websocket
-from litestar.exceptions import WebSocketDisconnect
 from litestar.types import Receive, Scope, Send
 
 from gateway import metrics
@@ -32,10 +31,8 @@ from gateway.engine import RunHandle, prepare
 from gateway.engine.stream import Entry, FollowerCut
 from gateway.errors import ErrorCode, GatewayError
 from gateway.i18n import message_for, negotiate
-from gateway.jsondepth import too_deep
 from gateway.logs import with_request_id
 from gateway.protocol import events as e
-from gateway.protocol.input import MAX_ID_LENGTH
 from gateway.protocol.validate import check_depth, error_from_msgspec
 from transports.http_input import (
     authenticate_or_redeem,
@@ -51,40 +48,29 @@ from transports.lean import forget_request
 from transports.render import error_body
 from transports.services import Services, TransportServices
 from transports.sse import SESSION_HEADER
+from transports.ws_framing import (
+    BASE_PROTOCOL,
+    BEARER_PREFIX,
+    CLOSE_INTERNAL,
+    CLOSE_INVALID,
+    CLOSE_POLICY,
+    MAX_MUX_RUNS,
+    MAX_QUEUED_FRAMES,
+    MUX_PROTOCOL,
+    TEXT_BATCH_EXTENSION,
+    TICKET_PREFIX,
+    MuxFrame,
+    OpenSocket,
+    close_quietly,
+    event_frames,
+    is_json,
+    mux_decoder,
+    receive_text,
+)
 
 log = logging.getLogger("agui.ws")
 
-BASE_PROTOCOL = "agui.v1"
-MUX_PROTOCOL = "agui-mux.v1"
-TEXT_BATCH_EXTENSION = "agui.ws.text_batch"  # scope extension: the server protocol takes several text frames in one send
-BEARER_PREFIX = "agui.bearer."
-TICKET_PREFIX = "agui.ticket."
-MAX_QUEUED_FRAMES = 4  # base mode: frames received during a run wait here, in order
-MAX_MUX_RUNS = 16  # concurrent runs on one multiplexed socket
-CLOSE_UNSUPPORTED = 1003
-CLOSE_INVALID = 1007
-CLOSE_POLICY = 1008
-CLOSE_INTERNAL = 1011
 DENIAL_EXTENSION = "websocket.http.response"
-
-
-Id = Annotated[str, msgspec.Meta(max_length=MAX_ID_LENGTH)]
-
-
-class MuxFrame(msgspec.Struct, rename="camel"):
-    op: Annotated[str, msgspec.Meta(max_length=16)]
-    id: Annotated[str, msgspec.Meta(min_length=1, max_length=MAX_ID_LENGTH)]
-    input: msgspec.Raw = msgspec.Raw(b"")  # kept raw: the engine decodes it exactly like an HTTP body
-    reattach_grace_seconds: float | None = None
-    thread_id: Id = ""
-    run_id: Id = ""
-    ros_invocation_id: Id = ""
-    last_event_id: Annotated[str, msgspec.Meta(max_length=32)] = ""
-    user_id: Id = ""
-
-
-_mux_decoder = msgspec.json.Decoder(MuxFrame)
-_encoder = msgspec.json.Encoder()
 
 
 async def _authenticated(socket: WebSocket[Any, Any, Any], services: TransportServices, offered: list[str]) -> Principal:
@@ -109,33 +95,6 @@ async def _refuse_upgrade(socket: WebSocket[Any, Any, Any], error: GatewayError,
     send: Any = socket.send  # the denial messages are ASGI's, not in Litestar's event types
     await send({"type": "websocket.http.response.start", "status": error.http_status, "headers": headers})
     await send({"type": "websocket.http.response.body", "body": body})
-
-
-class OpenSocket:
-    """An accepted socket as its connection uses it: receive, send, close. Litestar's WebSocket serves the handshake
-    only; an idle socket kept it (two closures, its state and the scope's state: about 1 KiB) for its whole life.
-    Like it, it refuses to send once the peer's disconnect was received."""
-
-    __slots__ = ("_receive", "_send", "gone")
-
-    def __init__(self, receive: Receive, send: Send) -> None:
-        self._receive = receive
-        self._send: Any = send  # takes our batch extension's message too, which ASGI's types do not know
-        self.gone = False
-
-    def receive(self) -> Awaitable[Any]:
-        """The server's own receive (no frame of ours while an idle socket waits); the reader marks `gone`."""
-        if self.gone:
-            raise WebSocketDisconnect(detail="the peer has disconnected")
-        return self._receive()
-
-    async def send(self, message: Any) -> None:
-        if self.gone:
-            raise WebSocketDisconnect(detail="the peer has disconnected")
-        await self._send(message)
-
-    async def close(self, code: int = 1000, reason: str | None = None) -> None:
-        await self.send({"type": "websocket.close", "code": code, "reason": reason or ""})
 
 
 class Connection:
@@ -170,15 +129,9 @@ class Connection:
         self.runtime_session = scope_header(scope, SESSION_HEADER)
         self.language = negotiate(None, self.accept_language)
 
-    def _frames(self, entries: list[Entry], stream_id: str | None, positions: bool) -> list[bytes]:
-        if not self.mux:
-            return [data for _, data in entries]
-        head = b'{"id":' + _encoder.encode(stream_id)
-        return [head + (b',"eventId":"%d","event":%s}' % (p, data) if positions and p else b',"event":%s}' % data) for p, data in entries]
-
     async def send_events(self, entries: list[Entry], stream_id: str | None, positions: bool = False) -> None:
         """One text frame per event; sent as one batch where the server supports it."""
-        frames = self._frames(entries, stream_id, positions)
+        frames = event_frames(entries, stream_id if self.mux else None, positions)
         metrics.labelled(metrics.EVENTS_SENT, "ws").inc(len(frames))
         metrics.labelled(metrics.BYTES_SENT, "ws").inc(sum(len(frame) for frame in frames))
         async with self.send_lock:  # mux: runs share the socket; frames of one batch stay together
@@ -269,36 +222,6 @@ class Connection:
             task.cancel()
 
 
-async def _receive_text(socket: OpenSocket) -> str | None:
-    """Next text frame, or None when the peer disconnected; closes with 1003 on a binary frame."""
-    message: Any = await socket.receive()
-    if message["type"] == "websocket.disconnect":
-        socket.gone = True
-        return None
-    if message.get("text") is None:
-        await socket.close(CLOSE_UNSUPPORTED, "binary frames are not supported")
-        return None
-    return message["text"]
-
-
-async def _close_quietly(socket: WebSocket | OpenSocket, code: int, reason: str) -> None:
-    try:
-        await socket.close(code, reason)
-    except Exception:  # noqa: BLE001 - the peer may be gone already
-        pass
-
-
-def _is_json(text: str) -> bool:
-    """Whether a frame is JSON at all (over-deep JSON counts: the run input's own checks refuse it, in words)."""
-    if too_deep(text):
-        return True
-    try:
-        msgspec.json.decode(text)
-    except msgspec.DecodeError:
-        return False
-    return True
-
-
 async def _run_queued(conn: Connection, queued: list[str]) -> None:
     """Base mode's runner: the queued frames' runs, one after the other (a function of its own, not a closure that
     every idle socket would hold)."""
@@ -311,7 +234,7 @@ async def _run_queued(conn: Connection, queued: list[str]) -> None:
                 await conn.forward(run, None, arrived)
     except Exception:
         log.exception("websocket run failed")
-        await _close_quietly(conn.socket, CLOSE_INTERNAL, "internal error")
+        await close_quietly(conn.socket, CLOSE_INTERNAL, "internal error")
     finally:
         conn.forwarders.pop("base", None)
 
@@ -326,10 +249,10 @@ async def _serve_base(conn: Connection) -> None:
     runner: asyncio.Task[None] | None = None
     try:
         while True:
-            text = await _receive_text(socket)  # an idle socket waits here
+            text = await receive_text(socket)  # an idle socket waits here
             if text is None:
                 break
-            if not _is_json(text):
+            if not is_json(text):
                 await socket.close(CLOSE_INVALID, "frames must be JSON")
                 break
             if len(queued) >= MAX_QUEUED_FRAMES:
@@ -371,12 +294,12 @@ async def _serve_mux(conn: Connection) -> None:
 
     try:
         while True:
-            text = await _receive_text(socket)
+            text = await receive_text(socket)
             if text is None:
                 return
             try:
                 check_depth(text, "frame")
-                frame = _mux_decoder.decode(text)
+                frame = mux_decoder.decode(text)
             except GatewayError as error:
                 await conn.send_error(error, None)
                 continue
@@ -436,7 +359,7 @@ async def _serve_socket(scope: Scope, receive: Receive, send: Send, services: Tr
         return
     except Exception:
         log.exception("websocket handshake failed")
-        await _close_quietly(socket, CLOSE_INTERNAL, "internal error")
+        await close_quietly(socket, CLOSE_INTERNAL, "internal error")
         return
     conn = Connection(OpenSocket(receive, send), scope, services, mux=chosen == MUX_PROTOCOL, principal=principal)
     del socket
@@ -447,7 +370,7 @@ async def _serve_socket(scope: Scope, receive: Receive, send: Send, services: Tr
         await (_serve_mux(conn) if conn.mux else _serve_base(conn))
     except Exception:
         log.exception("websocket handler failed")
-        await _close_quietly(conn.socket, CLOSE_INTERNAL, "internal error")
+        await close_quietly(conn.socket, CLOSE_INTERNAL, "internal error")
     finally:
         ctx.sockets.discard(conn)
         metrics.labelled(metrics.CONNECTIONS_OPEN, "websocket").dec()

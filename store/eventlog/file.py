@@ -14,6 +14,7 @@ from collections.abc import Callable
 
 from store.base import Clock, StoreUnavailable
 from store.eventlog import Entry, EventLog, LogMeta, LogRead, LogRef, LogWrite, ref_digest
+from store.eventlog.legacy import import_run_files
 from store.eventlog.segments import Meta, Segments
 from store.lane import IoLane
 
@@ -30,6 +31,7 @@ class FileEventLog(EventLog):
         self.clock = clock
         os.makedirs(directory, mode=0o700, exist_ok=True)
         self._segments = Segments(directory, retention_seconds, clock)
+        import_run_files(self._segments)
         self._lane = lane or IoLane()  # every file operation, one at a time on one thread (shared with the journal)
 
     async def _io(self, work: object, *args: object) -> object:

@@ -32,7 +32,7 @@ class Meta(msgspec.Struct):
 
 
 _encode = msgspec.json.Encoder().encode
-_decode = msgspec.json.Decoder(Meta).decode
+decode_meta = msgspec.json.Decoder(Meta).decode
 
 
 class Log:
@@ -55,14 +55,13 @@ class Segments:
         self.logs: dict[str, Log] = {}
         self.sizes: dict[int, int] = {}  # segment -> its bytes
         self._readers: dict[int, int] = {}  # segment -> a descriptor open for reading
-        numbers = sorted(int(name[4:-4]) for name in os.listdir(directory) if _is_segment(name))
+        numbers = sorted(int(name[4:-4]) for name in os.listdir(directory) if is_segment(name))
         for number in numbers:
             self._replay(number)
         for entry in self.logs.values():
             entry.chunks = [chunk for chunk in entry.chunks if chunk[4] >= entry.meta.first]
         self.active = numbers[-1] + 1 if numbers else 1
         self.fd = self._begin(self.active)
-        self._import_run_files()
 
     def _path(self, number: int) -> str:
         return os.path.join(self.directory, f"seg-{number:010d}.log")
@@ -220,39 +219,14 @@ class Segments:
             kind, digest = line[:1], line[2:42].decode("ascii", "replace")
             try:
                 if kind == b"M":
-                    self.logs[digest] = Log(_decode(line[_AT:-1]), number, touched)
+                    self.logs[digest] = Log(decode_meta(line[_AT:-1]), number, touched)
                 elif kind == b"E" and digest in self.logs:
                     entry = self.logs[digest]
-                    entry.meta, entry.home, entry.touched = _decode(line[_AT:-1]), number, touched
+                    entry.meta, entry.home, entry.touched = decode_meta(line[_AT:-1]), number, touched
                 elif kind == b"V" and digest in self.logs:
                     _extend(self.logs[digest], number, offset, line)
             except (msgspec.MsgspecError, ValueError):
                 log.warning("event log segment %s: an unreadable line at byte %d is skipped", path, offset)
-
-    def _import_run_files(self) -> None:
-        """Logs of the earlier layout, one file per run (`<digest>.log`), copied into the active segment."""
-        for name in os.listdir(self.directory):
-            path = os.path.join(self.directory, name)
-            if name.endswith(".tmp"):
-                os.unlink(path)
-            elif name.endswith(".log") and not _is_segment(name) and len(name) == 44:
-                self._import_run_file(name[:40], path)
-                os.unlink(path)
-
-    def _import_run_file(self, digest: str, path: str) -> None:
-        with open(path, "rb") as handle:
-            lines = [line for line in handle.readlines() if line.endswith(b"\n")]
-        metas = [line for line in lines if line.startswith((b"M ", b"E "))]
-        if not metas:
-            return
-        try:
-            meta = _decode(metas[-1][2:-1])
-            events = [(int(line.split(b" ", 1)[0]), line.split(b" ", 1)[1][:-1]) for line in lines if line not in metas]
-        except (msgspec.MsgspecError, ValueError):
-            log.warning("event log %s of the earlier layout is unreadable; not imported", path)
-            return
-        events = [event for event in events if event[0] >= meta.first]
-        self.write(digest, meta, events, meta.first, None)  # its meta line carries the end, if it ended
 
     def close(self) -> None:
         os.close(self.fd)
@@ -261,7 +235,7 @@ class Segments:
         self._readers.clear()
 
 
-def _is_segment(name: str) -> bool:
+def is_segment(name: str) -> bool:
     return name.startswith("seg-") and name.endswith(".log") and name[4:-4].isdigit()
 
 

@@ -13,7 +13,7 @@ def test_every_python_package_is_listed_for_the_wheel():
         listed = set(tomllib.load(handle)["tool"]["setuptools"]["packages"])
     found = {
         os.path.relpath(directory, ROOT).replace(os.sep, ".")
-        for top in ("gateway", "transports", "store")
+        for top in ("server", "gateway", "transports", "store")
         for directory, _, files in os.walk(os.path.join(ROOT, top))
         if "__init__.py" in files
     }

@@ -1,5 +1,6 @@
 """The Redis store's hot commands (its scripts) sent straight on a pooled connection: packed here in one buffer,
-replies read in order, none of redis-py's per-command layers (pipeline and script objects, hooks) on the way."""
+replies read in order, none of redis-py's per-command layers (pipeline and script objects, hooks) on the way.
+"""
 
 from __future__ import annotations
 
@@ -34,7 +35,7 @@ class Wire:
     command by command). The wire keeps the connections it took (up to WIRE_IDLE idle) instead of asking the
     pool each time: redis-py 8's pool takes a lock, checks the socket and reports to its hooks per checkout.
     A connection keeps its own connect (authentication, TLS, Sentinel's current master), its read timeout and its
-    retry policy (store/redis.py `connect`: once more on a new connection when the connection broke, as for every
+    retry policy (store/redis/client.py `connect`: once more on a new connection when the connection broke, as for every
     command of the store; a kept connection may have died with its server while it sat here)."""
 
     def __init__(self, client: Any) -> None:

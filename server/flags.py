@@ -1,0 +1,330 @@
+"""Every flag, declared once: the parser, `Settings`, `--help` and the reference table (docs/reference.md) are all
+built from `FLAGS`. Each flag also reads its AGUI_GATEWAY_* variable."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from gateway import __version__
+from gateway.settings import Settings, default_allowed_roots, default_state_dir
+from server.options import (
+    ConfigError,
+    Parser,
+    algorithms,
+    durability,
+    duration,
+    env_name,
+    integer,
+    network,
+    rate,
+    seconds,
+)
+
+
+@dataclass(frozen=True)
+class Flag:
+    """One flag: its default as typed (None: unset), its help, how its text becomes a value, and its setting."""
+
+    name: str
+    default: str | None
+    help: str
+    convert: Callable[[str], Any] | None = None
+    choices: tuple[str, ...] | None = None
+    many: str | None = None  # repeatable; the variable holds a list separated by this
+    setting: str = ""  # the Settings field; empty: the flag's own name
+    finish: Callable[[Any], Any] | None = None  # the parsed value as Settings holds it
+
+    @property
+    def field(self) -> str:
+        return self.setting or self.name.lstrip("-").replace("-", "_")
+
+    @property
+    def shown(self) -> str:
+        return "unset" if self.default is None else (self.default or "empty")
+
+
+def _or_none(value: str | None) -> str | None:
+    return value or None
+
+
+_OAUTH_LIST = "repeatable (variable: comma-separated)"
+
+FLAGS: tuple[Flag, ...] = (
+    Flag("--host", "127.0.0.1", "address to bind (the container image uses 0.0.0.0)"),
+    Flag("--port", "8080", "port to listen on", integer("--port", 1, 65535)),
+    Flag(
+        "--store",
+        "file",
+        "thread state store: 'file' (an append-only journal under --state-dir), 'file:///path', "
+        "'memory' (lost on exit), or Redis shared by replicas: redis://host:port/db, rediss://..., "
+        "redis+sentinel://host:port[,host:port]/service[/db], redis+cluster://host:port",
+    ),
+    Flag(
+        "--state-dir",
+        None,
+        "directory of the file store, created 0700 with files 0600 (unset: $XDG_CONFIG_HOME/agui, else ~/.config/agui)",
+        finish=lambda value: os.path.abspath(os.path.expanduser(value or default_state_dir())),
+    ),
+    Flag(
+        "--agent",
+        "demo",
+        "agent backend: 'demo' (embedded scripted agent), 'a2a+http(s)://host:port/path' for an A2A "
+        "1.0 agent, or 'package.module:factory' for a Python plug-in",
+    ),
+    Flag("--agent-token", None, "bearer token the A2A agent expects (sent as Authorization to the agent only)", finish=_or_none),
+    Flag(
+        "--auth-token",
+        None,
+        "static bearer token required on runs and cancels (also IAC_CODE_AGUI_AUTH_TOKEN; prefer the environment over the command line)",
+        finish=_or_none,
+    ),
+    Flag("--oauth-discovery-url", None, "OAuth: the issuer's OpenID/OAuth discovery document (gives the issuer and jwks_uri)"),
+    Flag("--oauth-jwks-url", None, "OAuth: the issuer's JWKS URL (instead of, or overriding, discovery)"),
+    Flag("--oauth-issuer", None, "OAuth: the expected 'iss' (required with --oauth-jwks-url alone)"),
+    Flag(
+        "--oauth-audience",
+        None,
+        f"OAuth: an accepted 'aud', {_OAUTH_LIST}; this or --oauth-client-id is required. "
+        "'*' accepts any audience: unsafe, tokens for other services of the issuer pass",
+        many=",",
+    ),
+    Flag("--oauth-client-id", None, f"OAuth: an accepted client id ('client_id' or 'azp'), {_OAUTH_LIST}", many=","),
+    Flag("--oauth-scope", None, f"OAuth: a scope every token must carry, {_OAUTH_LIST}; missing -> 403", many=","),
+    Flag(
+        "--oauth-algorithms",
+        "RS256,ES256",
+        "OAuth: accepted JWS algorithms, comma-separated ('none' and HS* are refused)",
+        algorithms("--oauth-algorithms"),
+    ),
+    Flag(
+        "--public-url",
+        None,
+        "the gateway's public URL: the OAuth resource identifier and where its RFC 9728 metadata "
+        "lives (required with OAuth; never taken from a request's Host)",
+        finish=lambda value: value.rstrip("/") if value else None,
+    ),
+    Flag(
+        "--max-concurrent-runs",
+        "0",
+        "cap on runs in flight on this replica; beyond it 429 SERVICE_QUOTA_EXCEEDED (0 = no cap)",
+        integer("--max-concurrent-runs", 0),
+    ),
+    Flag(
+        "--rate-limit",
+        None,
+        "per-caller request rate, e.g. 20/s or 600/m (token bucket; shared across replicas with the "
+        "Redis store); beyond it 429 RATE_LIMIT_EXCEEDED",
+        rate("--rate-limit"),
+    ),
+    Flag(
+        "--heartbeat-seconds",
+        "15",
+        "write ': heartbeat' after this many seconds without an event",
+        seconds("--heartbeat-seconds", low=0.05),
+    ),
+    Flag(
+        "--allowed-cwd",
+        None,
+        f"allowed workspace root, repeatable (variable: a list separated by '{os.pathsep}'); cwd must be one of them or "
+        "below one (unset: the home directory, /workspace and the temporary directory)",
+        many=os.pathsep,
+    ),
+    Flag(
+        "--default-cwd",
+        None,
+        "workspace for plain AG-UI requests without forwardedProps.iacCode (unset: <state dir>/"
+        "workspace for the demo agent; other backends then require the extension)",
+    ),
+    Flag(
+        "--retention",
+        "7d",
+        "remove thread state untouched for this long (e.g. 3600, 12h, 30d)",
+        duration("--retention"),
+        setting="retention_seconds",
+    ),
+    Flag(
+        "--lease-seconds",
+        "10",
+        "Redis store: lifetime of a run lease, renewed every third of it; a replica that dies frees its threads after this",
+        seconds("--lease-seconds", low=1),
+    ),
+    Flag(
+        "--max-reattach-grace-seconds",
+        "120",
+        "longest grace window a client may ask for (AGUI-Reattach-Grace, reattachGraceSeconds); 0 turns the event log and "
+        "reattach off (no id: lines, the attach route answers 404)",
+        seconds("--max-reattach-grace-seconds", low=0),
+    ),
+    Flag(
+        "--a2a-follow-idle-seconds",
+        "5m",
+        "an A2A task followed with SubscribeToTask (after its stream ended early) that is silent this long and still working fails",
+        duration("--a2a-follow-idle-seconds"),
+    ),
+    Flag(
+        "--event-log-retention",
+        "10m",
+        "how long an ended run's events can be replayed; a tombstone says expired for a day after",
+        duration("--event-log-retention"),
+    ),
+    Flag("--event-log-max-events", "50000", "newest events kept per run for reattach", integer("--event-log-max-events", 100)),
+    Flag("--event-log-max-bytes", "16777216", "bytes of events kept per run for reattach", integer("--event-log-max-bytes", 65536)),
+    Flag(
+        "--event-log-retained-bytes",
+        "268435456",
+        "bytes of ended runs' events this replica keeps for replay; past it the oldest expire early (a tombstone stays)",
+        integer("--event-log-retained-bytes", 1 << 20),
+    ),
+    Flag("--interrupt-ttl", "900", "lifetime of an interrupt before it expires (0 = never)", duration("--interrupt-ttl")),
+    Flag(
+        "--ws-ping-seconds",
+        "20",
+        "WebSocket ping interval; a peer that does not answer within the same time is closed (0 disables)",
+        seconds("--ws-ping-seconds", low=0),
+    ),
+    Flag("--ticket-ttl", "60", "lifetime of a single-use WebSocket ticket from POST /ws/tickets", duration("--ticket-ttl")),
+    Flag(
+        "--shutdown-grace-seconds",
+        "30",
+        "on SIGTERM, how long active runs may go on before they are handed off or cancelled",
+        seconds("--shutdown-grace-seconds", low=0),
+    ),
+    Flag(
+        "--redis-durability",
+        "async",
+        "Redis store: 'async' (a failover may lose acknowledged writes), or 'replicated[:N]': admission, interrupt, "
+        "finish and cancel writes wait (up to 1 s) until N replicas (default 1) have them, else 503",
+        durability("--redis-durability"),
+        setting="redis_min_replicas",
+    ),
+    Flag(
+        "--redis-max-connections",
+        "64",
+        "Redis store: commands in flight per replica; more wait up to 5 s for a free connection instead of failing",
+        integer("--redis-max-connections", 1),
+    ),
+    Flag(
+        "--send-timeout-seconds",
+        "30",
+        "a client whose connection drains nothing for this long is disconnected and its run treated as a disconnect: the "
+        "backend is cancelled, the thread freed (0 = never)",
+        seconds("--send-timeout-seconds", low=0),
+    ),
+    Flag(
+        "--header-timeout-seconds",
+        "10",
+        "a request's line and headers must arrive within this long after their first byte, else 408 and the connection "
+        "closes (slowloris); a connection that sends nothing at all is closed without an answer",
+        seconds("--header-timeout-seconds", low=0, inclusive=False),
+    ),
+    Flag(
+        "--body-timeout-seconds",
+        "30",
+        "a request body must arrive within this long, else 408 and the connection closes",
+        seconds("--body-timeout-seconds", low=0, inclusive=False),
+    ),
+    Flag(
+        "--max-connections-per-client",
+        "1000",
+        "open connections allowed from one client address; beyond it 429 at once (0 = no cap). Lowered, and logged, to a "
+        "quarter of the file descriptors left after a reserve of 64; behind a proxy every client has the proxy's address: raise it there",
+        integer("--max-connections-per-client", 0),
+    ),
+    Flag(
+        "--backlog",
+        "2048",
+        "connections the kernel queues for the server before it accepts them (capped by net.core.somaxconn); a burst of "
+        "new connections beyond it is refused or retried by the client's TCP stack; raise it, and somaxconn, for replicas "
+        "that take thousands of connections at once",
+        integer("--backlog", 1),
+    ),
+    Flag(
+        "--trusted-proxies",
+        None,
+        "proxy address or CIDR whose X-Forwarded-For gives the client's address (for rate "
+        "limits and logs), repeatable (variable: comma-separated); none by default",
+        network("--trusted-proxies"),
+        many=",",
+    ),
+    Flag(
+        "--metrics-port",
+        "0",
+        "serve Prometheus metrics at /metrics on this port (0 = off; keep it off public networks)",
+        integer("--metrics-port", 0, 65535),
+    ),
+    Flag("--metrics-host", "127.0.0.1", "address the metrics port binds (the compose stack uses 0.0.0.0 on its private network)"),
+    Flag("--log-level", "info", "log level", choices=("debug", "info", "warning", "error")),
+    Flag("--log-format", "text", "log format: text, or json (one object per line)", choices=("text", "json")),
+)
+
+FALLBACK_VARIABLES = {"--auth-token": "IAC_CODE_AGUI_AUTH_TOKEN"}  # read when the flag's own variable is unset
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = Parser(
+        prog="agui-gateway",
+        description="AG-UI gateway: AG-UI 1.0 runs over SSE and WebSocket in front of a pluggable agent backend. "
+        "Every flag can also be set with its environment variable, shown in brackets.",
+    )
+    parser.add_argument("--version", action="version", version=f"agui-gateway {__version__}")
+    for flag in FLAGS:
+        extra: dict[str, Any] = {"type": flag.convert} if flag.convert else {}
+        if flag.choices:
+            extra["choices"] = list(flag.choices)
+        if flag.many is not None:  # the variable's list is read in settings_from_args: append never sees it
+            extra["action"], default = "append", None
+        else:
+            fallback = FALLBACK_VARIABLES.get(flag.name)
+            default = os.environ.get(env_name(flag.name), os.environ.get(fallback, flag.default) if fallback else flag.default)
+        parser.add_argument(flag.name, default=default, help=f"{flag.help} [env {env_name(flag.name)}; default {flag.shown}]", **extra)
+    return parser
+
+
+def _listed(flag: Flag, given: list[Any] | None) -> tuple[Any, ...]:
+    """A repeatable flag's values: from the command line, else its variable's list (each converted)."""
+    if given:
+        return tuple(given)
+    raw = os.environ.get(env_name(flag.name))
+    items = [item.strip() for item in raw.split(flag.many or ",") if item.strip()] if raw else []
+    return tuple(flag.convert(item) for item in items) if flag.convert else tuple(items)
+
+
+def settings_from_args(argv: list[str] | None = None) -> Settings:
+    """Raises ConfigError (a ValueError) naming the flag, its variable, the value and what is allowed."""
+    args = vars(build_parser().parse_args(argv))
+    values: dict[str, Any] = {}
+    for flag in FLAGS:
+        value = args[flag.name.lstrip("-").replace("-", "_")]
+        if flag.many is not None:
+            value = _listed(flag, value)
+        values[flag.field] = flag.finish(value) if flag.finish else value
+    values["allowed_cwd"], values["default_cwd"] = _workspaces(values["allowed_cwd"], values["default_cwd"])
+    if values["oauth_jwks_url"] and not (values["oauth_issuer"] or values["oauth_discovery_url"]):
+        raise ConfigError("--oauth-jwks-url needs --oauth-issuer (or --oauth-discovery-url)")
+    return Settings(**values)
+
+
+def _workspaces(roots: tuple[str, ...], default_cwd: str | None) -> tuple[tuple[str, ...], str | None]:
+    normal = tuple(os.path.normpath(root) for root in (roots or default_allowed_roots()) if root)
+    default = os.path.normpath(default_cwd) if default_cwd else None
+    for root in normal + ((default,) if default else ()):
+        if not root.startswith("/"):
+            raise ConfigError(f"workspace paths must be absolute: {root!r} (flags --allowed-cwd, --default-cwd)")
+    return normal, default
+
+
+def reference_table() -> str:
+    """The flags table of docs/reference.md (a test fails when the document drifts from it)."""
+    rows = ["| Flag | Variable | Default | Meaning |", "|---|---|---|---|"]
+    for flag in FLAGS:
+        meaning = flag.help.replace("|", "\\|")
+        rows.append(f"| `{flag.name}` | `{env_name(flag.name)}` | {flag.shown} | {meaning} |")
+    return "\n".join(rows) + "\n"
+
+
+if __name__ == "__main__":  # python -m server.flags: print the reference table
+    print(reference_table(), end="")
