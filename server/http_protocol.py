@@ -12,6 +12,10 @@
   before closing, because closing a socket with unread input makes the kernel send a TCP reset that can
   destroy the answer in flight. At most `max_lingering` connections linger at once: past that a refused
   connection is closed at once, so that refusals cannot hold the descriptors that the limits protect.
+
+Private state relied on (written for uvicorn 0.54 and h11 0.16; pinned in pyproject.toml, checked by
+tests/unit/test_private_shapes.py): the attribute list of H11Protocol (declared as slots here), its `flow`,
+`cycle`, `conn` and `transport` members and the per-cycle `message_event`.
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ from transports.deadlines import deadlines
 from transports.lean import Flag
 from transports.sse_response import LOST_HOOK
 
-MAX_HEAD_BYTES = 64 * 1024  # request line + headers; documented in the README (Limits)
+MAX_HEAD_BYTES = 64 * 1024  # request line + headers; documented in docs/reference.md (Limits)
 DRAIN_SECONDS = 2.0
 DRAIN_BYTES = 4 * 1024 * 1024
 
@@ -288,7 +292,11 @@ def release(address: str) -> None:
 class GatewayWebSocketProtocol(SendDeadline, CorkedWebSocketsProtocol):
     """The corked WebSocket protocol with the send deadline; it releases the connection's count for its address."""
 
-    _address: str | None = None
+    __slots__ = ("_address",)
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._address: str | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         super().connection_made(transport)

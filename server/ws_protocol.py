@@ -9,6 +9,10 @@
 - The ASGI scope advertises the extension `agui.ws.text_batch`: the app may then send
   `{"type": "websocket.send", "agui.ws.text_batch": [<utf-8 bytes>, ...]}`, one text frame per item,
   in one ASGI call and without a decode/encode round trip.
+
+Private state relied on (written for uvicorn 0.54 and websockets 17; pinned in pyproject.toml, checked by
+tests/unit/test_private_shapes.py): the attribute list of WebSocketsSansIOProtocol (declared as slots here), its
+`queue`, `writable`, `conn` and `transport`, and the shape of websockets' parser generators (`fresh_frame_parser`).
 """
 
 from __future__ import annotations

@@ -6,6 +6,9 @@ and 2.8 KiB per idle WebSocket (bench/idle.py). `FastPath` wraps Litestar's ASGI
 set the scope's app and state): a POST to exactly `/` or `/invocations`, or a WebSocket on exactly `/ws`, that
 passes the hygiene checks goes through the access log straight to its handler. Anything else (other paths and
 methods, a trailing slash, a root path, a refusal) is Litestar's, where the same handlers serve it.
+
+Private state relied on (written for Litestar 2.25; pinned in pyproject.toml): `Litestar.asgi_handler`, the
+scope's `litestar_app`, and a route handler's `fn`.
 """
 
 from __future__ import annotations

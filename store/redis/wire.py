@@ -1,5 +1,9 @@
 """The Redis store's hot commands (its scripts) sent straight on a pooled connection: packed here in one buffer,
 replies read in order, none of redis-py's per-command layers (pipeline and script objects, hooks) on the way.
+
+Private state relied on (written for redis-py 8.1; pinned in pyproject.toml, checked by
+tests/unit/test_private_shapes.py): a connection's `_writer` stream and its `is_connected`, `connect`,
+`read_response` and `socket_timeout`. Without `_writer` the wire falls back to `send_packed_command`.
 """
 
 from __future__ import annotations

@@ -1,0 +1,114 @@
+"""The private state of pinned libraries that the gateway relies on is still there, in the shape it was written for.
+Each of these would otherwise degrade silently on an upgrade: an attribute uvicorn adds lands in a per-connection
+dict (1.3-1.6 KiB a connection), websockets' parser keeps the handshake request, redis-py's wire falls back to its
+slower send. A failure here names what changed: adjust the adapter, then the pin in pyproject.toml."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import os
+
+import h11
+import redis
+import uvicorn
+import websockets
+from redis.asyncio.connection import Connection
+from uvicorn.config import Config
+from uvicorn.server import ServerState
+from websockets.server import ServerProtocol
+
+from server.http_protocol import GatewayH11Protocol, GatewayWebSocketProtocol
+from server.ws_protocol import fresh_frame_parser
+
+
+class FakeTransport(asyncio.Transport):
+    """Just enough of a socket's transport for a protocol's connection_made and its first writes."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.closed = False
+
+    def get_extra_info(self, name: str, default: object = None) -> object:
+        return {"peername": ("127.0.0.1", 40000), "sockname": ("127.0.0.1", 8080)}.get(name, default)
+
+    def is_closing(self) -> bool:
+        return self.closed
+
+    def close(self) -> None:
+        self.closed = True
+
+    def write(self, data: bytes) -> None:
+        pass
+
+    def get_write_buffer_size(self) -> int:
+        return 0
+
+    def set_write_buffer_limits(self, high: int | None = None, low: int | None = None) -> None:
+        pass
+
+    def pause_reading(self) -> None:
+        pass
+
+    def resume_reading(self) -> None:
+        pass
+
+
+async def app(scope, receive, send) -> None:  # never called: the protocols are only built and connected
+    raise AssertionError
+
+
+def loaded_config() -> Config:
+    config = Config(app, interface="asgi3", log_config=None, ws="websockets-sansio")
+    config.load()
+    return config
+
+
+def test_the_pins_are_the_versions_installed():
+    """The code was written against these; pyproject.toml pins the same ranges."""
+    assert uvicorn.__version__.startswith("0.54.")
+    assert h11.__version__.startswith("0.16.")
+    assert websockets.__version__.startswith("17.")
+    assert redis.__version__.startswith("8.1.")
+
+
+async def test_uvicorns_http_protocol_keeps_every_attribute_in_our_slots():
+    protocol = GatewayH11Protocol(loaded_config(), ServerState(), {})
+    transport = FakeTransport()
+    protocol.connection_made(transport)
+    try:
+        protocol.data_received(b"GET /ping HTTP/1.1\r\nHost: test\r\n\r\n")  # a request cycle: its attributes too
+        extra = sorted(vars(protocol)) if hasattr(protocol, "__dict__") else []
+        assert extra == [], f"uvicorn's H11Protocol has attributes the slots do not declare: {extra}"
+        assert type(protocol.flow).__name__ == "FlowControl" and hasattr(protocol.cycle, "message_event")
+    finally:
+        protocol.connection_lost(None)
+
+
+async def test_uvicorns_websocket_protocol_keeps_every_attribute_in_our_slots():
+    protocol = GatewayWebSocketProtocol(loaded_config(), ServerState(), {})
+    transport = FakeTransport()
+    protocol.connection_made(transport)
+    try:
+        extra = sorted(vars(protocol)) if hasattr(protocol, "__dict__") else []
+        assert extra == [], f"uvicorn's WebSocketsSansIOProtocol has attributes the slots do not declare: {extra}"
+    finally:
+        protocol.connection_lost(None)
+
+
+def test_websockets_parser_waits_at_a_frame_boundary_where_the_swap_expects_it():
+    key = base64.b64encode(os.urandom(16)).decode()
+    conn = ServerProtocol()
+    conn.receive_data(
+        f"GET /ws HTTP/1.1\r\nHost: t\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: {key}\r\n"
+        "Sec-WebSocket-Version: 13\r\n\r\n".encode()
+    )
+    conn.send_response(conn.accept(conn.events_received()[0]))
+    assert fresh_frame_parser(conn), "websockets' parser generators changed shape: the handshake request stays held"
+
+
+def test_redis_connections_keep_the_stream_writer_the_wire_writes_to():
+    connection = Connection()
+    assert hasattr(connection, "_writer"), "redis-py's Connection has no _writer: the wire falls back to its slow send"
+    for name in ("is_connected", "connect", "read_response", "send_packed_command", "socket_timeout", "disconnect"):
+        assert hasattr(connection, name), name
