@@ -52,7 +52,7 @@ def gateway_command(port: int, state_dir: str, *extra: str) -> list[str]:
     return [
         sys.executable,
         "-m",
-        "gateway",
+        "server",
         "--port",
         str(port),
         "--state-dir",
