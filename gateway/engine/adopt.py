@@ -11,29 +11,43 @@ import asyncio
 import logging
 import random
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import msgspec
+from opentelemetry.trace import Span
 
 from gateway import metrics, tracing
-from gateway.engine.follow import READ_LIMIT
 from gateway.engine.prepare import PreparedRun
-from gateway.engine.replay import replay
-from gateway.engine.run import Adoption, Run, RunServices
+from gateway.engine.replay import Replayed, replay
 from gateway.protocol import validate
 from gateway.protocol.input import decode_run_input
 from store import AdmitResult, Adopted, Rejected, StoreUnavailable, ThreadStore
-from store.eventlog import LogRef
+from store.eventlog import READ_LIMIT, LogRef
 
 log = logging.getLogger("agui.engine")
 ADOPT_BATCH = 16  # adoptable runs taken per scan
 SCAN_SECONDS = 0.5  # longest pause between two scans (one ZRANGEBYSCORE each): adoption within a lease + ~0.5 s
 
 
-async def read_log(services: RunServices, ref: LogRef) -> tuple[list[bytes], int, int, bool]:
+@dataclass(frozen=True, slots=True)
+class Adoption:
+    """A run this replica adopted: the record its first owner left, its log as replayed, and where the log stands."""
+
+    record: dict[str, Any]
+    replayed: Replayed
+    head: int  # the last position the log holds
+    first: int  # the oldest position the log holds
+    opened: bool = True  # False: the first owner died before its log's first write, so the adopter opens it
+
+
+Take = Callable[[PreparedRun, str, AdmitResult, Span, Adoption], None]  # the engine makes the run (key: the store's)
+
+
+async def read_log(store: ThreadStore, ref: LogRef) -> tuple[list[bytes], int, int, bool]:
     """Every event the run's log holds, its first and last positions, and whether its first owner opened it at
     all (an owner that died within its first write delay left none: the adopter opens it)."""
-    events, after, first, opened = services.store.events, 0, 0, False
+    events, after, first, opened = store.events, 0, 0, False
     data: list[bytes] = []
     while True:
         read = await events.read(ref, after, READ_LIMIT)
@@ -60,25 +74,23 @@ def prepared_from(record: dict[str, Any], run_id: str) -> PreparedRun:
     return prepared
 
 
-async def adopted_run(services: RunServices, adopted: Adopted) -> Run:
-    """The adopted run, started: its log fenced against the former owner first, then read back."""
+async def adoption_of(store: ThreadStore, adopted: Adopted) -> tuple[PreparedRun, str, AdmitResult, Span, Adoption]:
+    """What the engine needs to start the adopted run: its log fenced against the former owner first, then read."""
     lease = adopted.lease
     ref = LogRef(lease.thread_id, lease.run_id)
-    await services.store.events.write(ref, [], 1, fence=lease.fence)  # from now on the former owner writes nothing
-    data, first, head, opened = await read_log(services, ref)
+    await store.events.write(ref, [], 1, fence=lease.fence)  # from now on the former owner writes nothing
+    data, first, head, opened = await read_log(store, ref)
     prepared = prepared_from(adopted.record, lease.run_id)
     span = tracing.start_run_span("agui.run.adopted", {"agui.thread_id": prepared.run.thread_id, "agui.run_id": lease.run_id})
     admitted = AdmitResult(adopted.execution, [], None, lease.fence)
-    adoption = Adoption(adopted.record, replay(data), head, first, opened)
-    return Run(services, prepared, lease.thread_id, admitted, span, adoption)
+    return prepared, lease.thread_id, admitted, span, Adoption(adopted.record, replay(data), head, first, opened)
 
 
 class Adopter:
-    """The replica's watch for runs to adopt; `take` registers a run it adopted with the engine."""
+    """The replica's watch for runs to adopt; `take` hands what it adopted to the engine, which starts the run."""
 
-    def __init__(self, store: ThreadStore, services: RunServices, take: Callable[[Run], None], accepting: Callable[[], bool]) -> None:
+    def __init__(self, store: ThreadStore, take: Take, accepting: Callable[[], bool]) -> None:
         self.store = store
-        self.services = services
         self.take = take
         self.accepting = accepting
         self.local: Callable[[str], bool] = lambda run_id: False  # runs already live here
@@ -125,11 +137,11 @@ class Adopter:
         if taken is None:
             return 0
         try:
-            run = await adopted_run(self.services, taken)
+            self.take(*await adoption_of(self.store, taken))
         except Exception:
             log.exception("run %s was adopted but could not be started", run_id)
             return 0
         metrics.ADOPTIONS.inc()
-        log.info("run adopted thread=%s run=%s execution=%s fence=%d", run.thread_id, run_id, run.lease.execution_id, run.lease.fence)
-        self.take(run)
+        lease = taken.lease
+        log.info("run adopted thread=%s run=%s execution=%s fence=%d", lease.thread_id, run_id, lease.execution_id, lease.fence)
         return 1

@@ -12,7 +12,8 @@ from gateway import PROTOCOL_VERSION
 from gateway.agents import signals as s
 from gateway.agents.base import ResumeAnswer
 from gateway.engine.faults import STORE_FAILURES, failed_signal_error, store_error
-from gateway.engine.outcome import Completed, Failed, Interrupted, Outcome, RunState
+from gateway.engine.machine import RunEvent, RunState
+from gateway.engine.outcome import Completed, Failed, Interrupted, Outcome
 from gateway.engine.request import agent_request
 from gateway.engine.resume import check_resume
 from gateway.errors import GatewayError
@@ -46,7 +47,7 @@ def _answers(run: Run) -> tuple[tuple[ResumeAnswer, ...], dict[str, str]]:
 
 async def _accept(run: Run, digests: dict[str, str]) -> Failed | None:
     """The backend produced its first signal: it took the answers. Only now drop the pending state."""
-    run.move_to(RunState.RUNNING)
+    run.fire(RunEvent.ANSWERS_TAKEN)
     if not digests:
         return None
     try:
@@ -81,7 +82,7 @@ async def drive(run: Run) -> Outcome | Coroutine[Any, Any, Outcome]:
         answers, digests = _answers(run)
     except GatewayError as error:
         return Failed(error)
-    run.move_to(RunState.AWAITING_ACCEPTANCE if answers else RunState.RUNNING)
+    run.fire(RunEvent.RESUME_SENT if answers else RunEvent.TURN_STARTED)
     checkpoint: Any = run.execution.checkpoint if run.execution is not None else None
     request = agent_request(run.prepared, run.lease, answers, checkpoint, released=run.is_released)
     run.release_input()
@@ -94,7 +95,7 @@ async def _follow(run: Run) -> Coroutine[Any, Any, Outcome]:
     assert run.adoption is not None
     if not run.adoption.replayed.started:
         await announce(run)
-    run.move_to(RunState.RUNNING)
+    run.fire(RunEvent.TURN_STARTED)
     request = agent_request(run.prepared, run.lease, (), None, released=run.is_released)
     run.release_input()
     replayed = run.adoption.replayed

@@ -16,10 +16,10 @@ from opentelemetry.trace import Span
 from gateway import metrics, tracing
 from gateway.agents.base import AgentBackend
 from gateway.engine import lifecycle
-from gateway.engine.adopt import Adopter
+from gateway.engine.adopt import Adopter, Adoption
 from gateway.engine.caller import ANONYMOUS, Caller, check_user_id, thread_key
 from gateway.engine.faults import STORE_FAILURES, store_error
-from gateway.engine.follow import READ_LIMIT, LogHandle
+from gateway.engine.follow import LogHandle
 from gateway.engine.handle import LiveHandle, RunHandle
 from gateway.engine.lease import Sleep
 from gateway.engine.logwriter import LogPolicy
@@ -30,7 +30,7 @@ from gateway.engine.run import Run, RunServices
 from gateway.engine.stream import PositionGone, PositionUnknown, TooManyFollowers
 from gateway.errors import ErrorCode, GatewayError
 from store import Admission, AdmitResult, ExecutionStatus, Lease, Progress, ThreadStore
-from store.eventlog import LogRef, ros_digest
+from store.eventlog import READ_LIMIT, LogRef, ros_digest
 
 # A run's log is written behind its stream (the first write ~20 ms after it starts): a client that drops and
 # attaches to another replica at once may look before it exists, so an unknown run is looked up a few more times.
@@ -76,7 +76,7 @@ class RunEngine:
         self._by_execution: dict[str, Run] = {}
         self.adopter: Adopter | None = None
         if store.supports_adoption and agent.adoptable and log_policy is not None:
-            self.adopter = Adopter(store, self._services, self._register, lambda: self.accepting)
+            self.adopter = Adopter(store, self._adopted, lambda: self.accepting)
 
     def start_adopting(self) -> None:
         """Begin watching for live runs of dead (or draining) replicas to adopt (shared stores, adoptable agents)."""
@@ -246,6 +246,10 @@ class RunEngine:
         task = asyncio.get_running_loop().create_task(self.store.finish_run(lease, status, Progress(0, {})))
         task.add_done_callback(lambda t: t.cancelled() or t.exception())  # best effort; the lease expires otherwise
         log.info("admission of run %s completed after its caller left: released", prepared.run.run_id)
+
+    def _adopted(self, prepared: PreparedRun, key: str, admitted: AdmitResult, span: Span, adoption: Adoption) -> None:
+        """A run the adopter took over: made and started here, as an admitted one is."""
+        self._register(Run(self._services, prepared, key, admitted, span, adoption))
 
     def _register(self, run: Run) -> None:
         metrics.labelled(metrics.RUNS_STARTED, run.prepared.transport).inc()

@@ -16,10 +16,9 @@ from gateway.errors import ErrorCode, GatewayError
 from gateway.i18n import message_for
 from gateway.protocol import events as e
 from store import StoreUnavailable
-from store.eventlog import EventLog, LogRead, LogRef
+from store.eventlog import READ_LIMIT, EventLog, LogRead, LogRef
 
 log = logging.getLogger("agui.engine")
-READ_LIMIT = 1000  # entries per read
 WAIT_SECONDS = 1.0  # one blocking read; the attach marker is refreshed this often
 MARKER_SECONDS = 3.0  # how long one refresh of the attach marker lasts
 LOST_AFTER_SECONDS = 5.0  # a run whose lease is gone may still be writing its end this long before it counts as lost

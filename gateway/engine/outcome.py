@@ -1,40 +1,13 @@
-"""The run state machine: one state enum with its allowed transitions, and the typed outcomes a run settles into."""
+"""The typed outcomes a run settles into (the state machine that gets it there is machine.py)."""
 
 from __future__ import annotations
 
-import enum
 from dataclasses import dataclass
 from typing import Any
 
 from gateway.agents import signals as s
 from gateway.errors import GatewayError
 from gateway.protocol import events as e
-
-
-class RunState(enum.Enum):
-    ADMITTED = "admitted"  # the lease is held; nothing streamed yet
-    AWAITING_ACCEPTANCE = "awaiting_acceptance"  # a resume: the backend has not yet taken the answers
-    RUNNING = "running"  # the backend is working on this execution (its answers, if any, are accepted)
-    SETTLING = "settling"  # the outcome is fixed: writing the store, then the terminal event
-    ENDED = "ended"  # settled; nothing more is written
-
-
-TRANSITIONS: dict[RunState, frozenset[RunState]] = {
-    RunState.ADMITTED: frozenset({RunState.AWAITING_ACCEPTANCE, RunState.RUNNING, RunState.SETTLING}),
-    RunState.AWAITING_ACCEPTANCE: frozenset({RunState.RUNNING, RunState.SETTLING}),
-    RunState.RUNNING: frozenset({RunState.SETTLING}),
-    RunState.SETTLING: frozenset({RunState.ENDED}),
-    RunState.ENDED: frozenset(),
-}
-
-
-class IllegalTransition(RuntimeError):
-    """A bug: the run tried to move between two states that have no edge."""
-
-
-def check_transition(current: RunState, target: RunState) -> None:
-    if target not in TRANSITIONS[current]:
-        raise IllegalTransition(f"{current.name} -> {target.name}")
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,7 +8,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from opentelemetry.trace import Span
 
@@ -16,9 +16,10 @@ from gateway import metrics
 from gateway.agents.base import AgentBackend
 from gateway.engine.lease import LeaseKeeper, Sleep
 from gateway.engine.logwriter import LogPolicy, LogWriter
-from gateway.engine.outcome import Cancelled, Disconnected, Failed, HandedOff, Outcome, RunState, check_transition, outcome_label
+from gateway.engine.machine import RunEvent, RunMachine, RunState, StopReason
+from gateway.engine.outcome import Cancelled, Disconnected, Failed, HandedOff, Outcome, outcome_label
 from gateway.engine.prepare import PreparedRun
-from gateway.engine.replay import Replayed, restore
+from gateway.engine.replay import restore
 from gateway.engine.retained import RetainedLogs
 from gateway.engine.stream import EventStream
 from gateway.engine.translator import Translator
@@ -26,21 +27,12 @@ from gateway.errors import GatewayError
 from store import AdmitResult, Execution, Lease, StoreUnavailable, ThreadStore
 from store.eventlog import LogMeta, LogRef, ros_digest
 
+if TYPE_CHECKING:
+    from gateway.engine.adopt import Adoption
+
 log = logging.getLogger("agui.engine")
 
-StopReason = Cancelled | Failed | Disconnected | HandedOff
 WATCH_CHECK_SECONDS = 1.0  # how often a detached run looks for a follower that came back
-
-
-@dataclass(frozen=True, slots=True)
-class Adoption:
-    """A run this replica adopted: the record its first owner left, its log as replayed, and where the log stands."""
-
-    record: dict[str, Any]
-    replayed: Replayed
-    head: int  # the last position the log holds
-    first: int  # the oldest position the log holds
-    opened: bool = True  # False: the first owner died before its log's first write, so the adopter opens it
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,7 +68,6 @@ class Run:
     __slots__ = (
         "_adopt_written",
         "_waiting",
-        "accepted",
         "adopt_state",
         "adoption",
         "execution",
@@ -84,6 +75,7 @@ class Run:
         "history",
         "keeper",
         "lease",
+        "machine",
         "outcome",
         "prepared",
         "released",
@@ -91,8 +83,6 @@ class Run:
         "services",
         "span",
         "started",
-        "state",
-        "stop_reason",
         "stream",
         "task",
         "thread_id",
@@ -114,10 +104,8 @@ class Run:
         self.lease = Lease(key, prepared.run.run_id, execution.execution_id if execution else "", admitted.fence)
         self.execution = execution  # read by the resume check and for the checkpoint, then released
         self.history: Sequence[Execution] = admitted.history
-        self.state = RunState.ADMITTED
-        self.accepted = False  # the backend works on this execution: a new turn, or a resume whose answers it took
+        self.machine = RunMachine()  # its state, whether the backend took the execution, and why it must stop
         self.outcome: Outcome | None = None
-        self.stop_reason: StopReason | None = None
         self.running = False  # True once the task has begun: only then may stop() cancel it
         reopen = execution.open_steps if prepared.is_resume and execution is not None and execution.status == "interrupted" else []
         self.translator = Translator(
@@ -226,7 +214,7 @@ class Run:
 
     async def hand_off(self) -> bool:
         """Give the run to another replica now (a drain): the lease goes, the backend's task goes on."""
-        if self._adopt_written is None or self.state in (RunState.SETTLING, RunState.ENDED):
+        if self._adopt_written is None or self.machine.settled:
             return False
         try:
             if not await self.services.store.mark_adoptable(self.lease, self._record(), handoff=True):
@@ -261,7 +249,7 @@ class Run:
 
     def stream_detached(self) -> None:
         """The last follower left: without a grace window the run stops now; with one it waits for a follower."""
-        if self.state in (RunState.SETTLING, RunState.ENDED):
+        if self.machine.settled:
             return
         if self.grace <= 0 or self.writer is None:
             self.stop(Disconnected())
@@ -291,21 +279,26 @@ class Run:
             metrics.DETACHED_RUNS.dec()
             self._waiting = None
 
-    def move_to(self, state: RunState) -> None:
-        check_transition(self.state, state)
-        self.state = state
-        if state is RunState.RUNNING:
-            self.accepted = True
+    @property
+    def state(self) -> RunState:
+        return self.machine.state
+
+    @property
+    def accepted(self) -> bool:
+        return self.machine.accepted
+
+    @property
+    def stop_reason(self) -> StopReason | None:
+        return self.machine.stop_reason
+
+    def fire(self, event: RunEvent) -> None:
+        self.machine.fire(event)
 
     def stop(self, reason: StopReason) -> None:
-        """Ask the run to end early. Ignored once it is settling: its outcome is fixed by then.
-        A failure (lost lease) overrides an earlier cancel or disconnect; otherwise the first reason wins."""
-        if self.state in (RunState.SETTLING, RunState.ENDED):
-            return
-        if self.stop_reason is None or isinstance(reason, (Failed, HandedOff)):
-            self.stop_reason = reason
-        if self.running and self.task is not None:  # cancelled before its first step, a task never runs its body
-            self.task.cancel()  # (the lifecycle reads `stop_reason` instead)
+        """Ask the run to end early; the machine decides whether it is heard and which reason stands."""
+        if self.machine.ask_stop(reason) and self.running and self.task is not None:
+            self.task.cancel()  # cancelled before its first step, a task never runs its body: the lifecycle reads
+            # `stop_reason` instead
 
     def closed(self, outcome: Outcome) -> None:
         """The lifecycle's last step: the run lets go of its timers, span and ring, and reports its end."""

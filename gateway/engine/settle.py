@@ -23,7 +23,8 @@ from typing import TYPE_CHECKING
 import msgspec
 
 from gateway.engine.faults import STORE_FAILURES
-from gateway.engine.outcome import Cancelled, Completed, Failed, HandedOff, Interrupted, Outcome, RunState
+from gateway.engine.machine import RunEvent, RunState
+from gateway.engine.outcome import Cancelled, Completed, Failed, HandedOff, Interrupted, Outcome
 from gateway.engine.stream import Entry
 from gateway.errors import ErrorCode, GatewayError
 from gateway.i18n import message_for
@@ -51,16 +52,16 @@ async def settle(run: Run, outcome: Outcome) -> Outcome:
             await run.stream.put([_error_event(run, failed.error)])
             await run.stream.close()
         if run.state is RunState.SETTLING:
-            run.move_to(RunState.ENDED)
+            run.fire(RunEvent.SETTLED)
         return failed
 
 
 async def _settle(run: Run, outcome: Outcome) -> Outcome:
-    run.move_to(RunState.SETTLING)
+    run.fire(RunEvent.OUTCOME_FIXED)
     if isinstance(outcome, Interrupted):
         outcome = await _save_interrupt(run, outcome)  # saving the interrupts releases the lease
     if isinstance(outcome, HandedOff):  # the new owner writes the end; local followers simply stop here
-        run.move_to(RunState.ENDED)
+        run.fire(RunEvent.SETTLED)
         await run.stream.close()
         return outcome
     terminal = run.stream.next_entries(_terminal_events(run, outcome))
@@ -71,22 +72,27 @@ async def _settle(run: Run, outcome: Outcome) -> Outcome:
             outcome = Failed(unrecorded)
             terminal = run.stream.next_entries([_error_event(run, unrecorded)])
     await run.stream.put_encoded([data for _, data in terminal])
-    run.move_to(RunState.ENDED)
+    run.fire(RunEvent.SETTLED)
     await run.stream.close()
     return outcome
+
+
+def _took_execution(run: Run) -> bool:
+    """Whether the backend took this execution: a new turn always, a resume once it took the answers."""
+    return run.accepted or not run.prepared.is_resume
 
 
 def _status(run: Run, outcome: Outcome) -> ExecutionStatus | None:
     if isinstance(outcome, Completed):
         return "completed"
     ending: ExecutionStatus = "failed" if isinstance(outcome, Failed) else "cancelled"
-    return ending if run.accepted or not run.prepared.is_resume else None  # only a resume keeps its interrupts
+    return ending if _took_execution(run) else None  # a resume whose answers were not taken keeps its interrupts
 
 
 def _session(run: Run) -> list[e.Event]:
     """The session event, when the backend never named every identity it waits for. A resume whose answers
     were refused sends none: the event says the agent took the execution (IAC_CODE_A2A_WIRE.md §4)."""
-    return run.translator.session_event() if run.accepted or not run.prepared.is_resume else []
+    return run.translator.session_event() if _took_execution(run) else []
 
 
 def _closing(run: Run) -> list[e.Event]:

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 Entry = tuple[int, bytes]  # (position, the event's JSON)
 TOMBSTONE_SECONDS = 86_400.0
+READ_LIMIT = 1000  # entries a follower, an attach or an adopter asks of one read
 
 
 @dataclass(frozen=True, slots=True)
