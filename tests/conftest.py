@@ -1,17 +1,22 @@
-"""Shared fixtures: real gateway processes on loopback and an httpx client."""
+"""Shared fixtures: real gateway processes on loopback and an httpx client. The end-to-end helpers are imported
+inside the fixtures, so the unit layer (tests/unit), which shares this file, loads none of them."""
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
 
 import httpx
 import pytest
 
-from tests.issuer import Issuer
-from tests.support import Gateway, RedisServer
+if TYPE_CHECKING:
+    from tests.support import Gateway
 
 
 @pytest.fixture(scope="session")
 def gateway(tmp_path_factory):
     """The default gateway: file store, demo agent, short heartbeat, /tmp allowed as a workspace root."""
+    from tests.support import Gateway
+
     server = Gateway(tmp_path_factory.mktemp("gw"), "--heartbeat-seconds", "0.5", "--allowed-cwd", "/tmp").start()
     yield server
     server.stop()
@@ -25,6 +30,8 @@ def client():
 
 @pytest.fixture
 def start_gateway(tmp_path):
+    from tests.support import Gateway
+
     started: list[Gateway] = []
 
     def start(*args: str, env: dict[str, str] | None = None) -> Gateway:
@@ -40,6 +47,8 @@ def start_gateway(tmp_path):
 @pytest.fixture
 def issuer():
     """A local OAuth issuer on loopback (discovery and JWKS) with one published RSA key, `k1`."""
+    from tests.issuer import Issuer
+
     server = Issuer()
     server.add_key("k1")
     yield server
@@ -49,6 +58,8 @@ def issuer():
 @pytest.fixture(scope="session")
 def redis_server(tmp_path_factory):
     """A redis-server started by the tests (never the machine's shared one): tests that need it fail without it."""
+    from tests.support import RedisServer
+
     server = RedisServer(tmp_path_factory.mktemp("redis")).start()
     yield server
     server.stop()

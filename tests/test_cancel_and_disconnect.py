@@ -13,8 +13,8 @@ from gateway.settings import Settings
 from server.app import create_app
 from store import StoreUnavailable
 from store.memory import MemoryStore
-from tests.clock import FakeClock
 from tests.support import InProcessGateway, assert_well_formed_run, pending_interrupt, post_sse, run_body, session_of, thread_state
+from tests.unit.clock import FakeClock
 
 CANCEL = "/extensions/iac-code/v1/executions/{}/cancel"
 

@@ -9,8 +9,8 @@ import pytest
 from gateway.settings import Settings
 from server.app import create_app
 from store.file import FileStore
-from tests.clock import FakeClock
 from tests.support import InProcessGateway, assert_well_formed_run, ext, pending_interrupt, post_sse, run_body, thread_state
+from tests.unit.clock import FakeClock
 
 
 def start_tool(client, url, args='{"stack":"vpc"}', **kw):

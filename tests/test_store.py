@@ -26,8 +26,8 @@ from store.file import FileStore
 from store.legacy import thread_file_name
 from store.memory import MemoryStore
 from store.redis import RedisStore, thread_key
-from tests.clock import FakeClock
 from tests.support import ROOT, Gateway, RedisServer, corrupt_thread, run_body, thread_state
+from tests.unit.clock import FakeClock
 
 BACKENDS = ["memory", "file", "redis"]
 NO_PROGRESS = Progress(0, {})

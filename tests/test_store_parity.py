@@ -17,7 +17,7 @@ from store import Admission, Lease, PendingInterrupt, Progress, Rejected, Reject
 from store.limits import MAX_ANSWERED_IDS, MAX_HISTORY, MAX_RUN_RECORDS
 from store.memory import MemoryStore
 from store.redis import RedisStore
-from tests.clock import FakeClock
+from tests.unit.clock import FakeClock
 
 pytestmark = pytest.mark.redis
 

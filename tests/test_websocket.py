@@ -18,7 +18,6 @@ from websockets.exceptions import ConnectionClosed, InvalidStatus
 from gateway.settings import Settings
 from server.app import create_app
 from store.memory import MemoryStore
-from tests.clock import FakeClock
 from tests.support import (
     EVENT_ADAPTER,
     ROOT,
@@ -30,6 +29,7 @@ from tests.support import (
     post_sse,
     run_body,
 )
+from tests.unit.clock import FakeClock
 
 TERMINAL = {"RUN_FINISHED", "RUN_ERROR"}
 

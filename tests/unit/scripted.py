@@ -11,7 +11,7 @@ from gateway.agents import signals as s
 from gateway.agents.base import AgentBackend, AgentRequest
 from gateway.engine import PreparedRun, RunEngine, RunHandle, prepare
 from store.memory import MemoryStore
-from tests.clock import FakeClock
+from tests.unit.clock import FakeClock
 
 
 class ScriptedAgent(AgentBackend):

@@ -90,3 +90,16 @@ def test_no_import_circle():
                     seen.add(target)
                     frontier.append((target, (*trail, target)))
     assert not circles, circles[:5]
+
+
+def test_the_unit_layer_loads_nothing_of_the_end_to_end_layer():
+    """tests/unit and the conftest it shares import no end-to-end helper at load time (those need ag_ui, Node,
+    real servers); the shared conftest imports them inside its fixtures only."""
+    unit = {str(path.relative_to(ROOT)): imported_names(path) for path in (ROOT / "tests" / "unit").rglob("*.py")}
+    offenders = {
+        module: sorted(n for n in names if n.startswith("tests.") and not n.startswith("tests.unit")) for module, names in unit.items()
+    }
+    assert not {module: names for module, names in offenders.items() if names}
+    shared = ast.parse((ROOT / "tests" / "conftest.py").read_text())
+    loaded = [node for node in shared.body if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("tests")]
+    assert not loaded, "tests/conftest.py imports an end-to-end helper at load time"
