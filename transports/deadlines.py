@@ -12,31 +12,38 @@ from __future__ import annotations
 import asyncio
 import logging
 import weakref
-from collections.abc import Callable, Hashable
+from collections.abc import Awaitable, Callable, Hashable
 
 log = logging.getLogger("agui.deadlines")
 TICK = 0.25  # the longest time between two looks at the due deadlines, in seconds
 
 
 class Deadlines:
-    """Deadlines of one length (`seconds`) on one event loop."""
+    """Deadlines of one length (`seconds`) on one event loop. `clock` and `sleep` are the loop's own unless given
+    (the unit tests step them by hand)."""
 
-    __slots__ = ("_due", "_task", "_tick", "seconds")
+    __slots__ = ("_clock", "_due", "_sleep", "_task", "_tick", "seconds")
 
-    def __init__(self, seconds: float) -> None:
+    def __init__(
+        self, seconds: float, *, clock: Callable[[], float] | None = None, sleep: Callable[[float], Awaitable[object]] = asyncio.sleep
+    ) -> None:
         # No reference to the loop: the registry below is weak in its loop, which a value holding it would defeat.
         self.seconds = seconds
         self._tick = min(TICK, seconds / 8)
+        self._clock = clock  # None: the running loop's time
+        self._sleep = sleep
         self._due: dict[Hashable, tuple[float, Callable[[], object]]] = {}  # key -> (when, what to call then)
         self._task: asyncio.Task[None] | None = None
 
+    def _now(self) -> float:
+        return self._clock() if self._clock is not None else asyncio.get_running_loop().time()
+
     def add(self, key: Hashable, expire: Callable[[], object]) -> None:
         """Call `expire` once `seconds` have passed, unless `discard(key)` comes first (a key has one deadline)."""
-        loop = asyncio.get_running_loop()
         self._due.pop(key, None)  # a key added again goes to the back, where its new deadline belongs
-        self._due[key] = (loop.time() + self.seconds, expire)
+        self._due[key] = (self._now() + self.seconds, expire)
         if self._task is None:
-            self._task = loop.create_task(self._sweep(), name=f"deadlines:{self.seconds:g}s")
+            self._task = asyncio.get_running_loop().create_task(self._sweep(), name=f"deadlines:{self.seconds:g}s")
 
     def discard(self, key: Hashable) -> None:
         self._due.pop(key, None)
@@ -45,11 +52,11 @@ class Deadlines:
         return len(self._due)
 
     async def _sweep(self) -> None:
-        due, loop = self._due, asyncio.get_running_loop()
+        due = self._due
         try:
             while due:
-                await asyncio.sleep(self._tick)
-                now = loop.time()
+                await self._sleep(self._tick)
+                now = self._now()
                 while due:
                     key = next(iter(due))
                     when, expire = due[key]

@@ -9,39 +9,42 @@ import pytest
 from litestar import Request
 
 from gateway.errors import ErrorCode, GatewayError
+from tests.unit.manual_time import ManualTime
 from transports.deadlines import Deadlines, deadlines
 from transports.http_input import read_body
 
 
 async def test_a_deadline_fires_once_its_length_has_passed_and_not_before():
-    loop = asyncio.get_running_loop()
+    time = ManualTime()
     fired: list[float] = []
-    clock = Deadlines(0.4)
-    started = loop.time()
-    clock.add("a", lambda: fired.append(loop.time() - started))
-    await asyncio.sleep(0.3)
+    clock = Deadlines(0.4, clock=time.clock, sleep=time.sleep)
+    started = time.now
+    clock.add("a", lambda: fired.append(time.now - started))
+    await time.advance(0.35)
     assert fired == []
-    await asyncio.sleep(0.3)
-    assert len(fired) == 1 and 0.4 <= fired[0] < 0.4 + 0.05 + 0.1  # at most one tick (0.05 s) late, plus slack
+    await time.advance(0.2)
+    assert len(fired) == 1 and 0.4 <= fired[0] <= 0.4 + 0.05  # at most one tick (an eighth: 0.05 s) late
     assert len(clock) == 0
 
 
 async def test_a_discarded_deadline_never_fires_and_the_sweep_stops_when_none_is_left():
+    time = ManualTime()
     fired: list[str] = []
-    clock = Deadlines(0.2)
+    clock = Deadlines(0.2, clock=time.clock, sleep=time.sleep)
     clock.add("met", lambda: fired.append("met"))
     clock.add("missed", lambda: fired.append("missed"))
     clock.discard("met")
     clock.discard("never added")
-    await asyncio.sleep(0.35)
+    await time.advance(0.35)
     assert fired == ["missed"]
-    await asyncio.sleep(0.1)
+    await time.advance(0.1)
     assert clock._task is None  # nothing waits: no task ticks
 
 
 async def test_a_key_added_again_gets_a_new_deadline_and_a_failing_expiry_spares_the_others():
+    time = ManualTime()
     fired: list[str] = []
-    clock = Deadlines(0.3)
+    clock = Deadlines(0.3, clock=time.clock, sleep=time.sleep)
 
     def broken() -> None:
         raise RuntimeError("expiry failed")
@@ -49,11 +52,11 @@ async def test_a_key_added_again_gets_a_new_deadline_and_a_failing_expiry_spares
     clock.add("renewed", lambda: fired.append("renewed"))
     clock.add("broken", broken)
     clock.add("other", lambda: fired.append("other"))
-    await asyncio.sleep(0.2)
+    await time.advance(0.2)
     clock.add("renewed", lambda: fired.append("renewed"))  # its deadline is now 0.3 s from here
-    await asyncio.sleep(0.2)
+    await time.advance(0.2)
     assert fired == ["other"]
-    await asyncio.sleep(0.2)
+    await time.advance(0.2)
     assert fired == ["other", "renewed"]
 
 
