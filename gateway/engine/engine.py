@@ -57,6 +57,8 @@ class RunEngine:
         on_busy_change: Callable[[bool], None] | None = None,
         lease_sleep: Sleep = asyncio.sleep,
         log_policy: LogPolicy | None = None,
+        grace_clock: Callable[[], float] | None = None,
+        grace_sleep: Sleep = asyncio.sleep,
     ) -> None:
         self.store = store
         self.agent = agent
@@ -65,7 +67,17 @@ class RunEngine:
         self.accepting = True  # False while draining at shutdown
         retained = None if log_policy is None else RetainedLogs(store.events, log_policy.retained_bytes, log_policy.retention_seconds)
         self._services = RunServices(
-            store, agent, interrupt_ttl, self.cancel_backend, self._forget, self._settled, lease_sleep, log_policy, retained
+            store,
+            agent,
+            interrupt_ttl,
+            self.cancel_backend,
+            self._forget,
+            self._settled,
+            lease_sleep,
+            log_policy,
+            retained,
+            grace_clock,
+            grace_sleep,
         )
         self.reattach = log_policy is not None
         self._starting = 0  # admissions in progress, counted against the cap

@@ -48,6 +48,8 @@ class RunServices:
     lease_sleep: Sleep = asyncio.sleep  # how the lease keeper waits between renewals (tests step it by hand)
     log_policy: LogPolicy | None = None  # None: no event log, no reattach (a disconnect always cancels at once)
     retained: RetainedLogs | None = None  # the byte budget of the ended runs' logs (with a log policy)
+    grace_clock: Callable[[], float] | None = None  # the grace window's clock and sleep: the loop's unless given
+    grace_sleep: Sleep = asyncio.sleep  # (tests step them by hand)
 
 
 def _session(prepared: PreparedRun, execution: Execution | None) -> dict[str, Any]:
@@ -257,21 +259,22 @@ class Run:
             self._waiting = asyncio.get_running_loop().create_task(self._await_return(self.writer.ref))
 
     async def _await_return(self, ref: LogRef) -> None:
-        loop, events = asyncio.get_running_loop(), self.services.store.events
-        deadline = loop.time() + self.grace
+        services, events = self.services, self.services.store.events
+        now, sleep = services.grace_clock or asyncio.get_running_loop().time, services.grace_sleep
+        deadline = now() + self.grace
         metrics.DETACHED_RUNS.inc()
         try:
             while not self.stream.followers:
-                await asyncio.sleep(min(WATCH_CHECK_SECONDS, max(0.0, deadline - loop.time())))
+                await sleep(min(WATCH_CHECK_SECONDS, max(0.0, deadline - now())))
                 if self.stream.followers:
                     return
                 try:
                     if events.shared and await events.watched(ref):  # attached through another replica
-                        deadline = loop.time() + self.grace
+                        deadline = now() + self.grace
                         continue
                 except StoreUnavailable:
                     pass
-                if loop.time() >= deadline:
+                if now() >= deadline:
                     log.info("run %s: nobody came back within %.1fs: cancelled", self.lease.run_id, self.grace)
                     self.stop(Disconnected())
                     return

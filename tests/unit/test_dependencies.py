@@ -5,6 +5,7 @@ imports, even lazily or for type checking only, a module that imports it back.""
 from __future__ import annotations
 
 import ast
+import functools
 import pathlib
 import tomllib
 
@@ -22,7 +23,8 @@ def module_name(path: pathlib.Path) -> str:
 MODULES = {module_name(path): path for package in PACKAGES for path in (ROOT / package).rglob("*.py")}
 
 
-def imported_names(path: pathlib.Path) -> set[str]:
+@functools.cache  # every rule reads the same files: parse each once
+def imported_names(path: pathlib.Path) -> frozenset[str]:
     """Every module a file imports: absolute names, including lazy imports inside functions and type-only ones.
     `from package import module` names the module, not the package's face."""
     names: set[str] = set()
@@ -34,10 +36,10 @@ def imported_names(path: pathlib.Path) -> set[str]:
                 names.add(node.module)
         elif isinstance(node, ast.Import):
             names.update(alias.name for alias in node.names)
-    return names
+    return frozenset(names)
 
 
-def imports_of(package: str) -> dict[str, set[str]]:
+def imports_of(package: str) -> dict[str, frozenset[str]]:
     """Module path -> every module it imports."""
     return {str(path.relative_to(ROOT)): imported_names(path) for path in (ROOT / package).rglob("*.py")}
 
