@@ -131,7 +131,7 @@ class Connection:
 
     async def send_events(self, entries: list[Entry], stream_id: str | None, positions: bool = False) -> None:
         """One text frame per event; sent as one batch where the server supports it."""
-        frames = event_frames(entries, stream_id if self.mux else None, positions)
+        frames = event_frames(entries, stream_id, positions, mux=self.mux)
         metrics.labelled(metrics.EVENTS_SENT, "ws").inc(len(frames))
         metrics.labelled(metrics.BYTES_SENT, "ws").inc(sum(len(frame) for frame in frames))
         async with self.send_lock:  # mux: runs share the socket; frames of one batch stay together

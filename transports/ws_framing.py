@@ -46,10 +46,10 @@ mux_decoder = msgspec.json.Decoder(MuxFrame)
 _encoder = msgspec.json.Encoder()
 
 
-def event_frames(entries: list[Entry], stream_id: str | None, positions: bool) -> list[bytes]:
-    """Base mode: each event's bytes as they are. Mux mode: each wrapped in its stream's envelope, with its
-    position as `eventId` where the stream has positions."""
-    if stream_id is None:
+def event_frames(entries: list[Entry], stream_id: str | None, positions: bool, *, mux: bool) -> list[bytes]:
+    """Base mode: each event's bytes as they are. Mux mode: each wrapped in its stream's envelope (`"id":null` for
+    an error that belongs to no stream), with its position as `eventId` where the stream has positions."""
+    if not mux:
         return [data for _, data in entries]
     head = b'{"id":' + _encoder.encode(stream_id)
     return [head + (b',"eventId":"%d","event":%s}' % (p, data) if positions and p else b',"event":%s}' % data) for p, data in entries]
