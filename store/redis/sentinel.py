@@ -43,7 +43,7 @@ class FailoverWatch:
         """Every sentinel of the URL is watched at once: only the one leading a failover announces its start, and
         a failover may be asked of any of them."""
         hosts = sentinel_hosts(self.url)
-        self._task = asyncio.ensure_future(asyncio.gather(*(self._watch(host, port) for host, port in hosts)))
+        self._task = asyncio.gather(*(self._watch(host, port) for host, port in hosts))
 
     def stop(self) -> None:
         if self._task is not None:
@@ -119,12 +119,12 @@ class FailoverWatch:
         sentinels = self.client.connection_pool.sentinel_manager.sentinels
         service = self.client.connection_pool.service_name
         loop = asyncio.get_running_loop()
-        give_up = loop.time() + SENTINEL_AGREE_SECONDS
-        while loop.time() < give_up:
+        started = loop.time()
+        while loop.time() < started + SENTINEL_AGREE_SECONDS:
             named = await asyncio.gather(*(_master_named(sentinel, service) for sentinel in sentinels))
             answers = [address for address in named if address is not None]
             if answers and all(address == master for address in answers):
-                log.info("every sentinel names the new master after %.2fs", SENTINEL_AGREE_SECONDS - (give_up - loop.time()))
+                log.info("every sentinel names the new master after %.2fs", loop.time() - started)
                 return
             await asyncio.sleep(0.05)
         log.warning("sentinels still disagree on the master after %.0fs; reconnecting anyway", SENTINEL_AGREE_SECONDS)
