@@ -39,8 +39,13 @@ class Flag:
     finish: Callable[[Any], Any] | None = None  # the parsed value as Settings holds it
 
     @property
+    def dest(self) -> str:
+        """The parser's name for it."""
+        return self.name.lstrip("-").replace("-", "_")
+
+    @property
     def field(self) -> str:
-        return self.setting or self.name.lstrip("-").replace("-", "_")
+        return self.setting or self.dest
 
     @property
     def shown(self) -> str:
@@ -298,7 +303,7 @@ def settings_from_args(argv: list[str] | None = None) -> Settings:
     args = vars(build_parser().parse_args(argv))
     values: dict[str, Any] = {}
     for flag in FLAGS:
-        value = args[flag.name.lstrip("-").replace("-", "_")]
+        value = args[flag.dest]
         if flag.many is not None:
             value = _listed(flag, value)
         values[flag.field] = flag.finish(value) if flag.finish else value
