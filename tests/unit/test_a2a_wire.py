@@ -1076,7 +1076,7 @@ async def test_s5_a_later_turn_of_the_thread_may_bring_a_new_session_id():
 # -- adoption: the subscription's snapshot, the task read again, and chunks the subscription repeats ----------
 def adopted(said: str) -> FrameReader:
     r = reader(task_id="task-1")
-    r.recovering, r.said = {"task-1-message": said}, {"task-1-message": said}
+    r.recovering, r.said = True, {"task-1-message": said}
     return r
 
 
@@ -1105,6 +1105,27 @@ def test_a_chunk_held_as_a_possible_repeat_is_never_lost():
     r.reconciled(task_saying("a ", "b "))
     assert texts(r.read(status("a "))) == ""
     assert texts(r.read(status(state="TASK_STATE_COMPLETED"))) == "a ", "the stream stops: what is held is shown"
+
+
+def test_the_final_text_repeat_met_when_the_task_is_read_again_is_not_shown_twice():
+    """The adopter's tap comes as the runtime repeats the whole answer under another message id: the task read
+    again holds that repeat, which is the text already said, and its live frame is dropped as well."""
+    r = adopted("a ")
+    r.read({"task": task_saying("a ", "b ")})
+    task = task_saying("a ", "b ", "c ")
+    task["history"].append({"messageId": "task-1-working", "role": "ROLE_AGENT", "parts": [{"text": "a b c "}]})
+    assert texts(r.reconciled(task)) == "c ", "the missed chunk only, not the repeat"
+    final = {
+        "statusUpdate": {
+            "taskId": "task-1",
+            "contextId": CTX,
+            "status": {
+                "state": "TASK_STATE_WORKING",
+                "message": {"messageId": "task-1-working", "role": "ROLE_AGENT", "parts": [{"text": "a b c "}]},
+            },
+        }
+    }
+    assert texts(r.read(final)) == "", "the repeat's own frame"
 
 
 def test_a_task_read_again_with_a_bounded_history_lines_up_with_what_was_said():

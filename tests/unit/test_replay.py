@@ -48,7 +48,7 @@ def task(history: list[tuple[str, str, str]], status_text: str | None = None) ->
 
 def test_an_adopter_recovers_only_the_text_the_log_lacks():
     reader = FrameReader("ctx", "task-1")
-    reader.announced, reader.text_shown, reader.recovering = True, True, {"task-1:m": "w0 w1 "}
+    reader.announced, reader.text_shown, reader.recovering, reader.said = True, True, True, {"task-1:m": "w0 w1 "}
     snapshot = task([("ROLE_USER", "u", "go"), ("ROLE_AGENT", "m", "w0 "), ("ROLE_AGENT", "m", "w1 "), ("ROLE_AGENT", "m", "w2 ")], "w3 ")
     assert reader.read(snapshot) == [s.TextDelta(text="w2 w3 ", message_id="task-1:m")], "ids scoped by the task"
     assert reader.read(task([("ROLE_AGENT", "m", "w0 ")])) == [], "a later snapshot recovers nothing again"
@@ -56,7 +56,7 @@ def test_an_adopter_recovers_only_the_text_the_log_lacks():
 
 def test_the_final_text_repeat_in_the_history_is_not_new_text():
     reader = FrameReader("ctx", "task-1")
-    reader.announced, reader.recovering = True, {"task-1:m": "a b "}
+    reader.announced, reader.recovering, reader.said = True, True, {"task-1:m": "a b "}
     history = [("ROLE_AGENT", "m", "a "), ("ROLE_AGENT", "m", "b "), ("ROLE_AGENT", "task-1-working", "a b ")]
     assert reader.read(task(history)) == []
 

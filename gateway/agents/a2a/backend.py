@@ -70,7 +70,7 @@ class A2ABackend(AgentBackend):
         reader.pipeline.seen.update(str(e) for e in state.get("seenEvents") or [])
         reader.pipeline_text = dict(shown)
         reader.said = dict(shown)
-        return self._drive(request, reader, self._adopted(reader, shown))
+        return self._drive(request, reader, self._adopted(reader))
 
     async def _drive(self, request: AgentRequest, reader: FrameReader, turn: AsyncIterator[s.Signal]) -> AsyncIterator[s.Signal]:
         """One run's calls, with its failures mapped (§6) and the task cancelled when the run is abandoned."""
@@ -116,13 +116,13 @@ class A2ABackend(AgentBackend):
         return (not request.resume or reader.frames > 0) and not request.released()
 
     # -- an adopted run --------------------------------------------------------------------------------
-    async def _adopted(self, reader: FrameReader, shown: dict[str, str]) -> AsyncIterator[s.Signal]:
+    async def _adopted(self, reader: FrameReader) -> AsyncIterator[s.Signal]:
         """Another replica started this run and stopped: recover what was missed, then follow the task."""
         if not reader.task_id:
             raise EndRun(s.Failed(message="The adopted run had no agent task yet.", code="EXECUTION_LOST"))
         for signal in await recover_pipeline(self.client, reader):
             yield signal
-        reader.recovering = shown
+        reader.recovering = True
         async for signal in self._follow(reader):
             yield signal
         held: list[s.Signal] = []

@@ -85,7 +85,7 @@ class FrameReader:
         self.results_sent: set[str] = set()
         self.pipeline = PipelineReader(cursor)
         self.announced = False
-        self.recovering: dict[str, str] | None = None  # adopted: text already shown per message id, until recovered
+        self.recovering = False  # adopted: the first snapshot brings the text written while nobody read
         # Adopted runs only (None otherwise): all text shown per message id, the log's included; whether the
         # subscription's snapshot was read and the task must be read again (`reconciled`); and per message, the
         # text the task held then, which the subscription may deliver again, with the chunks held meanwhile.
@@ -172,9 +172,9 @@ class FrameReader:
         self._state(status)
         iac = iac_of(task)
         self._session(iac.get("iacCodeSessionId"), out)
-        if self.recovering is not None:
-            self._recover_text(task, self.recovering, out)
-            self.recovering = None
+        if self.recovering:
+            self._missed_text(task, out)  # what the agent wrote while no replica read its stream
+            self.recovering = False
             self.reconcile = self.said is not None
         elif not self.text_shown:
             message = status.get("message")
@@ -195,39 +195,35 @@ class FrameReader:
             return raw
         return f"{self.task_id}:{raw}"
 
-    def _recover_text(self, task: dict[str, Any], shown: dict[str, str], out: list[s.Signal]) -> None:
-        """Text the agent wrote while no replica read its stream: per message id, what the task holds past what
-        the log already shows. A message that repeats all the others (the final text) is not text of its own."""
-        full: dict[str | None, str] = {}
-        for raw, text in _recover_text_of(task).items():
-            message_id = self.message_id(raw)
-            full[message_id] = full.get(message_id, "") + text
-        for message_id, text in full.items():
-            others = "".join(v for k, v in full.items() if k != message_id)
-            if message_id is None or (message_id not in shown and others and text == others):
-                continue
-            before = shown.get(message_id, "")
-            if len(text) > len(before) and text.startswith(before):
-                self.text_shown = True
-                self._say(text[len(before) :], message_id, out)
-
     def reconciled(self, task: dict[str, Any]) -> list[s.Signal]:
         """The task read again once the subscription is tapped. a2a-sdk reads its snapshot before tapping the
         task's events: what the task said in between reached neither, and what the tap's lagging queue still
         held comes again. The first is shown from this read; the second is recognised in `_text`."""
         out: list[s.Signal] = []
-        said = self.said or {}
+        self.echo.update(self._missed_text(task, out))
+        return out
+
+    def _missed_text(self, task: dict[str, Any], out: list[s.Signal]) -> dict[str, str]:
+        """Show what the task's messages hold past what was said of each, and return their whole text. Messages
+        already begun come first; a new message whose text is all the others' said text joined is the runtime's
+        repeat of the turn's answer (the final text), not text of its own."""
+        said = self.said if self.said is not None else {}  # adopted runs only: `said` is set
+        full: dict[str, str] = {}
         for raw, text in _recover_text_of(task).items():
             message_id = self.message_id(raw)
-            if message_id is None:
-                continue
+            if message_id is not None:
+                full[message_id] = full.get(message_id, "") + text
+        for message_id in sorted(full, key=lambda known: known not in said):
+            text = full[message_id]
+            if message_id not in said:
+                others = "".join(value for key, value in said.items() if key != message_id)
+                if others and text == others:
+                    continue
             new = _beyond(said.get(message_id, ""), text)
-            if new is None:
-                continue
             if new:
+                self.text_shown = True
                 self._say(new, message_id, out)
-            self.echo[message_id] = text
-        return out
+        return full
 
     def _past_echo(self, message_id: str, text: str) -> str:
         """Of a chunk of a message the task was read with, what is new: a run of chunks that ends exactly where that
