@@ -26,27 +26,22 @@ from store import Clock, ThreadStore, open_store
 from transports.access_log import AccessLog
 from transports.busy import BusyStatus
 from transports.cancel import cancel_execution
-from transports.fallback import EXCEPTION_HANDLERS, RequestHygiene
+from transports.fallback import EXCEPTION_HANDLERS
 from transports.fast_path import FastPath
 from transports.health import health, ping, protected_resource, ready
 from transports.reattach import run_events
 from transports.services import TransportServices
-from transports.sse import RunRoutes, run_invocations, run_root
 from transports.static_ui import ui_router
 from transports.tickets import issue_ticket
-from transports.websocket import ws_endpoint
 
 log = logging.getLogger("agui.app")
 PURGE_INTERVAL_SECONDS = 3600
 MIN_SAFE_LEASE_SECONDS = 6.0
 ROUTES: list[ControllerRouterHandler] = [
     ready,
-    run_root,
-    run_invocations,
     run_events,
     cancel_execution,
     issue_ticket,
-    ws_endpoint,
     health,
     ping,
     protected_resource,
@@ -144,12 +139,12 @@ def create_app(
         route_handlers=ROUTES,
         dependencies={"services": Provide(lambda: services, use_cache=True, sync_to_thread=False)},
         exception_handlers=EXCEPTION_HANDLERS,  # type: ignore[arg-type]
-        middleware=[AccessLog, RequestHygiene, RunRoutes],
+        middleware=[AccessLog],
         openapi_config=None,  # no generated schema: it could not describe the SSE and WebSocket contract truthfully
         lifespan=[lifespan],
         debug=False,
         logging_config=None,
     )
-    app.asgi_handler = FastPath(app.asgi_handler)  # the run routes and /ws past the router
+    app.asgi_handler = FastPath(app.asgi_handler)  # the one entrance of the run routes and /ws, and the hygiene refusals
     app.state.services = services  # for the server wrapper (drain) only; handlers receive it injected
     return app

@@ -308,6 +308,29 @@ def test_every_route_answers_wrong_methods_and_bad_paths_in_the_contract_shape(g
         assert response.status_code == 404 and response.json()["error"]["code"] == "NOT_FOUND", (bad, response.text)
 
 
+def test_the_run_routes_have_one_entrance_whatever_the_method_or_the_spelling_of_the_path(gateway, client):
+    """`/`, `/invocations` and `/ws` are served by the fast path alone: a wrong method names what is allowed,
+    OPTIONS answers it, `//` and a trailing slash name the same route, and a WebSocket opens on `/ws/` too."""
+    for path in ("/", "/invocations", "/invocations/", "//invocations"):
+        wrong = client.get(gateway.url + path)
+        assert wrong.headers["allow"] == "OPTIONS, POST", (path, wrong.headers)
+        assert "METHOD_NOT_ALLOWED" in wrong.text
+        options = client.options(gateway.url + path)
+        assert options.status_code == 204 and options.headers["allow"] == "OPTIONS, POST"
+    assert client.get(gateway.url + "/ws/").json()["error"]["code"] == "METHOD_NOT_ALLOWED"
+    result = post_sse(client, gateway.url + "//", run_body("through a double slash"))
+    assert "".join(e["delta"] for e in result.of("TEXT_MESSAGE_CONTENT")) == "You said: through a double slash"
+
+    async def opens(path: str) -> str:
+        async with websockets.connect(gateway.url.replace("http", "ws") + path) as ws:
+            return ws.response.reason_phrase
+
+    for path in ("/ws", "/ws/", "//ws"):
+        assert asyncio.run(opens(path)) == "Switching Protocols", path
+    with pytest.raises(websockets.InvalidStatus):
+        asyncio.run(opens("/invocations"))
+
+
 def test_cancel_with_another_user_id_is_an_unknown_execution(gateway, client):
     iac = {"schemaVersion": 1, "rosInvocationId": "inv-c", "cwd": "/tmp", "userId": "alice"}
     body = run_body("/tool deploy {}", iac=iac)

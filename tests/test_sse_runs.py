@@ -107,8 +107,8 @@ def test_ping_and_health(gateway, client):
 
 @pytest.mark.parametrize("path", ["/invocations", "/invocations/"])
 def test_the_fast_path_and_the_routed_path_answer_alike(gateway, client, path):
-    """`/invocations` is served past Litestar's router (transports/fast_path.py); `/invocations/` goes through
-    it and RunRoutes: the same stream, the same request id echo, the same refusal."""
+    """`/invocations` and `/invocations/` name the one route the fast path serves (transports/fast_path.py): the
+    same stream, the same request id echo, the same refusal."""
     result = post_sse(client, gateway.url + path, run_body("hello both"), headers={"x-request-id": "req-fast-1"})
     assert result.status == 200 and result.headers["x-request-id"] == "req-fast-1"
     assert_well_formed_run(result.events)

@@ -1,7 +1,7 @@
-"""Contract-shaped answers for what no handler owns: unknown paths (404), wrong methods (405), unexpected
-failures (500, logged with the path), and requests refused before routing: `Content-Length` together with
-`Transfer-Encoding` (request smuggling, 400) and a NUL byte in the path (404). JSON envelopes on plain routes,
-an SSE `RUN_ERROR` on `/invocations`; never Litestar's default shape."""
+"""Contract-shaped answers for what no handler owns: unknown paths (404), wrong methods (405, with `Allow`),
+unexpected failures (500, logged with the path), and requests refused before routing: `Content-Length` together
+with `Transfer-Encoding` (request smuggling, 400) and a NUL byte in the path (404). JSON envelopes on plain
+routes, an SSE `RUN_ERROR` on `/invocations`; never Litestar's default shape."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any
 
 from litestar import Request, Response
 from litestar.exceptions import HTTPException, MethodNotAllowedException, NotFoundException
-from litestar.types import ASGIApp, Receive, Scope, Send
+from litestar.types import Receive, Scope, Send
 
 from gateway.errors import ErrorCode, GatewayError
 from gateway.i18n import negotiate
@@ -20,9 +20,16 @@ from transports.render import error_body, json_error, sse_error
 log = logging.getLogger("agui.http")
 
 
+def canonical(path: str) -> str:
+    """The route a path names, as Litestar's router reads it: empty segments (`//`, a trailing `/`) dropped."""
+    if "//" not in path and (len(path) == 1 or not path.endswith("/")):
+        return path
+    return "/" + "/".join(segment for segment in path.split("/") if segment)
+
+
 def _answer(request: Request[Any, Any, Any], error: GatewayError) -> Response[Any]:
     language = negotiate(None, header(request, "accept-language"))
-    if request.url.path.rstrip("/") == "/invocations":
+    if canonical(request.url.path) == "/invocations":
         return sse_error(error, language)
     return json_error(error, language)
 
@@ -60,18 +67,9 @@ EXCEPTION_HANDLERS = {
 }
 
 
-def _envelope(status: int, code: ErrorCode, language: str) -> tuple[Any, bytes]:
-    body = error_body(GatewayError(code), language)
-    start = {
-        "type": "http.response.start",
-        "status": status,
-        "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()), (b"connection", b"close")],
-    }
-    return start, body
-
-
 def refusal(scope: Scope) -> tuple[int, ErrorCode] | None:
-    """Computed apart, so that nothing of it stays in the frame that lives as long as the request."""
+    """What must never reach a handler, checked on every HTTP request before routing (transports/fast_path.py).
+    Computed apart, so that nothing of it stays in the frame that lives as long as the request."""
     names = {name for name, _ in scope["headers"]}
     if b"content-length" in names and b"transfer-encoding" in names:
         return 400, ErrorCode.INVALID_INPUT
@@ -80,18 +78,26 @@ def refusal(scope: Scope) -> tuple[int, ErrorCode] | None:
     return None
 
 
-class RequestHygiene:
-    """ASGI middleware: refuses, before routing, what must never reach a handler."""
+async def refuse(scope: Scope, receive: Receive, send: Send) -> None:
+    """The answer to a request `refusal` names, in English (nothing of the request is trusted), closing the
+    connection: after a smuggling attempt, nothing more on it is read."""
+    refused = refusal(scope)
+    assert refused is not None
+    status, code = refused
+    body = error_body(GatewayError(code), "en")
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()), (b"connection", b"close")]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body, "more_body": False})
 
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http":
-            refused = refusal(scope)
-            if refused is not None:
-                start, body = _envelope(refused[0], refused[1], "en")
-                await send(start)
-                await send({"type": "http.response.body", "body": body, "more_body": False})
-                return
-        await self.app(scope, receive, send)
+async def other_method(scope: Scope, receive: Receive, send: Send, allow: str | None) -> None:
+    """A route's path with a method it does not serve: 204 with `Allow` for OPTIONS, else METHOD_NOT_ALLOWED."""
+    request: Request[Any, Any, Any] = Request(scope, receive)
+    if allow is not None and request.method == "OPTIONS":
+        response: Response[Any] = Response(None, status_code=204, headers={"Allow": allow})
+    else:
+        error = GatewayError(ErrorCode.METHOD_NOT_ALLOWED)
+        if allow is not None:
+            error.headers["Allow"] = allow
+        response = _answer(request, error)
+    await response.to_asgi_response(None, request)(scope, receive, send)

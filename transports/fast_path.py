@@ -1,14 +1,19 @@
-"""The run routes and `/ws` served past Litestar's router: the frames a long stream keeps alive, at their fewest.
+"""The one entrance of the run routes and `/ws`, before Litestar's router: the frames a long stream keeps alive, at
+their fewest.
 
-Through Litestar, an idle stream keeps the router, the exception middleware (twice on a WebSocket), the hygiene
-middleware, RunRoutes and the route's own handler frames alive for its whole life: about 2 KiB per idle SSE run
-and 2.8 KiB per idle WebSocket (bench/idle.py). `FastPath` wraps Litestar's ASGI handler (inside `Litestar.__call__`, which has
-set the scope's app and state): a POST to exactly `/` or `/invocations`, or a WebSocket on exactly `/ws`, that
-passes the hygiene checks goes through the access log straight to its handler. Anything else (other paths and
-methods, a trailing slash, a root path, a refusal) is Litestar's, where the same handlers serve it.
+Through Litestar, an idle stream would keep the router, the exception middleware (twice on a WebSocket), the
+middleware stack and the route's own handler frames alive for its whole life: about 2 KiB per idle SSE run and
+2.8 KiB per idle WebSocket (bench/idle.py). `FastPath` wraps Litestar's ASGI handler (inside `Litestar.__call__`,
+which has set the scope's app and state) and answers, through the access log:
+- every HTTP request `refusal` names (request smuggling, a NUL in the path), whatever its path;
+- `POST /` and `POST /invocations` (the run), `OPTIONS` on them (204 with `Allow`), and any other method on them or
+  on `/ws` (METHOD_NOT_ALLOWED, an SSE RUN_ERROR on `/invocations`);
+- a WebSocket on `/ws`.
+Paths are read as Litestar's router reads them (`//` and a trailing `/` name the same route). Everything else is
+Litestar's, which has no handler of its own for these routes.
 
-Private state relied on (written for Litestar 2.25; pinned in pyproject.toml): `Litestar.asgi_handler`, the
-scope's `litestar_app`, and a route handler's `fn`.
+Private state relied on (written for Litestar 2.25; pinned in pyproject.toml): `Litestar.asgi_handler` and the
+scope's `litestar_app`.
 """
 
 from __future__ import annotations
@@ -20,25 +25,41 @@ from litestar import Litestar
 from litestar.types import ASGIApp, Receive, Scope, Send
 
 from transports.access_log import AccessLog
-from transports.fallback import refusal
+from transports.fallback import canonical, other_method, refusal, refuse
 from transports.sse import serve_run
 from transports.websocket import serve_socket
 
+Handler = Callable[[Scope, Receive, Send], Awaitable[None]]
+RUN_ALLOW = "OPTIONS, POST"
+
 
 class FastPath:
+    __slots__ = ("_not_here", "_refuse", "_runs", "_socket", "app")
+
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
-        self._routes: dict[tuple[str, str], Callable[[Scope, Receive, Send], Awaitable[None]]] = {
-            ("POST", "/"): AccessLog(partial(serve_run, agentcore=False)),
-            ("POST", "/invocations"): AccessLog(partial(serve_run, agentcore=True)),
-            ("WS", "/ws"): AccessLog(serve_socket),
+        self._runs: dict[str, tuple[Handler, Handler]] = {
+            path: (AccessLog(partial(serve_run, agentcore=agentcore)), AccessLog(partial(other_method, allow=RUN_ALLOW)))
+            for path, agentcore in (("/", False), ("/invocations", True))
         }
+        self._socket: Handler = AccessLog(serve_socket)
+        self._not_here: Handler = AccessLog(partial(other_method, allow=None))  # /ws over plain HTTP
+        self._refuse: Handler = AccessLog(refuse)
 
-    def route(self, scope: Scope) -> Callable[[Scope, Receive, Send], Awaitable[None]] | None:
+    def route(self, scope: Scope) -> Handler | None:
         """The direct handler for this request, or None when it is Litestar's."""
         kind = scope["type"]
-        direct = self._routes.get(("WS" if kind == "websocket" else str(scope.get("method", "")), scope["path"]))
-        return direct if direct is not None and (kind != "http" or refusal(scope) is None) else None
+        if kind == "websocket":
+            return self._socket if canonical(scope["path"]) == "/ws" else None
+        if kind != "http":
+            return None
+        if refusal(scope) is not None:
+            return self._refuse
+        path = canonical(scope["path"])
+        handlers = self._runs.get(path)
+        if handlers is not None:
+            return handlers[0] if scope.get("method") == "POST" else handlers[1]
+        return self._not_here if path == "/ws" else None
 
     def __call__(self, scope: Scope, receive: Receive, send: Send) -> Awaitable[None]:
         # Returns the coroutine to await rather than awaiting it: no frame of its own for the life of a stream.
@@ -62,7 +83,7 @@ class Outermost:
         self.fast = app.asgi_handler
 
     def __call__(self, scope: Scope, receive: Receive, send: Send) -> Awaitable[None]:
-        direct = self.fast.route(scope) if scope["type"] != "lifespan" else None
+        direct = self.fast.route(scope)
         if direct is None:
             return self.app(scope, receive, send)
         scope["app"] = scope["litestar_app"] = self.app

@@ -17,9 +17,9 @@ from gateway.errors import ErrorCode, GatewayError
 from gateway.i18n import negotiate
 from gateway.protocol.input import MAX_ID_LENGTH
 from transports.http_input import authenticate_or_redeem, caller_of, check_accept, header, parse_position
-from transports.render import SSE_HEADERS, SSE_MEDIA_TYPE, json_error
+from transports.render import json_error
 from transports.services import Services
-from transports.sse_response import SseRecords, SseStream
+from transports.sse_response import SseBody, SseRecords, SseReply
 
 
 def _check_ids(*pairs: tuple[str, str]) -> None:
@@ -53,8 +53,4 @@ async def run_events(request: Request, services: Services, thread_id: FromPath[s
         return json_error(error, language)
     if run.finished:
         return Response(content=b"", status_code=204)
-    return SseStream(
-        SseRecords(run, services.settings.heartbeat_seconds, False, "sse", arrived),
-        media_type=SSE_MEDIA_TYPE,
-        headers=SSE_HEADERS,
-    )
+    return SseReply(SseBody(SseRecords(run, services.settings.heartbeat_seconds, False, "sse", arrived), {}))

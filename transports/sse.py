@@ -10,8 +10,8 @@ import time
 from collections.abc import Coroutine
 from typing import Any
 
-from litestar import Request, Response, post
-from litestar.types import ASGIApp, Receive, Scope, Send
+from litestar import Request, Response
+from litestar.types import Receive, Scope, Send
 
 from gateway import metrics
 from gateway.auth import Principal
@@ -19,7 +19,6 @@ from gateway.engine import RunHandle, prepare
 from gateway.errors import ErrorCode, GatewayError
 from gateway.i18n import negotiate
 from gateway.protocol.validate import MAX_BODY_BYTES
-from transports.access_log import then
 from transports.fallback import unexpected
 from transports.http_input import (
     GRACE_HEADER,
@@ -33,7 +32,7 @@ from transports.http_input import (
     read_body,
 )
 from transports.render import json_error, sse_error
-from transports.services import Services, TransportServices
+from transports.services import TransportServices
 from transports.sse_response import SseBody, SseRecords
 
 log = logging.getLogger("agui.sse")
@@ -115,28 +114,9 @@ async def _run(request: Request, services: TransportServices, agentcore: bool) -
     return SseBody(SseRecords(run, settings.heartbeat_seconds, agentcore, transport, arrived), echo)
 
 
-async def _handled(request: Request, services: TransportServices, agentcore: bool) -> Response:
-    """The handler path (where RunRoutes does not serve the route): the same answer as a Litestar response."""
-    answer = await _run(request, services, agentcore)
-    return answer.as_stream() if isinstance(answer, SseBody) else answer
-
-
-@post("/", request_max_body_size=None, status_code=200)
-async def run_root(request: Request, services: Services) -> Response:
-    return await _handled(request, services, agentcore=False)
-
-
-@post("/invocations", request_max_body_size=None, status_code=200)
-async def run_invocations(request: Request, services: Services) -> Response:
-    return await _handled(request, services, agentcore=True)
-
-
-_ROOT, _INVOCATIONS = run_root.fn, run_invocations.fn
-
-
 async def serve_run(scope: Scope, receive: Receive, send: Send, agentcore: bool) -> Coroutine[Any, Any, None] | None:
-    """A run route served directly: the request, the run, the response; an unexpected failure before the response
-    is the contract's 500, as Litestar's exception handlers would give it.
+    """A run route (transports/fast_path.py): the request, the run, the response; an unexpected failure before the
+    response is the contract's 500, as Litestar's exception handlers would give it.
 
     A stream is handed back rather than awaited: the caller awaits the SSE body's coroutine (access_log.then), so this frame,
     and the request and answer it holds, end before the stream's first write. None: the answer was sent."""
@@ -149,20 +129,3 @@ async def serve_run(scope: Scope, receive: Receive, send: Send, agentcore: bool)
         return answer(scope, receive, send)
     await answer.to_asgi_response(None, request)(scope, receive, send)
     return None
-
-
-class RunRoutes:
-    """ASGI middleware, innermost: once Litestar's router has matched one of the two run routes, serve it directly
-    (the request, the run, the response) instead of through the route's handler machinery (signature model,
-    dependency injection, an exit stack and the response conversion per request), which cost a short run more
-    than its own work. Every other route, and every refusal before routing, is Litestar's as before."""
-
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        handler = getattr(scope.get("route_handler"), "fn", None)  # Litestar registers copies of the handlers
-        if scope["type"] == "http" and (handler is _ROOT or handler is _INVOCATIONS):
-            await then(serve_run(scope, receive, send, agentcore=handler is _INVOCATIONS))
-            return
-        await self.app(scope, receive, send)

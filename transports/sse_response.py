@@ -1,5 +1,5 @@
-"""The SSE response: a run's events as SSE records, and Litestar's `Stream` with a body written from the request's
-own task.
+"""The SSE response: a run's events as SSE records, sent as a plain ASGI app whose body is written from the
+request's own task.
 
 `SseRecords` turns the run's batches into records (a heartbeat into a comment line) and counts what is sent; it is
 a slotted object the body's loop calls, not an async generator between the loop and the run: each generator layer
@@ -20,9 +20,8 @@ from collections.abc import AsyncIterator, Coroutine
 from typing import Any
 
 import msgspec
-from litestar.response import Stream
+from litestar import Response
 from litestar.response.base import ASGIResponse
-from litestar.response.streaming import ASGIStreamingResponse
 from litestar.types import HTTPResponseBodyEvent, HTTPResponseStartEvent, Receive, Scope, Send
 
 from gateway import metrics
@@ -95,8 +94,8 @@ class SseRecords:
 
 
 class SseBody:
-    """A run's SSE response as a plain ASGI app (the run routes send it directly, transports/sse.py RunRoutes):
-    its start with the headers Litestar's `Stream` would send, then the body as below."""
+    """A run's SSE response as a plain ASGI app (the run routes send it directly; the reattach route through
+    `SseReply`): its start with the headers Litestar's `Stream` would send, then the body as below."""
 
     __slots__ = ("echo", "records")
 
@@ -113,23 +112,16 @@ class SseBody:
         encoded = [(name.lower().encode("latin-1"), value.encode("latin-1")) for name, value in headers.items()]
         return {"type": "http.response.start", "status": 200, "headers": encoded}
 
-    def as_stream(self) -> SseStream:
-        """The same response for Litestar's handler path."""
-        return SseStream(self.records, media_type=SSE_MEDIA_TYPE, headers={**SSE_HEADERS, **self.echo})
 
+class SseReply(Response[None]):
+    """A run's SSE body as a Litestar handler's answer (the reattach route): the body is the ASGI app Litestar sends."""
 
-class SseStream(Stream):
+    def __init__(self, body: SseBody) -> None:
+        super().__init__(None)
+        self.body = body
+
     def to_asgi_response(self, *args: Any, **kwargs: Any) -> ASGIResponse:
-        response = super().to_asgi_response(*args, **kwargs)
-        response.__class__ = _SseBody  # same layout (no slots of its own): only send_body differs
-        return response
-
-
-class _SseBody(ASGIStreamingResponse):
-    __slots__ = ()
-
-    async def send_body(self, send: Send, receive: Receive) -> None:
-        await stream_body(self.iterator, send, receive)  # type: ignore[arg-type]  # what SseStream was given: SseRecords
+        return self.body  # type: ignore[return-value]  # called as Litestar calls its ASGIResponse: (scope, receive, send)
 
 
 class ClientLost:
@@ -148,17 +140,12 @@ class ClientLost:
             self.task.cancel()
 
 
-async def stream_body(
-    records: SseRecords, send: Send, receive: Receive, start: HTTPResponseStartEvent | None = None, scope: Scope | None = None
-) -> None:
-    """The start when given, every chunk, then the end; the client's disconnect cancels this task and the response
-    simply ends. With the scope, what only the start read is dropped once it is sent (transports/lean.py)."""
-    if start is not None:
-        await send(start)
-        start = None  # the frame lives as long as the stream: it keeps none of the headers
-    if scope is not None:
-        forget_request(scope)
-        scope = None
+async def stream_body(records: SseRecords, send: Send, receive: Receive, start: HTTPResponseStartEvent, scope: Scope) -> None:
+    """The start, every chunk, then the end; the client's disconnect cancels this task and the response simply
+    ends. What only the start read is dropped from the scope once it is sent (transports/lean.py)."""
+    await send(start)
+    forget_request(scope)
+    del start, scope  # the frame lives as long as the stream: it keeps none of the headers
     task = asyncio.current_task()
     assert task is not None
     lost = ClientLost(task)

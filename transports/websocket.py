@@ -22,7 +22,7 @@ from collections.abc import Coroutine
 from typing import Any
 
 import msgspec
-from litestar import WebSocket, websocket
+from litestar import WebSocket
 from litestar.types import Receive, Scope, Send
 
 from gateway import metrics
@@ -46,7 +46,7 @@ from transports.http_input import (
 )
 from transports.lean import forget_request
 from transports.render import error_body
-from transports.services import Services, TransportServices
+from transports.services import TransportServices
 from transports.sse import SESSION_HEADER
 from transports.ws_framing import (
     BASE_PROTOCOL,
@@ -333,13 +333,8 @@ async def _serve_mux(conn: Connection) -> None:
         conn.abandon()
 
 
-@websocket("/ws")
-async def ws_endpoint(socket: WebSocket, services: Services) -> None:
-    await _serve_socket(socket.scope, socket.receive, socket.send, services)
-
-
 def serve_socket(scope: Scope, receive: Receive, send: Send) -> Coroutine[Any, Any, None]:
-    """`/ws` served directly (transports/fast_path.py): the handler's own coroutine, no frame of its own."""
+    """`/ws` (transports/fast_path.py): the handler's own coroutine, no frame of its own."""
     return _serve_socket(scope, receive, send, scope["litestar_app"].state.services)
 
 
