@@ -76,6 +76,12 @@ _last: tuple[asyncio.AbstractEventLoop | None, dict[float, Deadlines]] = (None, 
 # dictionary's lookup makes a weak reference each time, and this is asked for several times per request
 
 
+def install(found: Deadlines) -> None:
+    """Make `found` the running loop's deadlines of its length."""
+    deadlines(found.seconds)  # the loop's registry exists
+    _last[1][found.seconds] = found
+
+
 def deadlines(seconds: float) -> Deadlines:
     """The running loop's deadlines of this length (each loop has its own: tests run servers on several)."""
     global _last

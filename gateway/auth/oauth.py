@@ -22,6 +22,7 @@ from urllib.parse import urlsplit
 import httpx
 import jwt
 
+from gateway import tls
 from gateway.auth.base import Authenticator, Principal
 from gateway.auth.jwks import KeySet, KeysUnavailable
 from gateway.errors import ErrorCode, GatewayError
@@ -81,7 +82,7 @@ class OAuthValidator(Authenticator):
         self.scopes = set(settings.oauth_scope)
         self.algorithms = list(settings.oauth_algorithms)
         self.resource: str = settings.public_url
-        self._http = httpx.AsyncClient(timeout=5.0, follow_redirects=False)
+        self._http = httpx.AsyncClient(timeout=5.0, follow_redirects=False, verify=tls.client_context())
         self.keys = KeySet(self._http, self._jwks_location)
 
     async def _discover(self) -> None:

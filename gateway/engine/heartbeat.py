@@ -3,7 +3,8 @@ one periodic task, instead of a timer per stream (10,000 idle runs hold no timer
 
 A stream asks to be woken at a time (`wake_at`); the clock looks every tick (a quarter of the shortest interval
 asked for, at most TICK) and calls `heartbeat_due(now, slack)` on each stream whose time has come (within half a
-tick); the stream beats or asks again for later. A heartbeat is late by at most about one tick."""
+tick); the stream beats or asks again for later. A heartbeat is late by at most about one tick. Its time and its
+sleep are the loop's unless a clock is installed with others (the unit tests step them by hand)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import asyncio
 import heapq
 import itertools
 import weakref
+from collections.abc import Awaitable, Callable
 from typing import Protocol
 
 TICK = 0.25  # the longest time between two looks at the due streams, in seconds
@@ -22,7 +24,11 @@ class Beating(Protocol):
 
 
 class HeartbeatClock:
-    def __init__(self) -> None:  # no reference to its loop: the registry below is weak in the loop
+    def __init__(
+        self, time: Callable[[], float] | None = None, sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
+    ) -> None:  # no reference to its loop: the registry below is weak in the loop
+        self.now = time or asyncio.get_running_loop().time
+        self.sleep = sleep
         self.tick = TICK
         self._due: list[tuple[float, int, Beating]] = []  # a heap of (when, order, stream)
         self._order = itertools.count()
@@ -35,11 +41,10 @@ class HeartbeatClock:
             self._task = asyncio.get_running_loop().create_task(self._run())
 
     async def _run(self) -> None:
-        loop = asyncio.get_running_loop()
         try:
             while self._due:
-                await asyncio.sleep(self.tick)
-                now, slack = loop.time(), self.tick / 2
+                await self.sleep(self.tick)
+                now, slack = self.now(), self.tick / 2
                 while self._due and self._due[0][0] <= now + slack:
                     heapq.heappop(self._due)[2].heartbeat_due(now, slack)
         finally:
@@ -47,6 +52,11 @@ class HeartbeatClock:
 
 
 _clocks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, HeartbeatClock] = weakref.WeakKeyDictionary()
+
+
+def install(found: HeartbeatClock) -> None:
+    """Make `found` the running loop's clock."""
+    _clocks[asyncio.get_running_loop()] = found
 
 
 def clock() -> HeartbeatClock:

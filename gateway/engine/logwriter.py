@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -60,6 +61,7 @@ class LogWriter:
         "_owner",
         "_ref",
         "_retained",
+        "_sleep",
         "_stream",
         "_task",
         "_writing",
@@ -76,8 +78,10 @@ class LogWriter:
         fence: int = 0,
         created: bool = False,
         retained: RetainedLogs | None = None,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,  # the first delay and the retries' backoff
     ) -> None:
         self._log = events
+        self._sleep = sleep
         self._retained = retained
         self._ref = ref
         self._owner = owner
@@ -110,7 +114,7 @@ class LogWriter:
         stream = self._stream
         try:
             if not self._created:
-                await asyncio.sleep(FIRST_FLUSH_DELAY)
+                await self._sleep(FIRST_FLUSH_DELAY)
             self._writing = True
             while self._next <= stream.head:
                 start, first = self._next, self._owner.log_first()
@@ -125,7 +129,7 @@ class LogWriter:
                     metrics.labelled(metrics.STORE_ERRORS, "event_log", "unavailable").inc()
                     log.warning("event log of run %s not written (%s); retrying in %.2fs", self._ref.run_id, exc, delay)
                     self._next = start  # written again, with what came meanwhile
-                    await asyncio.sleep(delay)
+                    await self._sleep(delay)
                     delay = min(delay * 2, 1.0)
         finally:
             self._task, self._writing = None, False
@@ -207,7 +211,7 @@ class LogWriter:
                     except StoreUnavailable as exc:
                         metrics.labelled(metrics.STORE_ERRORS, "event_log", "unavailable").inc()
                         log.warning("end of the event log of run %s not written (%s); retrying in %.2fs", self._ref.run_id, exc, delay)
-                        await asyncio.sleep(delay)
+                        await self._sleep(delay)
                         delay = min(delay * 2, 1.0)
         except LogFenced:
             self._fenced()

@@ -9,7 +9,7 @@ import asyncio
 import logging
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from gateway import collector, metrics
 from store import StoreUnavailable
@@ -20,8 +20,17 @@ DEFAULT_MAX_BYTES = 256 * 1024 * 1024
 
 
 class RetainedLogs:
-    def __init__(self, events: EventLog, max_bytes: int, retention_seconds: float, *, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        events: EventLog,
+        max_bytes: int,
+        retention_seconds: float,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], Awaitable[object]] = asyncio.sleep,
+    ) -> None:
         self._events = events
+        self._sleep = sleep
         self.max_bytes = max_bytes
         self._retention = retention_seconds
         self._clock = clock
@@ -73,7 +82,7 @@ class RetainedLogs:
         """Logs kept in this process (the memory store) drop their events when their retention ends."""
         try:
             while self._kept:
-                await asyncio.sleep(max(0.05, self._kept[0][0] + self._retention - self._clock()))
+                await self._sleep(max(0.05, self._kept[0][0] + self._retention - self._clock()))
                 self._drop_expired(self._clock())
                 metrics.RETAINED_LOG_BYTES.set(self.bytes)
         finally:

@@ -125,7 +125,7 @@ class EventStream:
         self._puts = 0
         self._pause_at = math.inf  # the producer waits once the head passes this (slowest follower + MAX_LAG)
         # Heartbeats come from the loop's shared clock: `_beats` counts them, each follower yields None once per beat.
-        self._quiet_from = 0.0  # loop time of the last batch or heartbeat given out
+        self._quiet_from = 0.0  # the heartbeat clock's time of the last batch or heartbeat given out
         self._interval = math.inf
         self._beats = 0
         self._wake_pending = False
@@ -274,13 +274,14 @@ class EventStream:
         """Entries after the follower's position as they come (all that is ready at once), or None after
         `heartbeat_seconds` of silence; ends after the last entry. Leaving detaches the follower."""
         loop = asyncio.get_running_loop()
+        now = heartbeat.clock().now
         seen_beats = self._beats
-        self._quiet_from = max(self._quiet_from, loop.time())
+        self._quiet_from = max(self._quiet_from, now())
         try:
             while True:
                 after = self._cursors[follower]
                 if after < self._readable():
-                    yield self._take(follower, after, loop.time())  # no local: a waiting follower keeps no batch
+                    yield self._take(follower, after, now())  # no local: a waiting follower keeps no batch
                     continue
                 # What a durable stream's log never got is never shown: once the run let go of it, it ends there.
                 if self.ended and (after >= self.head or self._released):

@@ -48,11 +48,11 @@ async def test_a_failing_call_reaches_each_of_its_callers_and_the_lane_goes_on()
 
 
 async def test_the_thread_ends_when_idle_and_starts_again(monkeypatch):
-    monkeypatch.setattr(lane_module, "IDLE_SECONDS", 0.05)
+    monkeypatch.setattr(lane_module, "IDLE_SECONDS", 0.01)
     lane = IoLane()
     worker = await lane.call(threading.current_thread)
     assert worker is not threading.current_thread() and worker.name == "agui-store-lane"
-    await asyncio.sleep(0.3)
+    await asyncio.to_thread(worker.join, 5)  # it ends by itself, once idle
     assert not worker.is_alive()
     again = await lane.call(threading.current_thread)
     assert again is not worker and again.is_alive()

@@ -12,7 +12,7 @@ from gateway.engine.lease import PROOF_SHARE
 from store import Lease, RenewResult, StoreUnavailable
 from tests.unit.scripted import Harness, body
 
-LEASE = 0.3
+LEASE = 0.15
 
 
 class Ticking(AgentBackend):

@@ -12,6 +12,7 @@ from gateway.protocol import events as e
 from store import StoreUnavailable
 from store.eventlog import LogMeta, LogRead, LogRef, LogWrite
 from store.eventlog.memory import MemoryEventLog
+from tests.unit.manual_time import ManualTime
 
 REF = LogRef("thread-key", "run-1")
 
@@ -55,10 +56,10 @@ class Owner:
         self.fenced = True
 
 
-def live(log: FlakyLog, bounds: Bounds | None = None) -> tuple[EventStream, LogWriter]:
+def live(log: FlakyLog, bounds: Bounds | None = None, time: ManualTime | None = None) -> tuple[EventStream, LogWriter]:
     owner = Owner()
     stream = owner.stream = EventStream(owner, bounds or Bounds())
-    writer = LogWriter(log, REF, owner, stream)
+    writer = LogWriter(log, REF, owner, stream, sleep=(time or ManualTime()).sleep)
     stream.watcher = writer
     return stream, writer
 
@@ -68,6 +69,14 @@ async def put(stream: EventStream, start: int, count: int) -> None:
         await stream.put([e.TextMessageContent(message_id="m", delta=f"d{index}")])
 
 
+async def finished(writer: LogWriter, time: ManualTime) -> None:
+    """`writer.finish()`, with time moved on while it waits out its retries."""
+    finishing = asyncio.ensure_future(writer.finish())
+    while not finishing.done():
+        await time.advance(0.05)
+    await finishing
+
+
 async def read(log: FlakyLog) -> tuple[list[tuple[int, str]], LogRead]:
     got = await log.read(REF, 0, 10_000)
     assert got is not None
@@ -75,12 +84,12 @@ async def read(log: FlakyLog) -> tuple[list[tuple[int, str]], LogRead]:
 
 
 async def test_events_are_written_behind_the_run_in_batches_each_position_once():
-    log = FlakyLog()
-    stream, writer = live(log)
+    log, time = FlakyLog(), ManualTime()
+    stream, writer = live(log, time=time)
     await put(stream, 1, 10)
-    await asyncio.sleep(FIRST_FLUSH_DELAY * 3)
+    await time.advance(FIRST_FLUSH_DELAY * 3)
     await put(stream, 11, 10)
-    await asyncio.sleep(FIRST_FLUSH_DELAY * 3)
+    await time.advance(FIRST_FLUSH_DELAY * 3)
     assert log.writes, "written while the run goes, not only at its end"
     await writer.finish()
     events, got = await read(log)
@@ -91,19 +100,18 @@ async def test_events_are_written_behind_the_run_in_batches_each_position_once()
 
 
 async def test_a_failed_write_is_tried_again_from_the_same_position_and_nothing_is_lost_or_repeated():
-    log = FlakyLog()
+    log, time = FlakyLog(), ManualTime()
     log.fail = 2  # the first write and its first retry fail (backoff 0.05 s, then 0.1 s)
-    stream, writer = live(log)
+    stream, writer = live(log, time=time)
     await put(stream, 1, 5)
-    await asyncio.sleep(FIRST_FLUSH_DELAY + 0.02)
+    await time.advance(FIRST_FLUSH_DELAY + 0.02)
     await put(stream, 6, 5)  # published while the writes fail
-    for _ in range(100):
-        if log.writes:
-            break
-        await asyncio.sleep(0.02)
+    await time.advance(0.04)
+    assert not log.writes, "still in the first backoff"
+    await time.advance(0.2)
     assert log.writes[0].entries[0][0] == 1, "the retry starts where the failed write started"
     await put(stream, 11, 5)
-    await writer.finish()
+    await finished(writer, time)
     events, got = await read(log)
     assert events == [(n, f"d{n}") for n in range(1, 16)] and got.ended
     written = [position for write in log.writes for position, _ in write.entries]
@@ -111,13 +119,13 @@ async def test_a_failed_write_is_tried_again_from_the_same_position_and_nothing_
 
 
 async def test_what_the_ring_trimmed_while_the_store_was_down_is_never_written():
-    log = FlakyLog()
+    log, time = FlakyLog(), ManualTime()
     log.fail = 3
-    stream, writer = live(log, Bounds(max_events=10))
+    stream, writer = live(log, Bounds(max_events=10), time)
     await put(stream, 1, 5)
-    await asyncio.sleep(FIRST_FLUSH_DELAY + 0.02)  # the first write went out and failed
+    await time.advance(FIRST_FLUSH_DELAY + 0.02)  # the first write went out and failed
     await put(stream, 6, 25)
-    await writer.finish()  # waits out the retries (0.05 + 0.1 + 0.2 s)
+    await finished(writer, time)  # waits out the retries (0.05 + 0.1 + 0.2 s)
     events, got = await read(log)
     assert stream.first == 21
     assert events == [(n, f"d{n}") for n in range(21, 31)] and got.first == 21 and got.ended
@@ -156,10 +164,10 @@ async def test_a_failed_closing_write_leaves_the_log_to_be_completed_from_the_ri
 
 
 async def test_the_last_write_is_retried_until_the_store_is_back():
-    log = FlakyLog()
+    log, time = FlakyLog(), ManualTime()
     log.fail = 2
-    stream, writer = live(log)
+    stream, writer = live(log, time=time)
     await put(stream, 1, 5)  # a short run: nothing written before its end
-    await writer.finish()
+    await finished(writer, time)
     events, got = await read(log)
     assert events == [(n, f"d{n}") for n in range(1, 6)] and got.ended

@@ -8,6 +8,7 @@ import asyncio
 from gateway.engine.retained import RetainedLogs
 from store.eventlog import LogMeta, LogRef
 from store.eventlog.memory import MemoryEventLog
+from tests.unit.manual_time import ManualTime
 
 
 class Clock:
@@ -43,17 +44,16 @@ async def test_past_the_budget_the_oldest_logs_expire_first_and_leave_a_tombston
 
 
 async def test_logs_past_their_retention_leave_the_budget_and_drop_their_events():
-    clock = Clock()
+    time = ManualTime()
     log = MemoryEventLog(0.2)
-    budget = RetainedLogs(log, 10_000, 0.2, clock=clock)
+    budget = RetainedLogs(log, 10_000, 0.2, clock=time.clock, sleep=time.sleep)
     first = await ended_log(log, "old", 100)
     budget.ended(first, 1, 100)
-    clock.now += 0.3
+    time.now += 0.3  # past its retention, before the sweep wakes
     second = await ended_log(log, "new", 100)
     budget.ended(second, 1, 100)
     assert budget.bytes == 100, "the old one left the count when the new one came"
-    clock.now += 0.3
-    await asyncio.sleep(0.1)  # the sweep looks once the oldest's retention has passed
+    await time.advance(0.3)  # the sweep looks once the oldest's retention has passed
     assert budget.bytes == 0 and len(budget) == 0
     read = await log.read(second, 0, 10)
     assert read is not None and read.entries == [] and read.first == 2

@@ -8,6 +8,7 @@ from collections.abc import Callable
 
 import pytest
 
+from gateway.engine import heartbeat
 from gateway.engine.stream import (
     MAX_FOLLOWERS,
     MAX_LAG,
@@ -19,6 +20,7 @@ from gateway.engine.stream import (
     TooManyFollowers,
 )
 from gateway.protocol import events as e
+from tests.unit.manual_time import ManualTime
 
 
 class Owner:
@@ -154,30 +156,44 @@ async def test_the_last_follower_leaving_detaches_unless_the_stream_ended():
     assert detached == [1]  # an ended stream is not a detach
 
 
-async def test_a_silent_stream_yields_heartbeats():
+@pytest.fixture
+async def beats():
+    """The loop's heartbeat clock on time the test moves by hand (a fresh loop clock again afterwards)."""
+    time = ManualTime()
+    heartbeat.install(heartbeat.HeartbeatClock(time.clock, time.sleep))
+    yield time
+    heartbeat.install(heartbeat.HeartbeatClock())
+
+
+async def test_a_silent_stream_yields_heartbeats(beats):
     stream = EventStream(QUIET)
     reading = stream.follow(stream.attach(0), 0.01)
-    assert await anext(reading) is None
+    beat = asyncio.ensure_future(anext(reading))
+    await beats.advance(0.02)
+    assert beat.done() and beat.result() is None
     await reading.aclose()
 
 
-async def test_heartbeats_come_after_the_interval_of_silence_and_data_restarts_it():
+async def test_heartbeats_come_after_the_interval_of_silence_and_data_restarts_it(beats):
     stream = EventStream(QUIET)
-    loop = asyncio.get_running_loop()
-    started = loop.time()
     reading = stream.follow(stream.attach(0), 0.2)
-    assert await anext(reading) is None
-    first = loop.time() - started
-    assert 0.15 <= first <= 0.35, first
+    beat = asyncio.ensure_future(anext(reading))
+    await beats.advance(0.15)
+    assert not beat.done(), "not before the interval"
+    await beats.advance(0.1)
+    assert beat.done() and beat.result() is None, "a heartbeat after 0.2 s of silence"
+    await beats.advance(0.1)
     await stream.put(text(1))
     assert [position for position, _ in await anext(reading)] == [1]
-    data_at = loop.time()
-    assert await anext(reading) is None
-    assert 0.15 <= loop.time() - data_at <= 0.35
+    beat = asyncio.ensure_future(anext(reading))
+    await beats.advance(0.15)
+    assert not beat.done(), "the data restarted the interval"
+    await beats.advance(0.1)
+    assert beat.done() and beat.result() is None
     await reading.aclose()
 
 
-async def test_thousands_of_silent_streams_share_one_clock_task_and_hold_no_timer_each():
+async def test_thousands_of_silent_streams_share_one_clock_task_and_hold_no_timer_each(beats):
     """Each follower of each stream gets its heartbeats, yet the loop holds one clock task and no timer per stream."""
     loop = asyncio.get_running_loop()
     tasks_before = len(asyncio.all_tasks())
@@ -185,12 +201,13 @@ async def test_thousands_of_silent_streams_share_one_clock_task_and_hold_no_time
     streams = [EventStream(QUIET) for _ in range(2000)]
     readers = [stream.follow(stream.attach(0), 0.2) for stream in streams for _ in range(2)]
     waiting = [asyncio.ensure_future(anext(reader)) for reader in readers]
-    await asyncio.sleep(0.05)
+    await beats.advance(0.05)
     timers = len(loop._scheduled) - timers_before  # type: ignore[attr-defined]
     assert timers < 10, f"{timers} timers for {len(streams)} silent streams"
     assert len(asyncio.all_tasks()) - tasks_before - len(waiting) <= 1, "one clock task at most"
-    beats = await asyncio.wait_for(asyncio.gather(*waiting), 2)
-    assert beats == [None] * len(readers)
+    await beats.advance(0.2)
+    assert all(beat.done() for beat in waiting)
+    assert [beat.result() for beat in waiting] == [None] * len(readers)
     for reader in readers:
         await reader.aclose()
 

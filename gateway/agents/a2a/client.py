@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 import msgspec
 
-from gateway import metrics, tracing
+from gateway import metrics, tls, tracing
 from gateway.jsondepth import too_deep
 
 MAX_FRAME_BYTES = 4 * 1024 * 1024  # one SSE data line from the agent
@@ -39,6 +39,7 @@ class A2AClient:
             headers=headers,
             timeout=httpx.Timeout(timeout, read=None),  # streams may be silent for long; liveness is the agent's
             limits=httpx.Limits(max_connections=200, max_keepalive_connections=50),
+            verify=tls.client_context(),
         )
 
     @staticmethod
