@@ -29,6 +29,9 @@ class ErrorCode(enum.Enum):
     SESSION_BACKUP_NOT_READY = ("SESSION_BACKUP_NOT_READY", 503, "AGENT_ERROR")  # the agent's session is syncing: retry
     A2A_PROTOCOL_ERROR = ("A2A_PROTOCOL_ERROR", 502, "AGENT_ERROR")
     A2A_EXECUTION_FAILED = ("A2A_EXECUTION_FAILED", 502, "AGENT_ERROR")
+    # The backend produced what AG-UI forbids (a state delta that does not apply, a snapshot past its bound, an
+    # unknown signal): the run ends before any of it reaches a client.
+    AGENT_PROTOCOL_ERROR = ("AGENT_PROTOCOL_ERROR", 502, "AGENT_ERROR")
     RATE_LIMIT_EXCEEDED = ("RATE_LIMIT_EXCEEDED", 429, "RATE_LIMIT_EXCEEDED")
     SERVICE_QUOTA_EXCEEDED = ("SERVICE_QUOTA_EXCEEDED", 429, "SERVICE_QUOTA_EXCEEDED")
     TOO_MANY_RUNS_ON_SOCKET = ("TOO_MANY_RUNS_ON_SOCKET", 429, "SERVICE_QUOTA_EXCEEDED")

@@ -20,6 +20,9 @@ RUNS_ENDED = Counter(
 RUNS_REFUSED = Counter("agui_runs_refused", "Runs refused before they started, by transport and error code.", ["transport", "code"])
 RUNS_IN_FLIGHT = Gauge("agui_runs_in_flight", "Runs in flight on this replica.")
 CONNECTIONS_OPEN = Gauge("agui_connections_open", "Open run streams: SSE responses and WebSocket connections.", ["kind"])
+SIGNALS_REFUSED = Counter(
+    "agui_signals_refused", "Backend signals that would have broken the protocol (the run failed), by signal type.", ["signal"]
+)
 EVENTS_SENT = Counter("agui_events_sent", "AG-UI events written to clients, by transport.", ["transport"])
 BYTES_SENT = Counter("agui_bytes_sent", "Bytes of events written to clients, by transport.", ["transport"])
 TIME_TO_FIRST_EVENT = Histogram(

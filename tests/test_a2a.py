@@ -69,6 +69,26 @@ def test_plain_requests_need_a_default_workspace_and_the_error_names_the_flag(ga
     assert "--default-cwd" in error["message"] and "AGUI_GATEWAY_DEFAULT_CWD" in error["message"]
 
 
+def test_a_plain_request_with_client_tools_is_refused_naming_the_agent(agent, client, tmp_path):
+    """The A2A runtime takes no client tools: a plain request that declares some is refused before it starts,
+    rather than run with its tools unused in silence."""
+    from tests.support import Gateway
+
+    server = Gateway(tmp_path, "--agent", "a2a+" + agent.url, "--default-cwd", "/tmp").start()
+    calls = len(agent.calls)
+    try:
+        body = run_body("plain")
+        body["forwardedProps"] = {}
+        body["tools"] = [{"name": "confirm", "description": "Ask", "parameters": {"type": "object"}}]
+        refused = client.post(server.url + "/", json=body)
+        error = refused.json()["error"]
+        assert refused.status_code == 400 and error["code"] == "INVALID_INPUT" and error["field"] == "tools"
+        assert "a2a agent cannot call client tools" in error["message"], error
+        assert len(agent.calls) == calls, "nothing reached the agent"
+    finally:
+        server.stop()
+
+
 def test_plain_text_agent(gateway_a2a, agent, client):
     body = run_body("plain")
     result = post_sse(client, gateway_a2a.url + "/", body)

@@ -78,6 +78,15 @@ class AgentRequest:
     image_count: int = 0
     message_id: str | None = None  # the AG-UI id of the user message
     images: tuple[tuple[str, str], ...] = ()  # (mimeType, base64) of the user message's inline images
+    # A plain AG-UI request (no iacCode extension) hands over the whole of it, as JSON: every message of the
+    # conversation (each with `id`, `role` and its content, `toolCalls`, `toolCallId`), the client's tools, its
+    # state and context, and the run it follows. With the extension, none of these (the seed contract).
+    plain: bool = False
+    messages: tuple[dict[str, Any], ...] = ()
+    tools: tuple[dict[str, Any], ...] = ()
+    state: Any = None
+    context: tuple[Any, ...] = ()
+    parent_run_id: str | None = None
     resume: tuple[ResumeAnswer, ...] = ()
     checkpoint: Any = None
     # True once the run was handed to another replica (drain, or a newer owner): leave the agent's task running.
@@ -94,6 +103,9 @@ class AgentBackend(abc.ABC):
     # Whether plain AG-UI requests (no iacCode) may run in a workspace the gateway creates under its state
     # directory when the operator chose none. Real backends work on real files: they need the operator's choice.
     plain_workspace: bool = False
+    # Whether the backend can call tools the client declares (a plain request's `tools`); a backend that cannot
+    # refuses a non-empty list before the run starts rather than leave the client's tools unused in silence.
+    client_tools: bool = False
 
     @abc.abstractmethod
     def run(self, request: AgentRequest) -> AsyncIterator[Signal]:

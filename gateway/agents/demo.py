@@ -1,4 +1,5 @@
-"""The embedded, deterministic demo agent (spec/DEMO_AGENT.md): plain echo, reasoning, tools, questions, pipelines."""
+"""The embedded, deterministic demo agent (docs/agents.md): plain echo, reasoning, tools, questions, pipelines, and
+(demo_protocol.py) the commands for the rest of AG-UI 1.0."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import re
 from collections.abc import AsyncIterator
 from typing import Any
 
+from gateway.agents import demo_protocol
 from gateway.agents import signals as s
 from gateway.agents.base import AgentBackend, AgentRequest, ResumeAnswer
 
@@ -45,6 +47,7 @@ def _number(argument: str, default: float, limit: float) -> float:
 class DemoAgent(AgentBackend):
     name = "demo"
     plain_workspace = True  # it touches no files: plain AG-UI clients work out of the box
+    client_tools = True  # /frontend calls the client's own tools
 
     def __init__(self) -> None:
         self.executions = 0  # tool executions performed by this process (shows a tool never runs twice)
@@ -53,6 +56,8 @@ class DemoAgent(AgentBackend):
         """The command's own stream, returned rather than relayed: an idle run holds one generator, not two."""
         if request.resume:
             return self._resume(request)
+        if request.plain and request.messages and request.messages[-1].get("role") == "tool":
+            return demo_protocol.tool_returned(request)
         text = (request.user_text or "").strip()
         command, _, argument = text.partition(" ")
         argument = argument.strip()
@@ -65,6 +70,7 @@ class DemoAgent(AgentBackend):
             "/sleep": self._sleep,
             "/fail": self._fail,
             "/flood": self._flood,
+            **demo_protocol.COMMANDS,
         }.get(command.lower() if command.startswith("/") else "")
         return handler(request, argument) if handler else self._echo(request, text)
 

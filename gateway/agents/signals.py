@@ -12,10 +12,14 @@ class Signal(Struct, kw_only=True):
 
 
 class TextDelta(Signal):
-    """Assistant text. Deltas with one `message_id` form one message; messages with different ids may interleave."""
+    """Assistant text. Deltas with one `message_id` form one message; messages with different ids may interleave.
+    The message's `role` and `name`, and the sub-agent it belongs to, are read from its first delta."""
 
     text: str
     message_id: str | None = None  # the agent's own id, kept as the AG-UI message id; None: the gateway picks one
+    role: str = "assistant"  # assistant, developer, system or user
+    name: str | None = None
+    subagent_run_id: str | None = None
 
 
 class TextEnd(Signal):
@@ -35,6 +39,8 @@ class ReasoningEnd(Signal):
 class ToolStart(Signal):
     tool_call_id: str
     name: str
+    parent_message_id: str | None = None
+    subagent_run_id: str | None = None
 
 
 class ToolArgs(Signal):
@@ -84,6 +90,73 @@ class ActivitySnapshot(Signal):
     replace: bool | None = None
 
 
+class ActivityDelta(Signal):
+    """An RFC 6902 patch to the activity `message_id` a snapshot opened."""
+
+    message_id: str
+    activity_type: str
+    patch: list[dict[str, Any]]
+
+
+class StateSnapshot(Signal):
+    """The run's whole shared state (a JSON value; AG-UI apps use an object)."""
+
+    snapshot: Any
+
+
+class StateDelta(Signal):
+    """An RFC 6902 JSON Patch to the run's current state: refused at the source when it does not apply."""
+
+    patch: list[dict[str, Any]]
+
+
+class MessagesSnapshot(Signal):
+    """The whole conversation as AG-UI messages (each a JSON object with `id` and `role`)."""
+
+    messages: list[dict[str, Any]]
+
+
+class Raw(Signal):
+    """An event of the agent's own framework, passed through as it came."""
+
+    event: Any
+    source: str | None = None
+
+
+class CustomEvent(Signal):
+    """A CUSTOM event under the agent's own name (the iac-code names are the gateway's: see PipelineEvent etc.)."""
+
+    name: str
+    value: Any
+
+
+class ReasoningEncrypted(Signal):
+    """An encrypted reasoning value for a message or a tool call, which the client keeps and sends back."""
+
+    subtype: str  # "message" or "tool-call"
+    entity_id: str
+    encrypted_value: str
+
+
+class SubagentStart(Signal):
+    subagent_run_id: str
+    name: str
+    description: str | None = None
+    parent_tool_call_id: str | None = None
+    parent_message_id: str | None = None
+
+
+class SubagentFinish(Signal):
+    subagent_run_id: str
+    result: Any = None
+
+
+class SubagentError(Signal):
+    subagent_run_id: str
+    message: str
+    code: str | None = None
+
+
 class Usage(Signal):
     input_tokens: int | None = None
     output_tokens: int | None = None
@@ -130,6 +203,8 @@ class InputRequired(Signal):
 
 class Completed(Signal):
     result: Any = None
+    # Client tools the agent called and the client is to run: the next run carries their `tool` messages.
+    pending_tool_call_ids: tuple[str, ...] = ()
 
 
 class Failed(Signal):

@@ -8,7 +8,7 @@ import logging
 from collections.abc import AsyncIterator, Coroutine
 from typing import TYPE_CHECKING, Any
 
-from gateway import PROTOCOL_VERSION
+from gateway import PROTOCOL_VERSION, metrics
 from gateway.agents import signals as s
 from gateway.agents.base import ResumeAnswer
 from gateway.engine.faults import STORE_FAILURES, failed_signal_error, store_error
@@ -63,7 +63,7 @@ async def _terminal(run: Run, signal: s.Signal) -> Outcome:
     if isinstance(signal, s.InputRequired):
         return Interrupted(signal)
     assert isinstance(signal, s.Completed)
-    return Completed(signal.result)
+    return Completed(signal.result, signal.pending_tool_call_ids)
 
 
 async def announce(run: Run) -> None:
@@ -123,7 +123,13 @@ async def _consume(run: Run, signals: AsyncIterator[s.Signal], digests: dict[str
                 continue
             if not run.may_publish():  # the lease is no longer proven: the run was stopped; nothing more is shown
                 raise asyncio.CancelledError
-            await run.stream.put(run.translator.translate(signal))
+            try:
+                events = run.translator.translate(signal)
+            except GatewayError as error:  # the backend broke the protocol: none of this signal is shown
+                metrics.labelled(metrics.SIGNALS_REFUSED, type(signal).__name__).inc()
+                log.warning("run %s: %s", run.lease.run_id, error.detail)
+                return Failed(error)
+            await run.stream.put(events)
         return Completed()
     finally:
         await _close(signals)

@@ -105,6 +105,10 @@ class RunEngine:
         `retry`: the client retries this request to follow its run (it sent `Last-Event-ID`): a run of the same
         request that was admitted but never started (its answer was lost) is admitted again instead of refused."""
         check_user_id(caller, prepared.user_id)
+        if prepared.run.tools and not self.agent.client_tools:
+            raise GatewayError(
+                ErrorCode.INVALID_INPUT, "tools", f"The {self.agent.name} agent cannot call client tools; send an empty list."
+            )
         if not self.accepting:
             raise GatewayError(ErrorCode.SHUTTING_DOWN)
         if self.max_runs and self._unsettled + self._starting >= self.max_runs:

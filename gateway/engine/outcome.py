@@ -13,6 +13,7 @@ from gateway.protocol import events as e
 @dataclass(frozen=True, slots=True)
 class Completed:
     result: Any = None
+    pending_tool_call_ids: tuple[str, ...] = ()  # client tools the client is to run (RUN_FINISHED success states them)
 
 
 @dataclass(frozen=True, slots=True)

@@ -33,6 +33,11 @@ class PreparedRun:
         return user_id if isinstance(user_id, str) else None
 
     @property
+    def plain(self) -> bool:
+        """A plain AG-UI request (no iacCode extension): the whole protocol, both ways (CONTRACT §2.2)."""
+        return self.run.forwarded_props.iacCode is msgspec.UNSET
+
+    @property
     def is_resume(self) -> bool:
         return bool(self.run.resume)
 
@@ -67,7 +72,7 @@ def prepare(
         workspace = validate.resolve_workspace(run, allowed_roots, default_cwd)
         images = validate.check_images(run)
         text = validate.last_user_text(run)
-        if text is None and not run.resume:
+        if text is None and not run.resume and not validate.continues_with_tool_results(run):
             raise validate.invalid("messages", "A new run needs a user message.")
     except GatewayError as exc:
         exc.language = language

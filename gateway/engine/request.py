@@ -3,6 +3,7 @@ prepared run becomes an `AgentRequest`."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from typing import Any
 
@@ -59,7 +60,7 @@ def agent_request(
     principals' threads never share a backend context."""
     run = prepared.run
     message = validate.last_user_message(run)
-    return AgentRequest(
+    request = AgentRequest(
         thread_id=lease.thread_id,
         run_id=run.run_id,
         execution_id=lease.execution_id,
@@ -72,5 +73,18 @@ def agent_request(
         images=validate.inline_images(message) if prepared.image_count else (),
         resume=answers,
         checkpoint=checkpoint if answers else None,
-        **({"released": released} if released is not None else {}),
+    )
+    if released is not None:
+        request = dataclasses.replace(request, released=released)
+    if not prepared.plain:
+        return request
+    parent = run.parent_run_id
+    return dataclasses.replace(
+        request,
+        plain=True,
+        messages=tuple(msgspec.to_builtins(run.messages)),
+        tools=tuple(tool for tool in run.tools if isinstance(tool, dict)),
+        state=run.state,
+        context=tuple(run.context),
+        parent_run_id=parent if isinstance(parent, str) else None,
     )

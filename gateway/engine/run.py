@@ -14,6 +14,7 @@ from opentelemetry.trace import Span
 
 from gateway import metrics
 from gateway.agents.base import AgentBackend
+from gateway.engine import documents
 from gateway.engine.lease import LeaseKeeper, Sleep
 from gateway.engine.logwriter import LogPolicy, LogWriter
 from gateway.engine.machine import RunEvent, RunMachine, RunState, StopReason
@@ -111,7 +112,11 @@ class Run:
         self.running = False  # True once the task has begun: only then may stop() cancel it
         reopen = execution.open_steps if prepared.is_resume and execution is not None and execution.status == "interrupted" else []
         self.translator = Translator(
-            _session(prepared, execution), execution.sequence if execution else 0, reopen, services.agent.session_keys
+            _session(prepared, execution),
+            execution.sequence if execution else 0,
+            reopen,
+            services.agent.session_keys,
+            prepared.run.state if prepared.plain else documents.UNSET,  # the state the client holds, which patches fit
         )
         if adoption is not None:
             restore(self.translator, adoption.replayed)

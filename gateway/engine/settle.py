@@ -103,7 +103,11 @@ def _terminal_events(run: Run, outcome: Outcome) -> list[e.Event]:
     thread_id, run_id = run.thread_id, run.lease.run_id
     if isinstance(outcome, Completed):
         finished = e.RunFinished(
-            thread_id=thread_id, run_id=run_id, outcome=e.SuccessOutcome(), result=outcome.result, usage=list(run.translator.usage) or None
+            thread_id=thread_id,
+            run_id=run_id,
+            outcome=e.SuccessOutcome(pending_tool_call_ids=list(outcome.pending_tool_call_ids) or None),
+            result=outcome.result,
+            usage=list(run.translator.usage) or None,
         )
         return [*_closing(run), finished]
     if isinstance(outcome, Interrupted):

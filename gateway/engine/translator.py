@@ -7,6 +7,8 @@ from collections.abc import Callable
 from typing import Any
 
 from gateway.agents import signals as s
+from gateway.engine import documents
+from gateway.engine.documents import MAX_SNAPSHOT_BYTES, MAX_STATE_BYTES, bounded, patched, refused
 from gateway.protocol import events as e
 
 SESSION_EVENT = "iac-code.session.v1"
@@ -24,13 +26,41 @@ def _without(open_ids: tuple[str, ...], closing: str) -> tuple[str, ...]:
     return tuple(open_id for open_id in open_ids if open_id != closing)
 
 
+TEXT_ROLES = frozenset({"assistant", "developer", "system", "user"})
+IAC_NAMES = frozenset({SESSION_EVENT, PIPELINE_EVENT, ARTIFACT_EVENT, TOOL_PROGRESS_EVENT})
+
+
 class Translator:
-    """Per run. `sequence` continues the execution's custom-event numbering across its runs."""
+    """Per run. `sequence` continues the execution's custom-event numbering across its runs; `state` is the
+    run's shared state as the client holds it (the request's, on a plain request), which each patch must fit.
+    A signal that would break the protocol raises the AGENT_PROTOCOL_ERROR that ends the run, before any of its
+    events is sent; so does a signal the table does not know."""
 
-    __slots__ = ("awaits", "reasoning_id", "sequence", "session", "session_sent", "steps", "text_ids_used", "texts", "tools", "usage")
+    __slots__ = (
+        "activities",
+        "awaits",
+        "owners",
+        "reasoning_id",
+        "sequence",
+        "session",
+        "session_sent",
+        "state",
+        "steps",
+        "subagents",
+        "text_ids_used",
+        "texts",
+        "tools",
+        "usage",
+    )
 
-    def __init__(self, session: dict[str, Any], sequence: int, open_steps: list[str], awaits: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self, session: dict[str, Any], sequence: int, open_steps: list[str], awaits: tuple[str, ...] = (), state: Any = documents.UNSET
+    ) -> None:
         self.session = session
+        self.state = state
+        self.activities: dict[str, Any] | None = None  # activity message id -> its content (created on first use)
+        self.owners: dict[str, str] | None = None  # AG-UI message or tool call id -> the sub-agent that owns it
+        self.subagents: dict[str, bool] | None = None  # sub-agent run id -> still active
         self.awaits = awaits  # the identities the session event waits for (the backend's `session_keys`)
         self.sequence = sequence
         self.session_sent = False
@@ -44,9 +74,21 @@ class Translator:
         self.usage: tuple[e.TokenUsage, ...] = ()
 
     # -- spans -----------------------------------------------------------------
+    def _owner(self, entity_id: str) -> str | None:
+        return self.owners.get(entity_id) if self.owners else None
+
+    def _own(self, entity_id: str, subagent: str | None) -> None:
+        if subagent is None:
+            return
+        if not (self.subagents or {}).get(subagent):
+            raise refused(f"sub-agent {subagent[:80]!r} is not active")
+        if self.owners is None:
+            self.owners = {}
+        self.owners[entity_id] = subagent
+
     def _close_text(self, out: list[e.Event]) -> None:
         for message_id in self.texts.values():
-            out.append(e.TextMessageEnd(message_id=message_id))
+            out.append(e.TextMessageEnd(message_id=message_id, subagent_run_id=self._owner(message_id)))
         self.texts.clear()
 
     def _close_reasoning(self, out: list[e.Event]) -> None:
@@ -64,11 +106,17 @@ class Translator:
         out: list[e.Event] = []
         self._close_messages(out)
         for call_id in self.tools:
-            out.append(e.ToolCallEnd(tool_call_id=call_id))
+            out.append(e.ToolCallEnd(tool_call_id=call_id, subagent_run_id=self._owner(call_id)))
         self.tools = ()
         for name in reversed(self.steps):
             out.append(e.StepFinished(step_name=name))
         self.steps = ()
+        for subagent, active in (self.subagents or {}).items():
+            if active:  # a run never finishes with a sub-agent still active
+                out.append(
+                    e.SubagentError(subagent_run_id=subagent, message="The run ended before the sub-agent finished.", code="UNFINISHED")
+                )
+        self.subagents = None
         return out
 
     def reopen_steps(self) -> list[e.Event]:
@@ -103,8 +151,9 @@ class Translator:
         if isinstance(signal, s.SessionInfo):
             return out
         handler = _HANDLERS.get(type(signal))
-        if handler is not None:
-            handler(self, signal, out)
+        if handler is None:
+            raise refused(f"the backend sent a signal the gateway does not know ({type(signal).__name__})")
+        handler(self, signal, out)
         return out
 
     def _text(self, signal: s.TextDelta, out: list[e.Event]) -> None:
@@ -113,11 +162,17 @@ class Translator:
         self._close_reasoning(out)
         key = signal.message_id
         message_id = self.texts.get(key)
+        subagent = signal.subagent_run_id
         if message_id is None:
+            if signal.role not in TEXT_ROLES:
+                raise refused(f"a text message's role must be one of {sorted(TEXT_ROLES)}, not {signal.role[:40]!r}")
             message_id = self._text_id(key)
+            self._own(message_id, subagent)
             self.texts[key] = message_id
-            out.append(e.TextMessageStart(message_id=message_id, role="assistant"))
-        out.append(e.TextMessageContent(message_id=message_id, delta=signal.text))
+            out.append(e.TextMessageStart(message_id=message_id, role=signal.role, name=signal.name, subagent_run_id=subagent))
+        else:
+            subagent = self._owner(message_id)
+        out.append(e.TextMessageContent(message_id=message_id, delta=signal.text, subagent_run_id=subagent))
 
     def _text_id(self, key: str | None) -> str:
         """The agent's id when it names one, made unique if that message was already closed in this run."""
@@ -134,7 +189,8 @@ class Translator:
         if signal.message_id is None:
             self._close_text(out)
         elif signal.message_id in self.texts:
-            out.append(e.TextMessageEnd(message_id=self.texts.pop(signal.message_id)))
+            message_id = self.texts.pop(signal.message_id)
+            out.append(e.TextMessageEnd(message_id=message_id, subagent_run_id=self._owner(message_id)))
 
     def _reasoning(self, signal: s.ReasoningDelta, out: list[e.Event]) -> None:
         if not signal.text:
@@ -152,17 +208,26 @@ class Translator:
     def _tool_start(self, signal: s.ToolStart, out: list[e.Event]) -> None:
         self._close_messages(out)
         if signal.tool_call_id not in self.tools:
+            self._own(signal.tool_call_id, signal.subagent_run_id)
             self.tools = (*self.tools, signal.tool_call_id)
-            out.append(e.ToolCallStart(tool_call_id=signal.tool_call_id, tool_call_name=signal.name))
+            start = e.ToolCallStart(
+                tool_call_id=signal.tool_call_id,
+                tool_call_name=signal.name,
+                parent_message_id=signal.parent_message_id,
+                subagent_run_id=signal.subagent_run_id,
+            )
+            out.append(start)
 
     def _tool_args(self, signal: s.ToolArgs, out: list[e.Event]) -> None:
         if signal.tool_call_id in self.tools and signal.delta:
-            out.append(e.ToolCallArgs(tool_call_id=signal.tool_call_id, delta=signal.delta))
+            out.append(
+                e.ToolCallArgs(tool_call_id=signal.tool_call_id, delta=signal.delta, subagent_run_id=self._owner(signal.tool_call_id))
+            )
 
     def _tool_end(self, signal: s.ToolEnd, out: list[e.Event]) -> None:
         if signal.tool_call_id in self.tools:
             self.tools = _without(self.tools, signal.tool_call_id)
-            out.append(e.ToolCallEnd(tool_call_id=signal.tool_call_id))
+            out.append(e.ToolCallEnd(tool_call_id=signal.tool_call_id, subagent_run_id=self._owner(signal.tool_call_id)))
 
     def _tool_result(self, signal: s.ToolResult, out: list[e.Event]) -> None:
         self._close_messages(out)
@@ -200,9 +265,90 @@ class Translator:
 
     def _activity(self, signal: s.ActivitySnapshot, out: list[e.Event]) -> None:
         message_id = signal.message_id or _new_id("activity")
+        content = bounded(signal.content, MAX_SNAPSHOT_BYTES, "an activity snapshot")
+        if self.activities is None:
+            self.activities = {}
+        self.activities[message_id] = content
+        out.append(e.ActivitySnapshot(message_id=message_id, activity_type=signal.activity_type, content=content, replace=signal.replace))
+
+    def _activity_delta(self, signal: s.ActivityDelta, out: list[e.Event]) -> None:
+        activities = self.activities or {}
+        before = activities.get(signal.message_id, documents.UNSET)
+        activities[signal.message_id] = patched(before, signal.patch, "activity")
+        out.append(e.ActivityDelta(message_id=signal.message_id, activity_type=signal.activity_type, patch=signal.patch))
+
+    # -- documents: shared state, snapshots, raw and custom events ------------------------
+    def _state_snapshot(self, signal: s.StateSnapshot, out: list[e.Event]) -> None:
+        self._close_messages(out)
+        self.state = bounded(signal.snapshot, MAX_STATE_BYTES, "the state snapshot")
+        out.append(e.StateSnapshot(snapshot=self.state))
+
+    def _state_delta(self, signal: s.StateDelta, out: list[e.Event]) -> None:
+        self._close_messages(out)
+        self.state = patched(self.state, signal.patch, "state")
+        out.append(e.StateDelta(delta=signal.patch))
+
+    def _messages_snapshot(self, signal: s.MessagesSnapshot, out: list[e.Event]) -> None:
+        self._close_messages(out)
+        for index, message in enumerate(signal.messages):
+            if not isinstance(message, dict) or not isinstance(message.get("id"), str) or not isinstance(message.get("role"), str):
+                raise refused(f"message {index} of the messages snapshot has no id or role")
+        out.append(e.MessagesSnapshot(messages=bounded(signal.messages, MAX_SNAPSHOT_BYTES, "the messages snapshot")))
+
+    def _raw(self, signal: s.Raw, out: list[e.Event]) -> None:
+        out.append(e.Raw(event=bounded(signal.event, MAX_SNAPSHOT_BYTES, "a raw event"), source=signal.source))
+
+    def _custom_event(self, signal: s.CustomEvent, out: list[e.Event]) -> None:
+        if not signal.name or signal.name in IAC_NAMES:
+            raise refused(f"a custom event may not be named {signal.name[:80]!r}")
+        out.append(e.Custom(name=signal.name, value=bounded(signal.value, MAX_SNAPSHOT_BYTES, "a custom event's value")))
+
+    def _encrypted(self, signal: s.ReasoningEncrypted, out: list[e.Event]) -> None:
+        if signal.subtype not in ("message", "tool-call"):
+            raise refused(f"an encrypted reasoning value's subtype must be message or tool-call, not {signal.subtype[:40]!r}")
+        out.append(e.ReasoningEncryptedValue(subtype=signal.subtype, entity_id=signal.entity_id, encrypted_value=signal.encrypted_value))
+
+    # -- sub-agents ------------------------------------------------------------------------
+    def _subagent_start(self, signal: s.SubagentStart, out: list[e.Event]) -> None:
+        if self.subagents is None:
+            self.subagents = {}
+        if signal.subagent_run_id in self.subagents:
+            raise refused(f"sub-agent {signal.subagent_run_id[:80]!r} was already started in this run")
+        self._close_messages(out)
+        self.subagents[signal.subagent_run_id] = True
         out.append(
-            e.ActivitySnapshot(message_id=message_id, activity_type=signal.activity_type, content=signal.content, replace=signal.replace)
+            e.SubagentStarted(
+                subagent_run_id=signal.subagent_run_id,
+                name=signal.name,
+                description=signal.description,
+                parent_tool_call_id=signal.parent_tool_call_id,
+                parent_message_id=signal.parent_message_id,
+            )
         )
+
+    def _subagent_end(self, signal: s.SubagentFinish | s.SubagentError, out: list[e.Event]) -> None:
+        if not (self.subagents or {}).get(signal.subagent_run_id):
+            raise refused(f"sub-agent {signal.subagent_run_id[:80]!r} is not active")
+        self._close_owned(signal.subagent_run_id, out)
+        assert self.subagents is not None
+        self.subagents[signal.subagent_run_id] = False
+        if isinstance(signal, s.SubagentError):
+            out.append(e.SubagentError(subagent_run_id=signal.subagent_run_id, message=signal.message, code=signal.code))
+        else:
+            out.append(
+                e.SubagentFinished(subagent_run_id=signal.subagent_run_id, outcome=e.SubagentFinishedOutcome(), result=signal.result)
+            )
+
+    def _close_owned(self, subagent: str, out: list[e.Event]) -> None:
+        """The sub-agent's open messages and tool calls end with it."""
+        for key, message_id in list(self.texts.items()):
+            if self._owner(message_id) == subagent:
+                del self.texts[key]
+                out.append(e.TextMessageEnd(message_id=message_id, subagent_run_id=subagent))
+        for call_id in self.tools:
+            if self._owner(call_id) == subagent:
+                self.tools = _without(self.tools, call_id)
+                out.append(e.ToolCallEnd(tool_call_id=call_id, subagent_run_id=subagent))
 
     def _usage(self, signal: s.Usage, out: list[e.Event]) -> None:
         self._add_usage(signal)
@@ -242,5 +388,15 @@ _HANDLERS: dict[type[s.Signal], Callable[[Translator, Any, list[e.Event]], None]
     s.PipelineEvent: Translator._pipeline,
     s.Artifact: Translator._artifact,
     s.ActivitySnapshot: Translator._activity,
+    s.ActivityDelta: Translator._activity_delta,
+    s.StateSnapshot: Translator._state_snapshot,
+    s.StateDelta: Translator._state_delta,
+    s.MessagesSnapshot: Translator._messages_snapshot,
+    s.Raw: Translator._raw,
+    s.CustomEvent: Translator._custom_event,
+    s.ReasoningEncrypted: Translator._encrypted,
+    s.SubagentStart: Translator._subagent_start,
+    s.SubagentFinish: Translator._subagent_end,
+    s.SubagentError: Translator._subagent_end,
     s.Usage: Translator._usage,
 }

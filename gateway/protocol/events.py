@@ -12,6 +12,7 @@ class Event(Struct, tag_field="type", rename="camel", omit_defaults=True, kw_onl
     """Base of all events: optional fields default to None and are omitted, never sent as null."""
 
     metadata: dict[str, Any] | None = None
+    subagent_run_id: str | None = None  # the sub-agent an event belongs to (AG-UI 1.0)
 
 
 class RunStarted(Event, tag="RUN_STARTED"):
@@ -41,8 +42,8 @@ class Interrupt(Struct, rename="camel", omit_defaults=True):
     metadata: dict[str, Any] | None = None
 
 
-class SuccessOutcome(Struct, tag_field="type", tag="success", omit_defaults=True):
-    pass
+class SuccessOutcome(Struct, tag_field="type", tag="success", omit_defaults=True, rename="camel"):
+    pending_tool_call_ids: list[str] | None = None
 
 
 class InterruptOutcome(Struct, tag_field="type", tag="interrupt"):
@@ -70,6 +71,7 @@ class RunError(Event, tag="RUN_ERROR"):
 class TextMessageStart(Event, tag="TEXT_MESSAGE_START"):
     message_id: str
     role: str  # always sent (omit_defaults would drop a default): the TypeScript schema requires it
+    name: str | None = None
 
 
 class TextMessageContent(Event, tag="TEXT_MESSAGE_CONTENT"):
@@ -138,6 +140,59 @@ class ActivitySnapshot(Event, tag="ACTIVITY_SNAPSHOT"):
     activity_type: str
     content: dict[str, Any]
     replace: bool | None = None
+
+
+class ActivityDelta(Event, tag="ACTIVITY_DELTA"):
+    message_id: str
+    activity_type: str
+    patch: list[dict[str, Any]]
+
+
+class StateSnapshot(Event, tag="STATE_SNAPSHOT"):
+    snapshot: Any
+
+
+class StateDelta(Event, tag="STATE_DELTA"):
+    delta: list[dict[str, Any]]
+
+
+class MessagesSnapshot(Event, tag="MESSAGES_SNAPSHOT"):
+    messages: list[dict[str, Any]]
+
+
+class Raw(Event, tag="RAW"):
+    event: Any
+    source: str | None = None
+
+
+class ReasoningEncryptedValue(Event, tag="REASONING_ENCRYPTED_VALUE"):
+    subtype: str
+    entity_id: str
+    encrypted_value: str
+
+
+class SubagentFinishedOutcome(Struct, tag_field="type", tag="success"):
+    pass
+
+
+class SubagentStarted(Event, tag="SUBAGENT_STARTED"):
+    subagent_run_id: str  # required here: the event names the sub-agent it starts
+    name: str
+    description: str | None = None
+    parent_tool_call_id: str | None = None
+    parent_message_id: str | None = None
+
+
+class SubagentFinished(Event, tag="SUBAGENT_FINISHED"):
+    subagent_run_id: str
+    outcome: SubagentFinishedOutcome | None = None
+    result: Any = None
+
+
+class SubagentError(Event, tag="SUBAGENT_ERROR"):
+    subagent_run_id: str
+    message: str
+    code: str | None = None
 
 
 class Custom(Event, tag="CUSTOM"):

@@ -14,7 +14,7 @@ import msgspec
 
 from gateway.errors import ErrorCode, GatewayError
 from gateway.jsondepth import MAX_JSON_DEPTH, too_deep
-from gateway.protocol.input import IacCode, ImagePart, RunAgentInput, TextPart, UserMessage
+from gateway.protocol.input import IacCode, ImagePart, RunAgentInput, TextPart, ToolMessage, UserMessage
 
 MAX_BODY_BYTES = 12 * 1024 * 1024
 MAX_IMAGE_BYTES = 8 * 1024 * 1024
@@ -98,9 +98,44 @@ def _real_roots(roots: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(os.path.realpath(root) for root in roots)
 
 
+MAX_TOOLS = 128
+MAX_TOOLS_BYTES = 256 * 1024
+_TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+
+
 def check_tools(run: RunAgentInput) -> None:
-    if run.tools:
-        raise invalid("tools", "Client-defined tools are not supported; send an empty list.")
+    """With the iacCode extension, `tools` must be empty (the seed contract). A plain request's client tools are
+    checked one by one: a name of `[A-Za-z0-9_-]{1,64}`, a string description, JSON Schema `parameters` as an
+    object; at most MAX_TOOLS of them, MAX_TOOLS_BYTES in all, and no name twice."""
+    if not run.tools:
+        return
+    if run.forwarded_props.iacCode is not msgspec.UNSET:
+        raise invalid("tools", "Client-defined tools are not supported with the iacCode extension; send an empty list.")
+    if len(run.tools) > MAX_TOOLS:
+        raise invalid("tools", f"At most {MAX_TOOLS} tools.")
+    if len(msgspec.json.encode(run.tools)) > MAX_TOOLS_BYTES:
+        raise invalid("tools", f"The tool definitions exceed {MAX_TOOLS_BYTES // 1024} KiB in all.")
+    names: set[str] = set()
+    for index, tool in enumerate(run.tools):
+        field = f"tools[{index}]"
+        if not isinstance(tool, dict):
+            raise invalid(field, "A tool is an object with name, description and parameters.")
+        name = tool.get("name")
+        if not isinstance(name, str) or not _TOOL_NAME.match(name):
+            raise invalid(f"{field}.name", "A tool name is 1 to 64 of A-Z, a-z, 0-9, _ and -.")
+        if name in names:
+            raise invalid(f"{field}.name", "Two tools have this name.")
+        names.add(name)
+        if not isinstance(tool.get("description", ""), str):
+            raise invalid(f"{field}.description", "A tool description is a string.")
+        if not isinstance(tool.get("parameters", {}), dict):
+            raise invalid(f"{field}.parameters", "A tool's parameters are a JSON Schema object.")
+
+
+def continues_with_tool_results(run: RunAgentInput) -> bool:
+    """A plain run whose newest message is a `tool` result (the client ran a tool the last run called): valid
+    with no new user message."""
+    return run.forwarded_props.iacCode is msgspec.UNSET and bool(run.messages) and isinstance(run.messages[-1], ToolMessage)
 
 
 def check_images(run: RunAgentInput) -> int:
