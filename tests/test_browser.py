@@ -268,3 +268,48 @@ def test_a_dropped_websocket_attaches_again_and_the_answer_ends_complete(page, g
         proxy.cut()  # the server side of the socket is gone; the run goes on in its grace window
         expect(page.get_by_test_id("assistant").last).to_have_text(expected, timeout=20000)
         assert page.get_by_test_id("assistant").count() == 1
+
+
+@pytest.mark.parametrize("mode", ["ws", "sse"])
+def test_plain_mode_shows_shared_state_and_the_plan_live_and_runs_the_pages_own_tool(page, gateway, mode):
+    """With no workspace the page sends plain AG-UI requests: its state goes back with each run (turns count up),
+    /plan's steps are drawn from the state deltas, and /frontend calls the page's `show_notice`, which the page
+    runs before sending its result in the next run."""
+    open_ui(page, gateway, cwd="")
+    if mode == "sse":
+        page.get_by_test_id("transport-sse").check()
+    send(page, "/plan 3")
+    plan = page.get_by_test_id("plan").locator("li")
+    expect(plan).to_have_count(3)
+    expect(page.get_by_test_id("plan").locator("li[data-status=completed]")).to_have_count(3, timeout=10000)
+    expect(plan.first).to_contain_text("Step 1")
+    send(page, "/state first")
+    expect(page.get_by_test_id("assistant").last).to_have_text("State updated: turn 1")
+    send(page, "/state second")
+    expect(page.get_by_test_id("assistant").last).to_have_text("State updated: turn 2")
+    state = page.get_by_test_id("state")
+    expect(state).to_contain_text('"turns":2')
+    expect(state).to_contain_text('"lastMessage":"second"')
+    send(page, '/frontend show_notice {"text":"hi there"}')
+    expect(page.get_by_test_id("tool-result").last).to_have_text("Shown: hi there")
+    expect(page.get_by_test_id("assistant").last).to_have_text("The show_notice tool returned: Shown: hi there")
+    expect(page.get_by_test_id("status")).to_have_text("Done")
+    expect(page.get_by_test_id("error")).to_have_count(0)
+
+
+def test_a_pending_question_keeps_its_form_blocks_send_and_is_shown_once(page, gateway):
+    open_ui(page, gateway)
+    send(page, "/ask Which region?")
+    form = page.get_by_test_id("interrupts")
+    expect(form).to_be_visible()
+    expect(page.get_by_test_id("send")).to_be_disabled()
+    assert form.inner_text().count("Which region?") == 1, form.inner_text()
+    page.get_by_label("Message").fill("a message typed while the question waits")
+    page.get_by_label("Message").press("Enter")
+    expect(form).to_be_visible()
+    expect(page.get_by_test_id("error")).to_have_count(0)
+    expect(page.get_by_label("Message")).to_have_value("a message typed while the question waits")
+    form.get_by_label("Yes").check()
+    page.get_by_test_id("answer").click()
+    expect(page.get_by_test_id("assistant").last).to_contain_text("yes")
+    expect(page.get_by_test_id("send")).to_be_enabled()

@@ -44,6 +44,7 @@ async def health(services: Services) -> dict[str, object]:
             **({"reattach": reattach} if reattach else {}),
         },
         "agent": ctx.agent_name,
+        "clientTools": ctx.engine.agent.client_tools,  # whether a plain request may declare client tools
         "store": {"kind": ctx.settings.store_kind, "reachable": reachable},
         "runsInFlight": ctx.engine.in_flight,
         "adoption": ctx.engine.adopter is not None,  # live runs of a dead or draining replica are taken over here

@@ -5,11 +5,17 @@
 // each run's events (deltas merged), replayed through protocol.js on load, and the run in flight (`live`). Never
 // HTML, never the token (sessionStorage only).
 //
+// Two kinds of request: with a workspace (cwd) set, the iac-code extension (the seed contract: no client tools,
+// the state stays the page's). With none, a plain AG-UI request carrying the whole protocol: the conversation,
+// the thread's shared state (shown live in the side panel) and the page's own client tool, `show_notice`,
+// which the page runs when a run leaves a call of it pending (`/frontend show_notice {"text":"..."}`), then
+// sends its result in the next run.
+//
 // Reattach: every run asks the gateway for a grace window. After a reload the run in flight is followed again
 // from its first event (its transcript is rebuilt from the gateway's log); after a network drop, from the last
 // event id seen. The gateway sends each event exactly once across the drop, so no text repeats or goes missing.
 
-import { apply, compact, emptyView, LOCAL_ERROR, RESUME, USER } from "./protocol.js";
+import { apply, compact, emptyView, LOCAL_ERROR, RESUME, TOOL_RESULT, USER } from "./protocol.js";
 import { attachSse, cancelExecution, GRACE_SECONDS, runSse } from "./transport.js";
 import { MuxSocket } from "./ws-mux.js";
 import { PageView } from "./view.js";
@@ -19,7 +25,14 @@ const STORAGE_KEY = "agui.page.v1";
 const MAX_RUNS = 40; // runs kept for the transcript; older ones are forgotten
 const MAX_STORED_CHARS = 2_000_000;
 const TERMINAL = new Set(["RUN_FINISHED", "RUN_ERROR", LOCAL_ERROR]);
-const LOCAL = new Set([USER, RESUME]); // the page's own pseudo-events, kept when a run is followed again
+const LOCAL = new Set([USER, RESUME, TOOL_RESULT]); // the page's own pseudo-events, kept when a run is followed again
+const CLIENT_TOOLS = [
+  {
+    name: "show_notice",
+    description: "Show a notice to the user in the page; returns what was shown.",
+    parameters: { type: "object", properties: { text: { type: "string" } } },
+  },
+];
 const SSE_ATTEMPTS = 8; // reattach attempts over SSE before the page gives up on a run
 
 const newId = (prefix) => `${prefix}-${crypto.randomUUID()}`;
@@ -37,12 +50,13 @@ function loadSaved() {
 const saved = loadSaved();
 const page = {
   threadId: saved.threadId || newId("thread"),
-  cwd: saved.cwd || "/workspace",
+  cwd: typeof saved.cwd === "string" ? saved.cwd : "", // empty: plain AG-UI requests
   ros: saved.ros || null, // rosInvocationId of the current execution
   thinking: Boolean(saved.thinking),
   runs: Array.isArray(saved.runs) ? saved.runs : [], // each run: its events, local pseudo-events included
   live: saved.live || null, // the run in flight: {threadId, runId, rosInvocationId, transport}
 };
+let clientTools = false; // whether the gateway's agent takes client tools (GET /health), read at start
 let cursor = null; // the last event id of the run in flight (where to attach from after a drop)
 let view = emptyView();
 const pageView = new PageView({ onAnswer: (entries) => run(null, entries) });
@@ -62,9 +76,34 @@ function record(event, eventId = null) {
   if (!page.runs.length) page.runs.push([]);
   page.runs[page.runs.length - 1].push(event);
   if (eventId) cursor = eventId;
+  const live = page.live;
   if (TERMINAL.has(event.type)) page.live = null;
   pageView.render(view, apply(view, event));
   if (TERMINAL.has(event.type) || LOCAL.has(event.type)) save();
+  if (event.type === "RUN_FINISHED" && live && view.pendingTools.length) setTimeout(runClientTools, 0);
+}
+
+/** The page's own tools, for the calls the last run left pending; then the run that carries their results. */
+function runClientTools() {
+  const calls = view.pendingTools.slice();
+  for (const id of calls) {
+    const call = view.conversation.flatMap((m) => m.toolCalls || []).find((c) => c.id === id);
+    let content = `The page has no tool named ${call?.function?.name}.`;
+    if (call?.function?.name === "show_notice") {
+      let args = {};
+      try {
+        args = JSON.parse(call.function.arguments || "{}");
+      } catch {
+        args = {};
+      }
+      const text = String(args.text ?? "");
+      content = `Shown: ${text}`;
+    }
+    page.runs[page.runs.length - 1].push({ type: TOOL_RESULT, toolCallId: id, content });
+    pageView.render(view, apply(view, { type: TOOL_RESULT, toolCallId: id, content }));
+  }
+  save();
+  if (calls.length) run(null, null);
 }
 
 function setStatus(text) {
@@ -91,7 +130,21 @@ const failed = (error) => {
   record({ type: LOCAL_ERROR, message: `Could not reach the gateway: ${error.message}`, status: "Not connected" });
 };
 
-function runInput(text, resume) {
+function runInput(text, resume, messageId) {
+  const user = text ? [{ id: messageId, role: "user", content: text }] : [];
+  if (!page.cwd) {
+    page.ros = `thread:${page.threadId}`; // what the gateway derives for a plain request (a cancel names it)
+    return {
+      threadId: page.threadId,
+      runId: newId("run"),
+      state: view.state,
+      messages: [...view.conversation, ...user],
+      tools: clientTools ? CLIENT_TOOLS : [],
+      context: [],
+      forwardedProps: {},
+      ...(resume ? { resume } : {}),
+    };
+  }
   if (!resume) page.ros = newId("ui"); // a new turn is a new execution; resumes keep its identity
   const iacCode = { schemaVersion: 1, rosInvocationId: page.ros, cwd: page.cwd };
   if (page.thinking) iacCode.thinking = { enabled: true };
@@ -99,7 +152,7 @@ function runInput(text, resume) {
     threadId: page.threadId,
     runId: newId("run"),
     state: {},
-    messages: text ? [{ id: newId("msg"), role: "user", content: text }] : [],
+    messages: user,
     tools: [],
     context: [],
     forwardedProps: { iacCode },
@@ -109,10 +162,11 @@ function runInput(text, resume) {
 
 async function run(text, resume) {
   page.runs.push([]);
-  const input = runInput(text, resume);
+  const messageId = newId("msg");
+  const input = runInput(text, resume, messageId);
   page.live = { threadId: input.threadId, runId: input.runId, rosInvocationId: page.ros, transport: transport() };
   cursor = null;
-  record(text ? { type: USER, text } : { type: RESUME });
+  record(text ? { type: USER, text, id: messageId } : { type: RESUME });
   try {
     if (page.live.transport === "sse") await followSse(() => runSse(input, token(), record));
     else await link.run(input, { onEvent: record, onError: failed });
@@ -201,7 +255,7 @@ function wire() {
   $("composer").addEventListener("submit", (event) => {
     event.preventDefault();
     const text = $("message").value.trim();
-    if (!text || view.running) return;
+    if (!text || view.running || view.pending.length) return; // an answer is due first: the text stays
     $("message").value = "";
     run(text, null);
   });
@@ -218,7 +272,16 @@ function wire() {
   $("cancel").addEventListener("click", cancel);
 }
 
-function init() {
+async function readCapabilities() {
+  try {
+    clientTools = Boolean((await (await fetch("/health")).json()).clientTools);
+  } catch {
+    clientTools = false; // the page still works, without its tool
+  }
+}
+
+async function init() {
+  await readCapabilities();
   $("thread-id").textContent = page.threadId;
   $("cwd").value = page.cwd;
   $("thinking").checked = page.thinking;

@@ -96,8 +96,10 @@ export function interruptForm(interrupt) {
   box.dataset.interruptId = interrupt.id;
   box.append(el("p", { className: "message", textContent: interrupt.message || "" }));
   const expires = interrupt.expiresAt && `Expires at ${new Date(interrupt.expiresAt).toLocaleString()}`;
+  const shown = new Set([interrupt.message || ""]); // a summary that repeats the question is not shown again
   for (const extra of [meta.purpose, meta.safeSummary, expires]) {
-    if (extra) box.append(el("p", { className: "note", textContent: extra }));
+    if (extra && !shown.has(extra) && !(interrupt.message || "").startsWith(extra)) box.append(el("p", { className: "note", textContent: extra }));
+    shown.add(extra);
   }
   const schema = interrupt.responseSchema || { type: "object", properties: {} };
   const either = selectionOrText(schema);

@@ -1,8 +1,11 @@
 // AG-UI events to a view model, and the SSE record parser. No DOM here: view.js draws what this computes.
 //
-// The view model is plain data: transcript items, steps, pipeline entries, usage, pending interrupts and the
-// run status. `apply(view, event)` changes it and returns the set of parts that changed ("items:<id>",
-// "steps", "pipeline", "usage", "pending", "status"), so the view redraws only those.
+// The view model is plain data: transcript items, steps, pipeline entries, usage, pending interrupts, the run
+// status, the thread's shared state and its conversation as AG-UI messages (what a plain request sends back).
+// `apply(view, event)` changes it and returns the set of parts that changed ("items:<id>", "steps",
+// "pipeline", "usage", "pending", "status", "state"), so the view redraws only those.
+
+import { applyPatch } from "./patch.js";
 
 export const SESSION_EVENT = "iac-code.session.v1";
 export const PIPELINE_EVENT = "iac-code.pipeline.v1";
@@ -13,6 +16,7 @@ export const ARTIFACT_EVENT = "iac-code.artifact.v1";
 export const USER = "USER";
 export const RESUME = "RESUME";
 export const LOCAL_ERROR = "LOCAL_ERROR";
+export const TOOL_RESULT = "TOOL_RESULT"; // the page ran one of its own tools: {toolCallId, content}
 
 export function emptyView() {
   return {
@@ -27,7 +31,33 @@ export function emptyView() {
     status: "Not connected",
     seen: new Set(), // custom events de-duplicated by (name, eventId)
     counter: 0,
+    state: {}, // the thread's shared state, as the agent's snapshots and patches leave it
+    conversation: [], // AG-UI messages: user, assistant (with toolCalls) and tool
+    pendingTools: [], // client tool calls the last run left to the page
   };
+}
+
+function message(view, id, role) {
+  let found = view.conversation.find((m) => m.id === id);
+  if (!found) {
+    found = { id, role, content: "" };
+    view.conversation.push(found);
+  }
+  return found;
+}
+
+function toolCallOf(view, toolCallId) {
+  for (const m of view.conversation) for (const call of m.toolCalls || []) if (call.id === toolCallId) return call;
+  return null;
+}
+
+function patchState(view, changed, operations) {
+  try {
+    view.state = applyPatch(view.state, operations);
+  } catch (error) {
+    addItem(view, changed, { kind: "error", text: `The page's copy of the state is out of step: ${error.message}` });
+  }
+  changed.add("state");
 }
 
 function addItem(view, changed, item) {
@@ -98,6 +128,7 @@ function applyFinished(view, changed, event) {
   changed.add("usage");
   const outcome = event.outcome || { type: "success" };
   view.pending = outcome.type === "interrupt" ? outcome.interrupts || [] : [];
+  view.pendingTools = outcome.pendingToolCallIds || [];
   changed.add("pending");
   if (outcome.type === "cancelled") addItem(view, changed, { kind: "note", text: "The run was cancelled.", testid: "cancelled" });
   const status = { interrupt: "Waiting for your answer", cancelled: "Cancelled" }[outcome.type] || "Done";
@@ -107,7 +138,16 @@ function applyFinished(view, changed, event) {
 const HANDLERS = {
   [USER]: (view, changed, event) => {
     addItem(view, changed, { kind: "user", text: event.text });
+    if (event.id) view.conversation.push({ id: event.id, role: "user", content: event.text });
     startSending(view, changed);
+  },
+  [TOOL_RESULT]: (view, changed, event) => {
+    const call = toolCallOf(view, event.toolCallId);
+    const tool = itemFor(view, changed, event.toolCallId, "tool");
+    tool.result = event.content;
+    view.conversation.push({ id: `result-${event.toolCallId}`, role: "tool", toolCallId: event.toolCallId, content: event.content });
+    view.pendingTools = view.pendingTools.filter((id) => id !== event.toolCallId);
+    if (call) tool.name = call.function.name;
   },
   [RESUME]: startSending,
   [LOCAL_ERROR]: (view, changed, event) => {
@@ -119,9 +159,13 @@ const HANDLERS = {
     changed.add("usage");
     setStatus(view, changed, "Running", true);
   },
-  TEXT_MESSAGE_START: (view, changed, e) => itemFor(view, changed, e.messageId, "assistant"),
+  TEXT_MESSAGE_START: (view, changed, e) => {
+    itemFor(view, changed, e.messageId, "assistant");
+    message(view, e.messageId, e.role || "assistant");
+  },
   TEXT_MESSAGE_CONTENT: (view, changed, e) => {
     itemFor(view, changed, e.messageId, "assistant").text += e.delta;
+    message(view, e.messageId, "assistant").content += e.delta;
   },
   REASONING_START: (view, changed, e) => itemFor(view, changed, e.messageId, "reasoning"),
   REASONING_MESSAGE_CONTENT: (view, changed, e) => {
@@ -131,18 +175,52 @@ const HANDLERS = {
     const tool = itemFor(view, changed, e.toolCallId, "tool");
     tool.name = e.toolCallName;
     tool.args = tool.args || "";
+    const owner = message(view, e.parentMessageId || `calls-${e.toolCallId}`, "assistant");
+    owner.toolCalls = [...(owner.toolCalls || []), { id: e.toolCallId, type: "function", function: { name: e.toolCallName, arguments: "" } }];
   },
   TOOL_CALL_ARGS: (view, changed, e) => {
     const tool = itemFor(view, changed, e.toolCallId, "tool");
     tool.args = (tool.args || "") + e.delta;
+    const call = toolCallOf(view, e.toolCallId);
+    if (call) call.function.arguments += e.delta;
   },
   TOOL_CALL_RESULT: (view, changed, e) => {
     itemFor(view, changed, e.toolCallId, "tool").result = e.content;
+    view.conversation.push({ id: e.messageId, role: "tool", toolCallId: e.toolCallId, content: e.content });
   },
+  STATE_SNAPSHOT: (view, changed, e) => {
+    view.state = structuredClone(e.snapshot);
+    changed.add("state");
+  },
+  STATE_DELTA: (view, changed, e) => patchState(view, changed, e.delta),
+  MESSAGES_SNAPSHOT: (view, changed, e) => {
+    view.conversation = structuredClone(e.messages);
+    for (const m of e.messages) {
+      if ((m.role === "assistant" || m.role === "user") && typeof m.content === "string" && !view.byId.has(m.id)) {
+        addItem(view, changed, { id: m.id, kind: m.role, text: m.content });
+      }
+    }
+  },
+  ACTIVITY_DELTA: (view, changed, e) => {
+    const item = itemFor(view, changed, e.messageId, "activity");
+    try {
+      item.content = applyPatch(item.content || {}, e.patch);
+    } catch {
+      return; // a later snapshot sets it right
+    }
+    item.text = `${e.activityType}: ${shortText(item.content, 200)}`;
+  },
+  SUBAGENT_STARTED: (view, changed, e) => addItem(view, changed, { kind: "note", text: `Sub-agent ${e.name} started.` }),
+  SUBAGENT_FINISHED: (view, changed) => addItem(view, changed, { kind: "note", text: "Sub-agent finished." }),
+  SUBAGENT_ERROR: (view, changed, e) => addItem(view, changed, { kind: "error", text: `Sub-agent failed: ${e.message}` }),
   STEP_STARTED: (view, changed, e) => setStep(view, changed, e.stepName, "running"),
   STEP_FINISHED: (view, changed, e) => setStep(view, changed, e.stepName, "done"),
   CUSTOM: applyCustom,
-  ACTIVITY_SNAPSHOT: (view, changed, e) => addItem(view, changed, { kind: "note", text: `${e.activityType}: ${shortText(e.content, 200)}` }),
+  ACTIVITY_SNAPSHOT: (view, changed, e) => {
+    const item = itemFor(view, changed, e.messageId, "activity");
+    item.content = structuredClone(e.content);
+    item.text = `${e.activityType}: ${shortText(e.content, 200)}`;
+  },
   RUN_FINISHED: applyFinished,
   RUN_ERROR: (view, changed, e) => {
     addItem(view, changed, { kind: "error", text: `${e.code || "ERROR"}: ${e.message}` });

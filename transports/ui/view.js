@@ -2,9 +2,19 @@
 // transcript item keeps its node, so a long stream updates one text node per event.
 
 import { interruptForm } from "./interrupts.js";
+import { shortText } from "./protocol.js";
 
 const $ = (id) => document.getElementById(id);
-const TESTIDS = { user: "user", assistant: "assistant", error: "error", reasoning: "reasoning", tool: "tool-call", artifact: "artifact" };
+const TESTIDS = {
+  user: "user",
+  assistant: "assistant",
+  error: "error",
+  reasoning: "reasoning",
+  tool: "tool-call",
+  artifact: "artifact",
+  activity: "activity",
+};
+const STEP_MARKS = { pending: "○", completed: "●", running: "◐" };
 
 function el(tag, props = {}, ...children) {
   const node = Object.assign(document.createElement(tag), props);
@@ -65,7 +75,7 @@ export class PageView {
 
   reset() {
     this.nodes.clear();
-    for (const id of ["transcript", "steps", "pipeline"]) $(id).replaceChildren();
+    for (const id of ["transcript", "steps", "pipeline", "state", "plan"]) $(id).replaceChildren();
     $("usage").textContent = "";
     this.hideInterrupts();
   }
@@ -78,7 +88,8 @@ export class PageView {
     if (changed.has("pipeline")) this.#pipeline(view);
     if (changed.has("usage")) $("usage").textContent = view.usage || "";
     if (changed.has("pending")) (view.pending.length ? this.showInterrupts(view.pending) : this.hideInterrupts());
-    if (changed.has("status")) this.status(view);
+    if (changed.has("state")) this.#state(view);
+    if (changed.has("status") || changed.has("pending")) this.status(view);
   }
 
   #item(item) {
@@ -103,6 +114,24 @@ export class PageView {
     );
   }
 
+  /** The shared state as a readable list (the plan's steps drawn apart, as a checklist). */
+  #state(view) {
+    const state = view.state && typeof view.state === "object" && !Array.isArray(view.state) ? view.state : { value: view.state };
+    const rows = Object.entries(state)
+      .filter(([key]) => key !== "steps")
+      .flatMap(([key, value]) => [el("dt", { textContent: key }), el("dd", { textContent: shortText(value, 120) })]);
+    $("state").replaceChildren(...rows);
+    const steps = Array.isArray(state.steps) ? state.steps : [];
+    $("plan").replaceChildren(
+      ...steps.map((step) => {
+        const status = String(step?.status || "pending");
+        const item = el("li", { className: status, textContent: `${STEP_MARKS[status] || "○"} ${step?.description ?? ""}` });
+        item.dataset.status = status;
+        return item;
+      }),
+    );
+  }
+
   #pipeline(view) {
     const list = $("pipeline");
     for (const entry of view.pipeline.slice(list.children.length)) {
@@ -113,7 +142,9 @@ export class PageView {
 
   status(view) {
     $("status").textContent = view.status;
-    $("send").disabled = view.running;
+    const waiting = view.pending.length > 0;
+    $("send").disabled = view.running || waiting;
+    $("send").title = waiting ? "Answer the agent's question above (or dismiss it) first." : "";
     $("cancel").disabled = !view.running || !view.executionId;
   }
 
