@@ -140,3 +140,83 @@ def test_a_run_of_only_a_tool_result_without_a_prior_call_still_needs_a_user_mes
     body["messages"] = [{"id": "t-1", "role": "tool", "toolCallId": "call-1", "content": "done"}]
     response = client.post(gateway.url + "/", json=body)
     assert response.status_code == 400 and response.json()["error"]["field"] == "messages"
+
+
+@pytest.fixture(scope="module")
+def mirror(tmp_path_factory):
+    from tests.support import Gateway
+
+    server = Gateway(tmp_path_factory.mktemp("mirror"), "--agent", "tests.mirror_agent:MirrorAgent").start()
+    yield server
+    server.stop()
+
+
+def test_a_plain_request_hands_its_backend_the_whole_conversation_tools_state_context_and_props(mirror, client):
+    conversation = [
+        {"id": "s-1", "role": "system", "content": "Be brief."},
+        {"id": "d-1", "role": "developer", "content": "Use metric units."},
+        {"id": "u-1", "role": "user", "content": "Call the tool"},
+        {
+            "id": "a-1",
+            "role": "assistant",
+            "content": "",
+            "toolCalls": [{"id": "c-1", "type": "function", "function": {"name": "confirm", "arguments": "{}"}}],
+        },
+        {"id": "t-1", "role": "tool", "toolCallId": "c-1", "content": "yes"},
+        {"id": "u-2", "role": "user", "content": [{"type": "text", "text": "And now?"}]},
+    ]
+    body = plain("ignored", state={"theme": "dark"}, tools=[CONFIRM], messages=conversation)
+    body.update(context=[{"description": "page", "value": "/ui"}], parentRunId="r-0", forwardedProps={"app": {"tier": "gold"}})
+    result = post_sse(client, mirror.url + "/", body)
+    seen = next(e["snapshot"] for e in result.events if e["type"] == "STATE_SNAPSHOT")
+    assert seen["plain"] is True and seen["userText"] == "And now?"
+    assert [(m["id"], m["role"]) for m in seen["messages"]] == [(m["id"], m["role"]) for m in conversation], "every role, in order"
+    assert seen["messages"][3]["toolCalls"][0]["function"]["name"] == "confirm" and seen["messages"][4]["toolCallId"] == "c-1"
+    assert seen["tools"] == ["confirm"] and seen["state"] == {"theme": "dark"}
+    assert seen["context"] == [{"description": "page", "value": "/ui"}] and seen["parentRunId"] == "r-0"
+    assert seen["forwardedProps"] == {"app": {"tier": "gold"}}
+
+
+def test_with_the_iac_code_extension_the_backend_gets_the_seed_contract_only(mirror, client):
+    from tests.support import run_body
+
+    body = run_body("hello")
+    body["state"] = {"theme": "dark"}
+    result = post_sse(client, mirror.url + "/", body)
+    seen = next(e["snapshot"] for e in result.events if e["type"] == "STATE_SNAPSHOT")
+    assert seen["plain"] is False and seen["messages"] == [] and "state" not in seen and "forwardedProps" not in seen
+    assert seen["userText"] == "hello"
+
+
+@pytest.mark.parametrize("transport", ["sse", "ws"])
+def test_a_client_that_attaches_mid_plan_gets_the_state_it_missed_exactly_once(gateway, transport):
+    """The run's log holds its state events as it holds text: a client that drops after the snapshot and one
+    patch, and attaches again from its last position, rebuilds the same final state from what it read."""
+    import asyncio
+    import uuid
+
+    import jsonpatch
+
+    from tests.reattach_client import GRACE, assert_exactly_once, events_url, open_get, open_post, ws_attach
+
+    body = plain("/plan 4")
+    body["threadId"] = f"plan-{uuid.uuid4().hex[:8]}"
+    ros = f"thread:{body['threadId']}"
+    if transport == "sse":
+        head = open_post(gateway.url + "/", body, GRACE).take(4)  # RUN_STARTED, the session, STATE_SNAPSHOT, a patch
+        status, stream = open_get(events_url(gateway.url, body, rosInvocationId=ros), {"last-event-id": str(head[-1][0])})
+        assert status == 200
+        rest = stream.rest()
+    else:
+        url = gateway.url.replace("http", "ws") + "/ws"
+        head = asyncio.run(ws_attach(url, {"op": "run", "input": body, "reattachGraceSeconds": 30}, 4))
+        attach = {"op": "attach", "threadId": body["threadId"], "runId": body["runId"], "rosInvocationId": ros}
+        rest = asyncio.run(ws_attach(url, {**attach, "lastEventId": str(head[-1][0])}))
+    events = assert_exactly_once([head, rest])
+    assert [e["type"] for e in events[:4]] == ["RUN_STARTED", "CUSTOM", "STATE_SNAPSHOT", "STATE_DELTA"]
+    state = events[2]["snapshot"]
+    for event in events:
+        if event["type"] == "STATE_DELTA":
+            state = jsonpatch.apply_patch(state, event["delta"])
+    assert [step["status"] for step in state["steps"]] == ["completed"] * 4
+    assert events[-1]["type"] == "RUN_FINISHED" and events[-1]["outcome"] == {"type": "success"}

@@ -38,6 +38,12 @@ def test_secrets_never_reach_disk_or_logs(start_gateway, client):
         assert post_sse(client, url + "/", {**body, "messages": body["messages"]}).status == 409
         pipeline = run_body("/pipeline", iac=secret_ext())
         assert post_sse(client, url + "/", pipeline).terminal["outcome"]["type"] == "interrupt"
+        # State, snapshots, activities and sub-agents: nothing of the request's secrets is in what they show.
+        for command in ("/state s", "/plan 2", "/snapshot", "/predict doc", "/activity", "/raw", "/subagent"):
+            shown = post_sse(client, url + "/", run_body(command, iac=secret_ext()))
+            assert shown.terminal["type"] == "RUN_FINISHED", (command, shown.terminal)
+            streamed = json.dumps(shown.events)
+            assert not [name for name, secret in SECRETS.items() if secret in streamed], command
     for target in (server, json_server):
         target.stop()
         logs = target.logs()

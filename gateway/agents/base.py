@@ -80,12 +80,14 @@ class AgentRequest:
     images: tuple[tuple[str, str], ...] = ()  # (mimeType, base64) of the user message's inline images
     # A plain AG-UI request (no iacCode extension) hands over the whole of it, as JSON: every message of the
     # conversation (each with `id`, `role` and its content, `toolCalls`, `toolCallId`), the client's tools, its
-    # state and context, and the run it follows. With the extension, none of these (the seed contract).
+    # state, context and forwardedProps, and the run it follows. With the extension, none of these (the seed
+    # contract).
     plain: bool = False
     messages: tuple[dict[str, Any], ...] = ()
     tools: tuple[dict[str, Any], ...] = ()
     state: Any = None
     context: tuple[Any, ...] = ()
+    forwarded_props: dict[str, Any] | None = None
     parent_run_id: str | None = None
     resume: tuple[ResumeAnswer, ...] = ()
     checkpoint: Any = None

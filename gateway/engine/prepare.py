@@ -11,7 +11,7 @@ from gateway.engine.digest import request_digest
 from gateway.errors import GatewayError
 from gateway.i18n import negotiate
 from gateway.protocol import validate
-from gateway.protocol.input import RunAgentInput, decode_run_input
+from gateway.protocol.input import RunAgentInput, decode_forwarded_props, decode_run_input
 
 
 @dataclass(slots=True)
@@ -25,6 +25,7 @@ class PreparedRun:
     runtime_session_id: str | None = None  # AgentCore's X-Amzn-Bedrock-AgentCore-Runtime-Session-Id, when sent
     transport: str = "sse"  # which transport carries the run: a metrics label (sse, invocations, ws)
     grace_seconds: float = 0.0  # reattach grace window the client asked for (the engine caps it)
+    forwarded_props: dict[str, Any] | None = None  # a plain request's whole forwardedProps, for its backend
 
     @property
     def user_id(self) -> str | None:
@@ -47,6 +48,7 @@ class PreparedRun:
         1 KiB for one short message; a long conversation's history, all of it)."""
         none: list[Any] = []  # one empty list for the three (nothing adds to a released input)
         self.run = msgspec.structs.replace(self.run, state=None, messages=none, tools=none, context=none)
+        self.forwarded_props = None
 
 
 def prepare(
@@ -77,4 +79,7 @@ def prepare(
     except GatewayError as exc:
         exc.language = language
         raise
-    return PreparedRun(run, workspace, request_digest(body), text, images, language, runtime_session_id, transport)
+    forwarded = decode_forwarded_props(body) if run.forwarded_props.iacCode is msgspec.UNSET else None
+    return PreparedRun(
+        run, workspace, request_digest(body), text, images, language, runtime_session_id, transport, forwarded_props=forwarded
+    )

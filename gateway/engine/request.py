@@ -86,5 +86,6 @@ def agent_request(
         tools=tuple(tool for tool in run.tools if isinstance(tool, dict)),
         state=run.state,
         context=tuple(run.context),
+        forwarded_props=prepared.forwarded_props,
         parent_run_id=parent if isinstance(parent, str) else None,
     )

@@ -135,9 +135,20 @@ class RunAgentInput(Struct, rename="camel"):
     resume: list[ResumeEntry] | UnsetType = UNSET
 
 
+class _ForwardedOnly(Struct):
+    forwardedProps: dict[str, Any] = {}
+
+
 _decoder = msgspec.json.Decoder(RunAgentInput)
+_forwarded_decoder = msgspec.json.Decoder(_ForwardedOnly)
 
 
 def decode_run_input(body: bytes) -> RunAgentInput:
     """Decode and type-check a request body; raises msgspec.ValidationError / DecodeError."""
     return _decoder.decode(body)
+
+
+def decode_forwarded_props(body: bytes) -> dict[str, Any]:
+    """All of `forwardedProps`, which RunAgentInput reads only `iacCode` of: a plain request hands it whole to its
+    backend. Read from a body `decode_run_input` has already accepted (the rest of it is skipped, not built)."""
+    return _forwarded_decoder.decode(body).forwardedProps
