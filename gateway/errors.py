@@ -32,6 +32,8 @@ class ErrorCode(enum.Enum):
     # The backend produced what AG-UI forbids (a state delta that does not apply, a snapshot past its bound, an
     # unknown signal): the run ends before any of it reaches a client.
     AGENT_PROTOCOL_ERROR = ("AGENT_PROTOCOL_ERROR", 502, "AGENT_ERROR")
+    # An AG-UI upstream agent could not be reached: refused, timed out, or a 5xx before its stream began.
+    AGENT_UNAVAILABLE = ("AGENT_UNAVAILABLE", 502, "AGENT_ERROR")
     RATE_LIMIT_EXCEEDED = ("RATE_LIMIT_EXCEEDED", 429, "RATE_LIMIT_EXCEEDED")
     SERVICE_QUOTA_EXCEEDED = ("SERVICE_QUOTA_EXCEEDED", 429, "SERVICE_QUOTA_EXCEEDED")
     TOO_MANY_RUNS_ON_SOCKET = ("TOO_MANY_RUNS_ON_SOCKET", 429, "SERVICE_QUOTA_EXCEEDED")
@@ -84,3 +86,6 @@ class GatewayError(Exception):
         self.http_status = http_status or code.http_status
         self.headers: dict[str, str] = {}  # e.g. Retry-After, WWW-Authenticate
         self.language: str | None = None  # the caller's language, when known before the error
+        # An upstream agent's own RUN_ERROR, shown as it came (its code and message) instead of the catalogue's.
+        self.agent_code: str | None = None
+        self.agent_message: str | None = None

@@ -77,10 +77,11 @@ FLAGS: tuple[Flag, ...] = (
     Flag(
         "--agent",
         "demo",
-        "agent backend: 'demo' (embedded scripted agent), 'a2a+http(s)://host:port/path' for an A2A "
-        "1.0 agent, or 'package.module:factory' for a Python plug-in",
+        "agent backend: 'demo' (embedded scripted agent), 'agui+http(s)://host:port/path' for an AG-UI "
+        "server, 'a2a+http(s)://host:port/path' for an A2A 1.0 agent, or 'package.module:attr' for a Python "
+        "plug-in (an AgentBackend factory, or an AG-UI agent object run in this process)",
     ),
-    Flag("--agent-token", None, "bearer token the A2A agent expects (sent as Authorization to the agent only)", finish=_or_none),
+    Flag("--agent-token", None, "bearer token the A2A or AG-UI agent expects (sent as Authorization to the agent only)", finish=_or_none),
     Flag(
         "--auth-token",
         None,

@@ -27,6 +27,31 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+class BackgroundServer:
+    """An ASGI app (a peer agent for the tests) under uvicorn on a free loopback port, in a background thread;
+    `url` is its AG-UI route."""
+
+    def __init__(self, app: Any, path: str) -> None:
+        import threading
+
+        import uvicorn
+
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}{path}"
+        self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning"))
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+
+    def start(self) -> Any:
+        self.thread.start()
+        while not self.server.started:
+            time.sleep(0.02)
+        return self
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        self.thread.join(10)
+
+
 class Gateway:
     """A real `python -m server` process on loopback, with its log captured to a file."""
 

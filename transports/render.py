@@ -45,7 +45,8 @@ def json_error(error: GatewayError, language: str, headers: dict[str, str] | Non
 def agentcore_run_error(event: e.RunError) -> e.RunError:
     """Map a gateway RUN_ERROR to AgentCore's code, keeping the precise gateway code in metadata."""
     code = event.code or ErrorCode.INTERNAL_ERROR.name
-    agentcore = ErrorCode[code].agentcore_code if code in ErrorCode.__members__ else code
+    # An upstream agent's own code (kept on the gateway's routes) is an AGENT_ERROR in AgentCore's fixed set.
+    agentcore = ErrorCode[code].agentcore_code if code in ErrorCode.__members__ else "AGENT_ERROR"
     return e.RunError(message=event.message, code=agentcore, metadata={**(event.metadata or {}), "gatewayCode": code})
 
 

@@ -3,13 +3,20 @@
 from __future__ import annotations
 
 import importlib
+import inspect
 
 from gateway.agents.base import AgentBackend, AgentRequest, ResumeAnswer
 
 
 def load_agent(spec: str, token: str | None = None, *, follow_idle: float = 300.0) -> AgentBackend:
-    """`demo`, `a2a+http(s)://host:port/path` for an A2A 1.0 agent, or `module:factory` for a Python plug-in.
+    """`demo`, `agui+http(s)://host:port/path` for an AG-UI server, `a2a+http(s)://host:port/path` for an A2A 1.0
+    agent, or `module:attr` for a Python plug-in: a factory of an AgentBackend, or an AG-UI agent object
+    (`run(input)` yielding AG-UI events) run in this process.
     `follow_idle`: seconds of silence after which an A2A task followed with SubscribeToTask is given up."""
+    if spec.startswith(("agui+http://", "agui+https://")):
+        from gateway.agents.agui import AguiHttpBackend
+
+        return AguiHttpBackend(spec[len("agui+") :], token)
     if spec.startswith(("a2a+http://", "a2a+https://")):
         from gateway.agents.a2a import A2ABackend
 
@@ -21,7 +28,8 @@ def load_agent(spec: str, token: str | None = None, *, follow_idle: float = 300.
     if ":" in spec and "://" not in spec:
         return _plug_in(spec)
     raise ValueError(
-        f"--agent {spec!r} (AGUI_GATEWAY_AGENT) is not an agent: use 'demo', 'a2a+http(s)://host:port/path' or 'package.module:factory'"
+        f"--agent {spec!r} (AGUI_GATEWAY_AGENT) is not an agent: use 'demo', 'agui+http(s)://host:port/path', "
+        "'a2a+http(s)://host:port/path' or 'package.module:attr'"
     )
 
 
@@ -33,10 +41,25 @@ def _plug_in(spec: str) -> AgentBackend:
         raise ValueError(f"--agent {spec!r}: the module {module_name!r} cannot be imported ({exc})") from None
     except AttributeError:
         raise ValueError(f"--agent {spec!r}: the module {module_name!r} has no {attr!r}") from None
+    if _is_event_source(factory):
+        return _in_process(factory)
     backend = factory()
-    if not isinstance(backend, AgentBackend):
-        raise ValueError(f"--agent {spec!r}: the factory returned {type(backend).__name__}, not an AgentBackend")
-    return backend
+    if isinstance(backend, AgentBackend):
+        return backend
+    if _is_event_source(backend):
+        return _in_process(backend)
+    raise ValueError(f"--agent {spec!r}: the factory returned {type(backend).__name__}, neither an AgentBackend nor an AG-UI agent")
+
+
+def _is_event_source(candidate: object) -> bool:
+    """An AG-UI agent object (ag-ui-langgraph's LangGraphAgent and the like): not a class or a function, with `run`."""
+    return not isinstance(candidate, type) and not inspect.isroutine(candidate) and callable(getattr(candidate, "run", None))
+
+
+def _in_process(source: object) -> AgentBackend:
+    from gateway.agents.agui import AguiInProcessBackend
+
+    return AguiInProcessBackend(source)
 
 
 __all__ = ["AgentBackend", "AgentRequest", "ResumeAnswer", "load_agent"]

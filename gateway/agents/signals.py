@@ -210,6 +210,8 @@ class Completed(Signal):
 class Failed(Signal):
     message: str
     code: str = "A2A_EXECUTION_FAILED"
+    # The agent's own RUN_ERROR (an AG-UI upstream): its code and message reach the client as they came.
+    as_sent: bool = False
 
 
 TERMINAL_SIGNALS = (InputRequired, Completed, Failed)

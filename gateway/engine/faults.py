@@ -34,4 +34,7 @@ def backend_error(exc: Exception) -> GatewayError:
 def failed_signal_error(signal: s.Failed) -> GatewayError:
     """A backend's own failure report, with its code when it names one of ours."""
     code = ErrorCode[signal.code] if signal.code in ErrorCode.__members__ else ErrorCode.A2A_EXECUTION_FAILED
-    return GatewayError(code, detail=signal.message[:500])
+    error = GatewayError(code, detail=signal.message[:500])
+    if signal.as_sent:
+        error.agent_code, error.agent_message = signal.code[:100], signal.message[:2000]
+    return error

@@ -124,7 +124,8 @@ def _terminal_events(run: Run, outcome: Outcome) -> list[e.Event]:
 def _error_event(run: Run, error: GatewayError) -> e.RunError:
     metadata = with_request_id({"threadId": run.thread_id, "runId": run.lease.run_id})  # the run's task inherited it
     usage = list(run.translator.usage) or None
-    return e.RunError(code=error.code.name, message=message_for(error, run.prepared.language), metadata=metadata, usage=usage)
+    code, message = error.agent_code or error.code.name, error.agent_message or message_for(error, run.prepared.language)
+    return e.RunError(code=code, message=message, metadata=metadata, usage=usage)
 
 
 def _progress(run: Run) -> Progress:

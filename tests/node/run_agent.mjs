@@ -4,9 +4,23 @@
 // "forwardedProps", "tools"?, "toolResult"?, "answer"?: {"status","payload"?}, "abortAfter"?: <events>}]}
 // Each step is one runAgent call; a step with "answer" resumes every pending interrupt with it; "tools" declares
 // client tools; "toolResult" adds a `tool` message with that content for each tool call the previous run left
-// pending (and no user message); "abortAfter" calls abortRun() once that many events arrived. "parallel": N runs the first step on N agents at once (all
+// pending (and no user message); "abortAfter" calls abortRun() once that many events arrived; "connect" joins
+// the thread with connectAgent() instead of running (with "fresh", on a new agent: a page that was reloaded). "parallel": N runs the first step on N agents at once (all
 // WebSocketAgents of one URL share one socket); "metricsUrl": report the gateway's open WebSocket count then.
-import { HttpAgent, buildResumeArray } from "@ag-ui/client";
+import { HttpAgent, buildResumeArray, runHttpRequest, transformHttpEventStream } from "@ag-ui/client";
+
+// The HttpAgent subclass docs/reattach.md shows for SSE apps: connect() joins the thread.
+class JoiningHttpAgent extends HttpAgent {
+  connect(input) {
+    const url = new URL(`/threads/${encodeURIComponent(input.threadId)}/events`, this.url);
+    const joined = async () => {
+      const response = await fetch(url, { headers: { accept: "text/event-stream", ...this.headers } });
+      // 204: the thread has no retained run. An empty stream says the same to the client.
+      return response.status === 204 ? new Response("", { headers: { "content-type": "text/event-stream" } }) : response;
+    };
+    return transformHttpEventStream(runHttpRequest(joined));
+  }
+}
 
 const config = JSON.parse(process.argv[2]);
 const warnings = [];
@@ -20,7 +34,7 @@ for (const level of ["warn", "error"]) {
 
 async function makeAgent(threadId = config.threadId) {
   const initialState = config.initialState ?? {};
-  if (config.kind !== "ws") return new HttpAgent({ url: config.url, threadId, headers: config.headers ?? {}, initialState });
+  if (config.kind !== "ws") return new JoiningHttpAgent({ url: config.url, threadId, headers: config.headers ?? {}, initialState });
   const { WebSocketAgent } = await import("./.lib/ws-agent.js"); // the served module, copied beside node_modules
   const { WebSocket } = await import("ws");
   const url = config.url.replace(/^http/, "ws") + "/ws";
@@ -47,11 +61,11 @@ if (config.parallel) {
     const text = await (await fetch(config.metricsUrl)).text();
     sockets = Number(/agui_connections_open\{kind="websocket"\} ([0-9.]+)/.exec(text)?.[1]);
   }
-  process.stdout.write(JSON.stringify({ runs, warnings, sockets }));
+  await new Promise((done) => process.stdout.write(JSON.stringify({ runs, warnings, sockets }), done));
   process.exit(0);
 }
 
-const agent = await makeAgent();
+let agent = await makeAgent();
 const report = { runs: [], warnings };
 let pendingToolCalls = [];
 for (const step of config.steps) {
@@ -71,6 +85,17 @@ for (const step of config.steps) {
     for (const interrupt of agent.pendingInterrupts) answers[interrupt.id] = step.answer;
     params.resume = buildResumeArray(agent.pendingInterrupts, answers);
   }
+  if (step.connect) {
+    if (step.fresh) agent = await makeAgent();
+    try {
+      await agent.connectAgent({}, { onEvent: ({ event }) => events.push(event) });
+    } catch (err) {
+      run.error = String(err?.message ?? err);
+    }
+    run.state = structuredClone(agent.state);
+    report.runs.push(run);
+    continue;
+  }
   try {
     await agent.runAgent(params, {
       onEvent({ event }) {
@@ -83,13 +108,15 @@ for (const step of config.steps) {
   }
   run.pendingInterrupts = agent.pendingInterrupts.map((i) => i.id);
   const finished = events.findLast((e) => e.type === "RUN_FINISHED");
-  pendingToolCalls = finished?.outcome?.pendingToolCallIds ?? [];
-  run.pendingToolCallIds = pendingToolCalls;
+  run.pendingToolCallIds = finished?.outcome?.pendingToolCallIds ?? [];
+  // An agent that does not say which calls are the client's (ag-ui-langgraph): the calls with no result.
+  const resulted = new Set(events.filter((e) => e.type === "TOOL_CALL_RESULT").map((e) => e.toolCallId));
+  const unresolved = events.filter((e) => e.type === "TOOL_CALL_START" && !resulted.has(e.toolCallId)).map((e) => e.toolCallId);
+  pendingToolCalls = finished?.outcome?.pendingToolCallIds ?? unresolved;
   run.state = structuredClone(agent.state);
   report.runs.push(run);
 }
 report.messages = agent.messages.map((m) => ({
-  id: m.id,
   role: m.role,
   content: m.content ?? null,
   toolCalls: m.toolCalls?.length ?? 0,
@@ -97,5 +124,6 @@ report.messages = agent.messages.map((m) => ({
   ...(m.subagentRunId ? { subagentRunId: m.subagentRunId } : {}),
 }));
 report.state = agent.state;
-process.stdout.write(JSON.stringify(report));
-process.exit(0); // a WebSocketAgent's shared socket stays open for the next run
+// Exit once the report is written (a pipe takes 64 KiB at a time); a WebSocketAgent's shared socket stays open.
+await new Promise((done) => process.stdout.write(JSON.stringify(report), done));
+process.exit(0);

@@ -1,0 +1,233 @@
+"""Any AG-UI agent as the gateway's backend: an AG-UI server over HTTP (`agui+http(s)://`), or an AG-UI event
+source in this process (an object with `run(input) -> AsyncIterator[event]`, as ag-ui-langgraph's
+LangGraphAgent). Both are sent the run's RunAgentInput and read through one EventReader.
+
+Upstream failures (docs/agents.md): unreachable, timed out or a 5xx before the stream is AGENT_UNAVAILABLE; a 4xx
+is INVALID_INPUT with the upstream's words; an event past MAX_EVENT_BYTES, not JSON, of an unknown type, out of
+order, or a stream that ends without its terminal event is AGENT_PROTOCOL_ERROR; an upstream RUN_ERROR keeps its
+own code and message. A cancel, or a client gone with no grace window, closes the upstream request."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+import msgspec
+
+from gateway import tls, tracing
+from gateway.agents import signals as s
+from gateway.agents.agui.events import EventReader, UpstreamViolation
+from gateway.agents.base import AgentBackend, AgentRequest
+from gateway.jsondepth import too_deep
+from gateway.logs import REQUEST_ID
+
+log = logging.getLogger("agui.agents.agui")
+MAX_EVENT_BYTES = 8 * 1024 * 1024  # one upstream SSE record
+EVENT_DEPTH = 128  # JSON nesting accepted in an upstream event
+CONNECT_SECONDS = 10.0  # to open the upstream connection
+RESPONSE_SECONDS = 60.0  # from the request sent to the response's status and headers
+IDLE_SECONDS = 300.0  # of silence in the upstream's stream (an AG-UI server sends no heartbeat of its own)
+MAX_ERROR_BYTES = 64 * 1024  # of an upstream's error body, read for its message
+
+
+def run_input(request: AgentRequest) -> dict[str, Any]:
+    """The RunAgentInput the upstream is sent: the plain request whole, or, with the iacCode extension, the user's
+    message alone (never the extension, which may carry secrets). Thread ids are the gateway's, scoped to the
+    caller, so two principals' threads never meet upstream."""
+    if request.plain:
+        messages: list[Any] = list(request.messages)
+        state, tools, context, forwarded = request.state, list(request.tools), list(request.context), request.forwarded_props or {}
+    else:
+        text = request.user_text or ""
+        messages = [{"id": request.message_id or f"{request.run_id}-user", "role": "user", "content": text}] if text else []
+        state, tools, context, forwarded = {}, [], [], {}
+    body: dict[str, Any] = {
+        "threadId": request.thread_id,
+        "runId": request.run_id,
+        "state": {} if state is None else state,
+        "messages": messages,
+        "tools": tools,
+        "context": context,
+        "forwardedProps": forwarded,
+    }
+    if request.parent_run_id:
+        body["parentRunId"] = request.parent_run_id
+    if request.resume:
+        body["resume"] = [
+            {
+                "interruptId": answer.interrupt_id,
+                "status": answer.status,
+                **({"payload": answer.payload} if answer.status == "resolved" else {}),
+            }
+            for answer in request.resume
+        ]
+    return body
+
+
+async def read_events(request: AgentRequest, events: AsyncIterator[Any]) -> AsyncIterator[s.Signal]:
+    """The upstream's events as signals, to its terminal one; what breaks AG-UI ends the run."""
+    reader = EventReader(request.thread_id, request.run_id)
+    try:
+        async for event in events:
+            for signal in reader.read(event):
+                yield signal
+            if reader.ended:
+                return
+    except UpstreamViolation as exc:
+        log.warning("run %s: the upstream agent broke AG-UI: %s", request.run_id, exc)
+        yield s.Failed(message=f"The agent broke AG-UI: {exc}.", code="AGENT_PROTOCOL_ERROR")
+        return
+    yield s.Failed(message="The agent's stream ended before its terminal event.", code="AGENT_PROTOCOL_ERROR")
+
+
+class AguiHttpBackend(AgentBackend):
+    """An AG-UI server: POST the RunAgentInput, read its SSE reply."""
+
+    name = "agui"
+    plain_workspace = True  # the upstream is sent no workspace
+    client_tools = True
+
+    def __init__(self, url: str, token: str | None = None) -> None:
+        self.url = url
+        headers = {"Accept": "text/event-stream", "Content-Type": "application/json"}
+        if token:
+            headers["Authorization"] = f"Bearer {token}"
+        timeout = httpx.Timeout(RESPONSE_SECONDS, connect=CONNECT_SECONDS, read=IDLE_SECONDS)
+        self.http = httpx.AsyncClient(headers=headers, timeout=timeout, verify=tls.client_context(), follow_redirects=False)
+
+    def run(self, request: AgentRequest) -> AsyncIterator[s.Signal]:
+        return self._run(request)
+
+    async def _run(self, request: AgentRequest) -> AsyncIterator[s.Signal]:
+        headers = tracing.outgoing({})
+        request_id = REQUEST_ID.get()
+        if request_id:
+            headers["X-Request-ID"] = request_id
+        body = msgspec.json.encode(run_input(request))
+        try:
+            async with self.http.stream("POST", self.url, content=body, headers=headers) as response:
+                failure = await _refusal(response)
+                if failure is not None:
+                    yield failure
+                    return
+                async for signal in read_events(request, _sse_events(response)):
+                    yield signal
+        except httpx.HTTPError as exc:
+            log.info("run %s: the upstream agent failed: %s", request.run_id, type(exc).__name__)
+            yield s.Failed(message=f"The agent could not be reached ({type(exc).__name__}).", code="AGENT_UNAVAILABLE")
+
+    async def aclose(self) -> None:
+        await self.http.aclose()
+
+
+async def _refusal(response: httpx.Response) -> s.Failed | None:
+    """A reply that is no AG-UI stream: a 4xx is the upstream refusing the input, a 5xx (or a redirect) is the
+    upstream unavailable, a 2xx of another media type is not AG-UI."""
+    if response.status_code >= 300:
+        raw = b""
+        async for chunk in response.aiter_bytes():
+            raw += chunk
+            if len(raw) > MAX_ERROR_BYTES:
+                break
+        said = _error_text(raw[:MAX_ERROR_BYTES])
+        if 400 <= response.status_code < 500:
+            return s.Failed(message=f"The agent refused the input ({response.status_code}): {said}", code="INVALID_INPUT")
+        return s.Failed(message=f"The agent answered {response.status_code}: {said}", code="AGENT_UNAVAILABLE")
+    media = response.headers.get("content-type", "").split(";")[0].strip().lower()
+    if media != "text/event-stream":
+        return s.Failed(message=f"The agent answered {media or 'no media type'}, not an event stream.", code="AGENT_PROTOCOL_ERROR")
+    return None
+
+
+def _error_text(raw: bytes) -> str:
+    """An error body's message: a JSON `message` or `detail` (FastAPI, Starlette, ours), else its first text."""
+    try:
+        body = json.loads(raw)
+    except ValueError:
+        return raw.decode("utf-8", "replace").strip()[:300] or "no message"
+    if isinstance(body, dict):
+        error = body.get("error")
+        for value in (body.get("message"), body.get("detail"), error.get("message") if isinstance(error, dict) else error):
+            if isinstance(value, str) and value:
+                return value[:300]
+    return json.dumps(body)[:300]
+
+
+async def _sse_events(response: httpx.Response) -> AsyncIterator[Any]:
+    """Each SSE record's data (its `data:` lines joined) decoded as JSON; comments and other fields are skipped."""
+    buffer = b""
+    async for chunk in response.aiter_bytes():
+        buffer += chunk.replace(b"\r\n", b"\n")
+        while True:
+            cut = buffer.find(b"\n\n")
+            if cut < 0:
+                break
+            record, buffer = buffer[:cut], buffer[cut + 2 :]
+            data = [line[5:].removeprefix(b" ") for line in record.split(b"\n") if line.startswith(b"data:")]
+            if data:
+                yield decode_event(b"\n".join(data))
+        if len(buffer) > MAX_EVENT_BYTES:
+            raise UpstreamViolation(f"an event larger than {MAX_EVENT_BYTES} bytes")
+    if buffer.strip():
+        data = [line[5:].removeprefix(b" ") for line in buffer.split(b"\n") if line.startswith(b"data:")]
+        if data:
+            yield decode_event(b"\n".join(data))
+
+
+def decode_event(raw: bytes) -> Any:
+    if len(raw) > MAX_EVENT_BYTES:
+        raise UpstreamViolation(f"an event larger than {MAX_EVENT_BYTES} bytes")
+    if too_deep(raw, EVENT_DEPTH):
+        raise UpstreamViolation(f"an event nested deeper than {EVENT_DEPTH} levels")
+    try:
+        return msgspec.json.decode(raw)
+    except msgspec.DecodeError:
+        raise UpstreamViolation("an event that is not JSON") from None
+
+
+class AguiInProcessBackend(AgentBackend):
+    """An AG-UI event source in this process: `source.run(input)` yields `ag_ui.core` events (pydantic models),
+    plain dicts, or SSE-encoded strings; `input` is an `ag_ui.core.RunAgentInput`. A source with `clone()` is
+    cloned for each run."""
+
+    name = "agui-in-process"
+    plain_workspace = True
+    client_tools = True
+
+    def __init__(self, source: Any) -> None:
+        self.source = source
+
+    def run(self, request: AgentRequest) -> AsyncIterator[s.Signal]:
+        return read_events(request, self._events(request))
+
+    async def _events(self, request: AgentRequest) -> AsyncIterator[Any]:
+        from ag_ui.core import RunAgentInput  # the source's own package: it brings ag-ui-protocol with it
+
+        # A fresh copy per run where the source offers one: adapters keep per-run state on the object (ag-ui-langgraph's
+        # own endpoint clones its agent for each request the same way).
+        clone = getattr(self.source, "clone", None)
+        source = clone() if callable(clone) else self.source
+        stream = source.run(RunAgentInput.model_validate(run_input(request)))
+        try:
+            async for event in stream:
+                yield _as_dict(event)
+        finally:
+            aclose = getattr(stream, "aclose", None)
+            if aclose is not None:
+                await aclose()
+
+
+def _as_dict(event: Any) -> Any:
+    if isinstance(event, dict):
+        return event
+    if isinstance(event, (str, bytes)):
+        raw = event.encode() if isinstance(event, str) else event
+        data = [line[5:].removeprefix(b" ") for line in raw.replace(b"\r\n", b"\n").split(b"\n") if line.startswith(b"data:")]
+        return decode_event(b"\n".join(data) if data else raw)
+    dump = getattr(event, "model_dump", None)
+    if dump is None:
+        raise UpstreamViolation(f"an event of type {type(event).__name__}, not an AG-UI event")
+    return dump(mode="json", by_alias=True, exclude_none=True)

@@ -1,0 +1,100 @@
+"""A small LangGraph graph served by ag-ui-langgraph, for the tests: langchain's fake chat model (no LLM, no network)
+answers, calls a backend tool (`lookup`, run by the graph's ToolNode) or a client tool the request declares, and
+the graph counts its turns in its state. `agent` is the in-process form (`--agent tests.langgraph_agent:agent`);
+`LangGraphServer` serves the same graph over HTTP with the package's own FastAPI endpoint."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from collections.abc import Iterator
+from typing import Any
+
+from ag_ui_langgraph import LangGraphAgent, add_langgraph_fastapi_endpoint
+from fastapi import FastAPI
+from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage, ToolMessage
+from langchain_core.outputs import ChatGenerationChunk
+from langchain_core.runnables import RunnableConfig
+from langchain_core.tools import tool
+from langgraph.checkpoint.memory import MemorySaver
+from langgraph.graph import END, START, MessagesState, StateGraph
+from langgraph.prebuilt import ToolNode
+
+from tests.support import BackgroundServer
+
+_calls = itertools.count(1)
+
+
+class FakeToolCallingModel(GenericFakeChatModel):
+    """langchain's fake chat model, whose stream also carries the message's tool calls (as a provider streams them)."""
+
+    def _stream(
+        self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kwargs: Any
+    ) -> Iterator[ChatGenerationChunk]:
+        message = next(self.messages)
+        assert isinstance(message, AIMessage)
+        for word in message.content.split(" ") if isinstance(message.content, str) and message.content else []:
+            chunk = ChatGenerationChunk(message=AIMessageChunk(content=word + " ", id=message.id))
+            if run_manager:
+                run_manager.on_llm_new_token(word + " ", chunk=chunk)
+            yield chunk
+        for index, call in enumerate(message.tool_calls):
+            args = json.dumps(call["args"])
+            pieces = [{"name": call["name"], "args": args, "id": call["id"], "index": index, "type": "tool_call_chunk"}]
+            yield ChatGenerationChunk(message=AIMessageChunk(content="", id=message.id, tool_call_chunks=pieces))
+
+
+@tool
+def lookup(q: str) -> str:
+    """Look a resource up."""
+    return f"found 3 {q}"
+
+
+class State(MessagesState):
+    turns: int
+
+
+def _reply(state: State) -> AIMessage:
+    last = state["messages"][-1]
+    if isinstance(last, ToolMessage):
+        return AIMessage(content=f"The tool said {last.content}")
+    text = last.content if isinstance(last.content, str) else ""
+    call = f"call-{next(_calls)}"
+    if text.startswith("/tool"):
+        return AIMessage(content="", tool_calls=[{"name": "lookup", "args": {"q": "vpc"}, "id": call}])
+    if text.startswith("/client"):
+        return AIMessage(content="", tool_calls=[{"name": "confirm", "args": {}, "id": call}])
+    return AIMessage(content=f"You said: {text}")
+
+
+async def chat(state: State, config: RunnableConfig) -> dict[str, Any]:
+    response = await FakeToolCallingModel(messages=iter([_reply(state)])).ainvoke(state["messages"], config)
+    return {"messages": [response], "turns": state.get("turns", 0) + 1}
+
+
+def _route(state: State) -> str:
+    last = state["messages"][-1]
+    return "tools" if isinstance(last, AIMessage) and any(c["name"] == "lookup" for c in last.tool_calls) else END
+
+
+def build_graph() -> Any:
+    builder = StateGraph(State)
+    builder.add_node("chat", chat)
+    builder.add_node("tools", ToolNode([lookup]))
+    builder.add_edge(START, "chat")
+    builder.add_conditional_edges("chat", _route, {"tools": "tools", END: END})
+    builder.add_edge("tools", "chat")
+    return builder.compile(checkpointer=MemorySaver())
+
+
+agent = LangGraphAgent(name="assistant", graph=build_graph())
+
+
+class LangGraphServer(BackgroundServer):
+    """The same graph over HTTP (ag-ui-langgraph's FastAPI endpoint), on a free loopback port in a thread."""
+
+    def __init__(self) -> None:
+        app = FastAPI()
+        add_langgraph_fastapi_endpoint(app, LangGraphAgent(name="assistant", graph=build_graph()), "/agent")
+        super().__init__(app, "/agent")

@@ -1,0 +1,143 @@
+"""Real AG-UI agents from their own packages behind the gateway, no LLM and no network: a LangGraph graph served
+by ag-ui-langgraph (over HTTP with its FastAPI endpoint, and in the gateway's process), driven by @ag-ui/client
+over SSE and WebSocket with zero warnings: a chat turn, a backend tool, a client tool round trip, and the
+graph's state coming back to the client."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.support import Gateway
+from tests.test_node_client import check_run, drive
+
+pytestmark = pytest.mark.node
+CONFIRM = {"name": "confirm", "description": "Ask the user", "parameters": {"type": "object", "properties": {}}}
+
+
+@pytest.fixture(scope="module")
+def langgraph_http():
+    from tests.langgraph_agent import LangGraphServer
+
+    server = LangGraphServer().start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module", params=["http", "in-process"])
+def langgraph(request, langgraph_http, tmp_path_factory):
+    spec = "agui+" + langgraph_http.url if request.param == "http" else "tests.langgraph_agent:agent"
+    server = Gateway(tmp_path_factory.mktemp("langgraph"), "--agent", spec).start()
+    yield server
+    server.stop()
+
+
+def texts(report: dict) -> list[str]:
+    return [m["content"].strip() for m in report["messages"] if m["role"] == "assistant" and m["content"]]
+
+
+@pytest.mark.parametrize("kind", ["http", "ws"])
+def test_langgraph_chat_state_and_tools_through_the_gateway(langgraph, kind):
+    steps = [
+        {"message": "hello graph"},
+        {"message": "/tool"},
+        {"message": "/client", "tools": [CONFIRM]},
+        {"toolResult": "yes", "tools": [CONFIRM]},
+    ]
+    report = drive(langgraph.url, steps, kind=kind)
+    for run in report["runs"]:
+        assert check_run(run)["type"] == "RUN_FINISHED", run["events"][-1]
+    chat, backend, client, result = report["runs"]
+    assert texts({"messages": report["messages"]})[0] == "You said: hello graph"
+    assert [e["content"] for e in backend["events"] if e["type"] == "TOOL_CALL_RESULT"] == ["found 3 vpc"]
+    calls = [e["toolCallName"] for e in client["events"] if e["type"] == "TOOL_CALL_START"]
+    assert calls == ["confirm"] and not any(e["type"] == "TOOL_CALL_RESULT" for e in client["events"]), "the client runs it"
+    assert texts(report)[-1] == "The tool said yes"
+    assert report["state"].get("turns", 0) >= 4, report["state"]
+
+
+@pytest.fixture(scope="module")
+def pydantic_ai(tmp_path_factory):
+    from tests.pydantic_agent import PydanticAIServer
+
+    upstream = PydanticAIServer().start()
+    server = Gateway(tmp_path_factory.mktemp("pydantic-ai"), "--agent", "agui+" + upstream.url).start()
+    yield server
+    server.stop()
+    upstream.stop()
+
+
+@pytest.mark.parametrize("kind", ["http", "ws"])
+def test_pydantic_ai_chat_state_and_tools_through_the_gateway(pydantic_ai, kind):
+    steps = [
+        {"message": "hello model"},
+        {"message": "/tool"},
+        {"message": "/count"},
+        {"message": "/client", "tools": [CONFIRM]},
+        {"toolResult": "yes", "tools": [CONFIRM]},
+    ]
+    report = drive(pydantic_ai.url, steps, kind=kind, initialState={"turns": 4})
+    for run in report["runs"]:
+        assert check_run(run)["type"] == "RUN_FINISHED", run["events"][-1]
+    chat, backend, counted, client, result = report["runs"]
+    assert texts(report)[0] == "You said: hello model"
+    assert [e["content"] for e in backend["events"] if e["type"] == "TOOL_CALL_RESULT"] == ["found 3 vpc"]
+    assert counted["state"] == {"turns": 5}, "the agent's state snapshot, in the client's state"
+    assert [e["toolCallName"] for e in client["events"] if e["type"] == "TOOL_CALL_START"] == ["confirm"]
+    assert texts(report)[-1] == "The confirm tool said yes"
+
+
+@pytest.fixture(scope="module")
+def agentcore_upstream():
+    from tests.agentcore_agent import AgentCoreServer
+
+    upstream = AgentCoreServer().start()
+    yield upstream
+    upstream.stop()
+
+
+@pytest.fixture(scope="module")
+def agentcore(agentcore_upstream, tmp_path_factory):
+    server = Gateway(tmp_path_factory.mktemp("agentcore"), "--agent", "agui+" + agentcore_upstream.url).start()
+    yield server
+    server.stop()
+
+
+@pytest.mark.parametrize("kind", ["http", "ws"])
+def test_an_agentcore_aguiapp_chat_state_and_tools_through_the_gateway(agentcore, kind):
+    steps = [
+        {"message": "hello core"},
+        {"message": "/tool"},
+        {"message": "/client", "tools": [CONFIRM]},
+        {"toolResult": "yes", "tools": [CONFIRM]},
+    ]
+    report = drive(agentcore.url, steps, kind=kind, initialState={"theme": "dark"})
+    for run in report["runs"]:
+        assert check_run(run)["type"] == "RUN_FINISHED", run["events"][-1]
+    assert texts(report)[0] == "You said: hello core"
+    assert [e["content"] for e in report["runs"][1]["events"] if e["type"] == "TOOL_CALL_RESULT"] == ["found 3"]
+    assert report["runs"][2]["pendingToolCallIds"] != []
+    assert texts(report)[-1] == "The tool said yes"
+    assert report["state"] == {"theme": "dark", "turns": 4}, "the upstream's state, sent back by the client each turn"
+
+
+def test_a_cancel_through_the_gateway_reaches_the_agentcore_app(agentcore, agentcore_upstream, client):
+    import time
+    import uuid
+
+    from tests.reattach_client import open_post
+    from tests.test_cancel_and_disconnect import CANCEL
+
+    thread = f"t-{uuid.uuid4().hex[:8]}"
+    body = {"threadId": thread, "runId": "r-cancel", "state": {}, "messages": [{"id": "m", "role": "user", "content": "/slow"}]}
+    stream = open_post(agentcore.url + "/", {**body, "tools": [], "context": [], "forwardedProps": {}})
+    head = stream.take(6)
+    execution = next(e["value"]["executionId"] for _, e in head if e["type"] == "CUSTOM" and e["name"] == "iac-code.session.v1")
+    assert (
+        client.post(agentcore.url + CANCEL.format(execution), json={"threadId": thread, "rosInvocationId": f"thread:{thread}"}).status_code
+        == 200
+    )
+    assert stream.rest()[-1][1]["outcome"] == {"type": "cancelled"}
+    deadline = time.monotonic() + 5
+    while "r-cancel" not in agentcore_upstream.disconnected and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert "r-cancel" in agentcore_upstream.disconnected, "the AgentCore app saw its client go"
