@@ -14,6 +14,7 @@ from store import (
     Adopted,
     CancelResult,
     ExecutionStatus,
+    LatestRun,
     Lease,
     PendingInterrupt,
     Progress,
@@ -104,6 +105,12 @@ class InstrumentedStore(ThreadStore):
 
     async def purge_expired(self) -> int:
         return await self.inner.purge_expired()
+
+    async def read_document(self, thread_id: str) -> dict[str, Any] | None:
+        return await self._timed("read_document", lambda: self.inner.read_document(thread_id))
+
+    async def latest_run(self, thread_id: str) -> LatestRun | None:
+        return await self._timed("latest_run", lambda: self.inner.latest_run(thread_id))
 
     async def ping(self) -> bool:
         return await self.inner.ping()

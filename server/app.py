@@ -29,7 +29,7 @@ from transports.cancel import cancel_execution
 from transports.fallback import EXCEPTION_HANDLERS
 from transports.fast_path import FastPath
 from transports.health import health, ping, protected_resource, ready
-from transports.reattach import run_events
+from transports.reattach import run_events, thread_events
 from transports.services import TransportServices
 from transports.static_ui import ui_router
 from transports.tickets import issue_ticket
@@ -40,6 +40,7 @@ MIN_SAFE_LEASE_SECONDS = 6.0
 ROUTES: list[ControllerRouterHandler] = [
     ready,
     run_events,
+    thread_events,
     cancel_execution,
     issue_ticket,
     health,

@@ -114,6 +114,29 @@ class CancelResult:
 RESTART_WINDOW_SECONDS = 3600.0  # how long after its admission a never-started run may be admitted again
 
 
+@dataclass(frozen=True, slots=True)
+class LatestRun:
+    """A thread's newest run (the one in flight, else the last admitted) and the userId the thread is bound to."""
+
+    run_id: str
+    user_id: str | None
+
+
+def latest_run_of(document: dict[str, Any] | None) -> LatestRun | None:
+    """The newest run a thread document names, or None when it names none."""
+    if not document:
+        return None
+    active, runs = document.get("active"), document.get("runs") or {}
+    if isinstance(active, dict) and isinstance(active.get("run_id"), str):
+        run_id = active["run_id"]
+    elif runs:
+        run_id = max(runs, key=lambda name: (runs[name].get("fence", 0), runs[name].get("at", 0)))
+    else:
+        return None
+    binding = document.get("binding")
+    return LatestRun(run_id, binding.get("user_id") if isinstance(binding, dict) else None)
+
+
 class ThreadStore(abc.ABC):
     """Every method is atomic for its thread: memory and file serialise per thread, Redis runs one Lua script."""
 
@@ -121,6 +144,14 @@ class ThreadStore(abc.ABC):
     needs_renewal = False  # True where leases expire unless their owner renews them
     lease_seconds = 10 * 365 * 86400.0  # single-process stores detect dead owners by owner id, not by time
     events: EventLog  # each store keeps its runs' event logs beside their thread state
+
+    async def read_document(self, thread_id: str) -> dict[str, Any] | None:
+        """The thread's document as the store keeps it (None: no such thread)."""
+        raise NotImplementedError
+
+    async def latest_run(self, thread_id: str) -> LatestRun | None:
+        """The thread's newest run, for a client that joins the thread (`GET /threads/{id}/events`)."""
+        return latest_run_of(await self.read_document(thread_id))
 
     @abc.abstractmethod
     async def now(self) -> float:

@@ -313,3 +313,18 @@ def test_a_pending_question_keeps_its_form_blocks_send_and_is_shown_once(page, g
     page.get_by_test_id("answer").click()
     expect(page.get_by_test_id("assistant").last).to_contain_text("yes")
     expect(page.get_by_test_id("send")).to_be_enabled()
+
+
+def test_on_load_the_page_joins_its_thread_and_shows_a_run_it_never_saw(page, gateway):
+    """The stored transcript is gone (another device ran the thread, or storage was cleared): the page joins the
+    thread on the gateway and shows its newest run."""
+    open_ui(page, gateway)
+    send(page, "seen elsewhere")
+    expect(page.get_by_test_id("assistant").last).to_have_text("You said: seen elsewhere")
+    thread = page.evaluate("JSON.parse(localStorage.getItem('agui.page.v1')).threadId")
+    page.evaluate(f"localStorage.setItem('agui.page.v1', JSON.stringify({{threadId: {json.dumps(thread)}, cwd: '/tmp/agui-ui'}}))")
+    page.reload()
+    expect(page.get_by_test_id("assistant").last).to_have_text("You said: seen elsewhere")
+    assert page.get_by_test_id("assistant").count() == 1
+    page.reload()
+    expect(page.get_by_test_id("assistant")).to_have_count(1)  # known now: not added twice

@@ -1,9 +1,11 @@
 """`/ws`: runs over WebSocket on the same engine. Base mode: one RunAgentInput frame in, one bare event per frame out.
 
 Multiplexed mode (subprotocol `agui-mux.v1`): client frames `{"op":"run","id":S,"input":{...}}` (with an
-optional `"reattachGraceSeconds"`), `{"op":"attach","id":S,"threadId","runId","rosInvocationId","lastEventId","userId"}`
+optional `"reattachGraceSeconds"`), `{"op":"attach","id":S,"threadId","runId","rosInvocationId","lastEventId","userId"}`,
+`{"op":"connect","id":S,"threadId","lastEventId","userId"}` (join the thread: its newest run, replayed then live)
 and `{"op":"cancel","id":S}`; server frames `{"id":S,"eventId":P,"event":{...}}` (`eventId`: the event's
-position, to attach from; absent on errors that are not part of a run). Close codes: 1003 binary frame,
+position, to attach from; absent on errors that are not part of a run), and `{"id":S,"closed":true}` for a
+connect to a thread with no retained run (the stream is over, with no event). Close codes: 1003 binary frame,
 1007 a frame that is not JSON, 1008 policy (too many queued frames, bad envelope in mux mode, an attached stream
 that fell behind its run's ring: attach again from the last event id),
 1009 frame over 12 MiB (uvicorn), 1011 internal error. Authentication is checked before the upgrade
@@ -193,6 +195,29 @@ class Connection:
                 await self.socket.close(CLOSE_POLICY, "credential expired")
             return None
 
+    async def join(self, frame: MuxFrame) -> RunHandle | None:
+        """Join a thread, like `GET /threads/{t}/events`: its newest run; none is an empty, closed stream."""
+        try:
+            self.check_not_expired()
+            await check_rate(self.ctx, self.principal)
+            if not frame.thread_id:
+                raise GatewayError(ErrorCode.INVALID_INPUT, "threadId", "Name the thread to connect to.")
+            after = parse_position(frame.last_event_id) or 0
+            run = await self.ctx.engine.join(
+                frame.thread_id, after, caller_of(self.principal), user_id=frame.user_id or None, language=self.language
+            )
+        except GatewayError as error:
+            metrics.labelled(metrics.REATTACHES, error.code.name).inc()
+            await self.send_error(error, frame.id, error.language)
+            return None
+        if run is None or run.finished:
+            async with self.send_lock:
+                await self.socket.send(
+                    {"type": "websocket.send", "text": '{"id":' + msgspec.json.encode(frame.id).decode() + ',"closed":true}'}
+                )
+            return None
+        return run
+
     def check_not_expired(self) -> None:
         """A socket outlives its credential only to finish the runs in flight: no new run starts after expiry."""
         expires_at = self.principal.expires_at
@@ -278,6 +303,8 @@ async def _run_stream(conn: Connection, stream_id: str, frame: MuxFrame) -> None
     arrived = time.perf_counter()
     if frame.op == "attach":
         run = await conn.attach(frame)
+    elif frame.op == "connect":
+        run = await conn.join(frame)
     else:
         run = await conn.start_run(bytes(frame.input), stream_id, frame.reattach_grace_seconds)
     if run is None:
@@ -309,7 +336,7 @@ async def _serve_mux(conn: Connection) -> None:
             except msgspec.DecodeError:
                 await socket.close(CLOSE_INVALID, "frames must be JSON")
                 return
-            if (frame.op == "run" and len(frame.input)) or frame.op == "attach":
+            if (frame.op == "run" and len(frame.input)) or frame.op in ("attach", "connect"):
                 if frame.id in conn.forwarders:
                     await conn.send_error(GatewayError(ErrorCode.INVALID_INPUT, "id", "This stream id is in use."), frame.id)
                 elif len(conn.forwarders) >= MAX_MUX_RUNS:
@@ -327,7 +354,7 @@ async def _serve_mux(conn: Connection) -> None:
                     await conn.send_error(GatewayError(ErrorCode.EXECUTION_NOT_FOUND, "id", "No run on this stream id."), frame.id)
             else:
                 await conn.send_error(
-                    GatewayError(ErrorCode.INVALID_INPUT, "op", "Use op 'run' (with input), 'attach' or 'cancel'."), frame.id
+                    GatewayError(ErrorCode.INVALID_INPUT, "op", "Use op 'run' (with input), 'attach', 'connect' or 'cancel'."), frame.id
                 )
     finally:
         conn.abandon()

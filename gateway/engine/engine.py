@@ -29,7 +29,7 @@ from gateway.engine.retained import RetainedLogs
 from gateway.engine.run import Run, RunServices
 from gateway.engine.stream import PositionGone, PositionUnknown, TooManyFollowers
 from gateway.errors import ErrorCode, GatewayError
-from store import Admission, AdmitResult, ExecutionStatus, Lease, Progress, ThreadStore
+from store import Admission, AdmitResult, ExecutionStatus, LatestRun, Lease, Progress, ThreadStore
 from store.eventlog import READ_LIMIT, LogRef, ros_digest
 
 # A run's log is written behind its stream (the first write ~20 ms after it starts): a client that drops and
@@ -160,22 +160,50 @@ class RunEngine:
                 await asyncio.sleep(max(0.0, asked + REFUSAL_SECONDS - time.monotonic()))
             raise
 
+    async def join(
+        self, thread_id: str, after: int, caller: Caller = ANONYMOUS, *, user_id: str | None = None, language: str = "en"
+    ) -> RunHandle | None:
+        """Follow the thread's newest run from position `after` (its log replayed, then live while it runs): None
+        when the thread has no run whose log is retained. The thread is the caller's (another principal's thread
+        is no thread), and a thread bound to a userId is joined with that userId only: a thread that is not there
+        and one that is not the caller's answer alike, from the one store read."""
+        check_user_id(caller, user_id)
+        if not self.reattach:
+            raise GatewayError(ErrorCode.EXECUTION_NOT_FOUND, detail="Reattach is turned off on this gateway.")
+        try:
+            latest = await self.store.latest_run(thread_key(caller, thread_id))
+        except STORE_FAILURES as exc:
+            raise store_error(exc) from None
+        asker = user_id if user_id is not None else caller.user_id
+        if latest is not None and latest.user_id is not None and latest.user_id != asker:
+            latest = None
+        if latest is not None:
+            try:
+                return await self._attach(thread_id, latest.run_id, "", None, after, caller, None, language, latest)
+            except GatewayError as error:
+                if error.code is not ErrorCode.EXECUTION_NOT_FOUND:  # its log is gone: no retained run
+                    raise
+        return None
+
     async def _attach(
         self,
         thread_id: str,
         run_id: str,
         ros_invocation_id: str,
-        identities: dict[str, str | None],
+        identities: dict[str, str | None] | None,
         after: int,
         caller: Caller,
         digest: str | None,
         language: str,
+        joined: LatestRun | None = None,
     ) -> RunHandle:
+        """`identities` None (`joined` set): a client joining the thread, whose caller binding was checked."""
         key = thread_key(caller, thread_id)
         run = self._runs.get(run_id)
         # An adopted run's ring starts where its first owner stopped: older positions are read from the log.
         if run is not None and run.lease.thread_id == key and run.writer is not None and after + 1 >= run.stream.first:
-            _check_identity(run.ros_digest, identities, run.prepared.digest, digest)
+            if identities is not None:
+                _check_identity(run.ros_digest, identities, run.prepared.digest, digest)
             try:
                 handle: RunHandle = LiveHandle(run, after, paces=digest is not None)
             except PositionGone:
@@ -198,16 +226,20 @@ class RunEngine:
             raise store_error(exc) from None
         if read is None:
             raise GatewayError(ErrorCode.EXECUTION_NOT_FOUND)
-        _check_identity(read.meta.ros_digest, identities, read.meta.request_digest, digest)
+        if identities is not None:
+            _check_identity(read.meta.ros_digest, identities, read.meta.request_digest, digest)
         if read.head is not None and after > read.head:
             raise GatewayError(ErrorCode.INVALID_INPUT, "lastEventId", NEVER_GIVEN_OUT)
         if after + 1 < read.first:
             raise GatewayError(ErrorCode.EVENTS_EXPIRED, "lastEventId")
         execution_id = read.meta.execution_id
 
-        user_id = identities[read.meta.ros_digest]  # the run's own, which its thread is bound to
+        user_id = identities[read.meta.ros_digest] if identities is not None else joined.user_id if joined else None
 
         async def cancel() -> None:
+            if identities is None:  # a joined stream names no rosInvocationId: the cancel extension takes one
+                log.info("a cancel on a joined stream of thread %s is not applied: cancel the run by its rosInvocationId", thread_id)
+                return
             await self.cancel(thread_id, execution_id, ros_invocation_id, caller, user_id)
 
         metrics.labelled(metrics.REATTACHES, "log").inc()

@@ -16,7 +16,7 @@
 // event id seen. The gateway sends each event exactly once across the drop, so no text repeats or goes missing.
 
 import { apply, compact, emptyView, LOCAL_ERROR, RESUME, TOOL_RESULT, USER } from "./protocol.js";
-import { attachSse, cancelExecution, GRACE_SECONDS, runSse } from "./transport.js";
+import { attachSse, cancelExecution, GRACE_SECONDS, joinSse, runSse } from "./transport.js";
 import { MuxSocket } from "./ws-mux.js";
 import { PageView } from "./view.js";
 
@@ -203,6 +203,28 @@ function resumeLive() {
   else link.attach(live, null, { onEvent: record, onError: failed });
 }
 
+/** On load: join the thread on the gateway. Its newest run, when this page never saw it (another tab or device
+ * ran it, or the stored transcript was lost), is added and followed to its end. */
+async function joinThread() {
+  const known = new Set(page.runs.flatMap((events) => events.filter((e) => e.type === "RUN_STARTED").map((e) => e.runId)));
+  const stop = new AbortController();
+  let adding = false;
+  await joinSse(
+    page.threadId,
+    null,
+    token(),
+    (event, eventId) => {
+      if (!adding) {
+        if (event.type !== "RUN_STARTED" || known.has(event.runId)) return stop.abort(); // already in the transcript
+        adding = true;
+        page.runs.push([]);
+      }
+      record(event, eventId);
+    },
+    stop.signal,
+  ).catch(() => false);
+}
+
 async function cancel() {
   if (!view.executionId) return;
   const status = await cancelExecution({ executionId: view.executionId, threadId: page.threadId, rosInvocationId: page.ros, token: token() });
@@ -290,6 +312,7 @@ async function init() {
   replay();
   wire();
   if (page.live) resumeLive();
+  else joinThread(); // not awaited: a joined run still in flight is followed to its end
   document.body.dataset.ready = "true";
 }
 

@@ -33,6 +33,14 @@ export async function attachSse({ threadId, runId, rosInvocationId, userId }, la
   return readSse(fetch(`${path}?${query}`, { headers }), onEvent);
 }
 
+/** Join the thread (`GET /threads/{t}/events`): its newest run, replayed and then followed live; resolves like
+ * runSse (true at once for a thread with no retained run, 204). `signal` aborts it. */
+export async function joinSse(threadId, userId, token, onEvent, signal) {
+  const query = userId ? `?${new URLSearchParams({ userId })}` : "";
+  const headers = { accept: "text/event-stream", ...authHeaders(token) };
+  return readSse(fetch(`/threads/${encodeURIComponent(threadId)}/events${query}`, { headers, signal }), onEvent);
+}
+
 async function readSse(request, onEvent) {
   let response;
   try {

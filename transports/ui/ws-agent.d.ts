@@ -22,6 +22,11 @@ export declare class MuxSocket {
     lastEventId: string | null,
     handlers: { id?: string; onEvent: (event: any, eventId: string | null) => void; onError?: (error: Error) => void },
   ): Promise<{ cancel(): void }>;
+  connect(
+    thread: { threadId: string; userId?: string },
+    lastEventId: string | null,
+    handlers: { id: string; onEvent: (event: any, eventId: string | null) => void; onClosed?: () => void; onError?: (error: Error) => void },
+  ): Promise<{ close(): void }>;
   cancel(id: string): void;
   close(): void;
 }

@@ -1,7 +1,8 @@
 // WebSocketAgent: an @ag-ui/client agent that runs over the gateway's multiplexed WebSocket. Swap
 // `new HttpAgent({ url })` for `new WebSocketAgent({ url })` and keep everything else (runAgent, subscribers,
 // messages, state, pendingInterrupts, resume). Runs share one socket per URL, survive a dropped connection
-// (reconnect and reattach from the last event), and abortRun() cancels the run on the gateway.
+// (reconnect and reattach from the last event), and abortRun() cancels the run on the gateway. connect() joins
+// the thread (connectAgent(): its newest run, replayed and then followed live), as a chat page does on opening.
 import { AbstractAgent } from "@ag-ui/client";
 import { Observable } from "rxjs";
 
@@ -38,6 +39,32 @@ export class WebSocketAgent extends AbstractAgent {
       this.current = started;
       return () => {
         if (!ended) started.then((run) => run.cancel()); // unsubscribed early (abortRun): cancel on the gateway
+      };
+    });
+  }
+
+  connect(input) {
+    return new Observable((subscriber) => {
+      let ended = false;
+      const finish = () => {
+        ended = true;
+        subscriber.complete();
+      };
+      const mux = MuxSocket.for(this.url, this.socketOptions);
+      const joined = mux.connect({ threadId: input.threadId, userId: input.forwardedProps?.iacCode?.userId }, null, {
+        id: `connect-${input.runId}`,
+        onEvent: (event) => {
+          subscriber.next(event);
+          if (event.type === "RUN_FINISHED" || event.type === "RUN_ERROR") finish();
+        },
+        onClosed: finish,
+        onError: (error) => {
+          ended = true;
+          subscriber.error(error);
+        },
+      });
+      return () => {
+        if (!ended) joined.then((stream) => stream.close());
       };
     });
   }

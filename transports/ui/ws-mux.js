@@ -87,6 +87,11 @@ export class MuxSocket {
   #receive(frame) {
     const stream = this.streams.get(frame.id);
     if (!stream) return;
+    if (frame.closed) {
+      this.streams.delete(frame.id); // a connect to a thread with no retained run: over, with no event
+      stream.onClosed?.();
+      return;
+    }
     if (frame.eventId) stream.lastEventId = frame.eventId;
     if (TERMINAL.has(frame.event?.type)) this.streams.delete(frame.id);
     stream.onEvent(frame.event, frame.eventId ?? null);
@@ -111,7 +116,9 @@ export class MuxSocket {
     if (this.socket || this.closed) return;
     try {
       const socket = await this.open();
-      for (const [id, stream] of this.streams) socket.send(JSON.stringify({ op: "attach", id, ...stream.attach, lastEventId: stream.lastEventId || "" }));
+      for (const [id, stream] of this.streams) {
+        socket.send(JSON.stringify({ op: stream.op || "attach", id, ...stream.attach, lastEventId: stream.lastEventId || "" }));
+      }
     } catch {
       this.#schedule();
     }
@@ -142,6 +149,20 @@ export class MuxSocket {
       onError(error);
     }
     return { cancel: () => this.cancel(id) };
+  }
+
+  /** Join a thread as stream `id`: its newest run, replayed from its first event (or `lastEventId`) and followed
+   * live while it runs; `onClosed()` when the thread has no retained run. */
+  async connect({ threadId, userId }, lastEventId, { id, onEvent, onClosed = () => {}, onError = () => {} }) {
+    const attach = { threadId, ...(userId ? { userId } : {}) };
+    this.streams.set(id, { op: "connect", onEvent, onClosed, onError, lastEventId, attach });
+    try {
+      (await this.open()).send(JSON.stringify({ op: "connect", id, ...attach, lastEventId: lastEventId || "" }));
+    } catch (error) {
+      this.streams.delete(id);
+      onError(error);
+    }
+    return { close: () => this.streams.delete(id) };
   }
 
   /** Cancel a run on purpose: it ends with RUN_FINISHED cancelled. */
