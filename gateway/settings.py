@@ -63,6 +63,7 @@ class Settings(Struct, kw_only=True):
     lease_seconds: float = 10.0
     max_reattach_grace_seconds: float = 120.0  # longest grace window a client may ask for (0: reattach turned off)
     event_log_retention: float = 600.0  # how long an ended run's events can be replayed
+    agent_response_seconds: float = 60.0  # an AG-UI upstream's response head must come within this
     a2a_follow_idle_seconds: float = 300.0  # a followed A2A task silent this long (and still working) fails
     event_log_max_events: int = 50_000  # newest events kept per run
     event_log_max_bytes: int = 16 * 1024 * 1024  # bytes of events kept per run

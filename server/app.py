@@ -105,7 +105,9 @@ def create_app(
         redis_min_replicas=settings.redis_min_replicas,
     )
     store = InstrumentedStore(store)
-    agent = agent or load_agent(settings.agent, settings.agent_token, follow_idle=settings.a2a_follow_idle_seconds)
+    agent = agent or load_agent(
+        settings.agent, settings.agent_token, follow_idle=settings.a2a_follow_idle_seconds, response_seconds=settings.agent_response_seconds
+    )
     settings = with_plain_workspace(settings, agent)
     services = build_services(settings, store, agent)
 

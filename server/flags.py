@@ -172,6 +172,13 @@ FLAGS: tuple[Flag, ...] = (
         duration("--a2a-follow-idle-seconds"),
     ),
     Flag(
+        "--agent-response-seconds",
+        "60",
+        "an AG-UI upstream (--agent agui+http...) that has not sent its response's status and headers this long after the "
+        "request fails with AGENT_UNAVAILABLE (connect: 10 s; silence within its stream: 5 min)",
+        seconds("--agent-response-seconds", low=0.1),
+    ),
+    Flag(
         "--event-log-retention",
         "10m",
         "how long an ended run's events can be replayed; a tombstone says expired for a day after",

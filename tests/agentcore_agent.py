@@ -1,5 +1,5 @@
 """bedrock-agentcore's AGUIApp with a scripted handler, for the tests: it streams text, calls a backend tool or a
-client tool the request declares, and sends its state back; it records whether its client went away."""
+client tool the request declares, and sends its state back."""
 
 from __future__ import annotations
 
@@ -23,7 +23,6 @@ from bedrock_agentcore.runtime.ag_ui import AGUIApp
 
 from tests.support import BackgroundServer
 
-disconnected: list[str] = []
 app = AGUIApp()
 
 
@@ -41,36 +40,30 @@ async def handler(run_input: Any) -> Any:
     state = run_input.state if isinstance(run_input.state, dict) else {}
     yield StateSnapshotEvent(type=EventType.STATE_SNAPSHOT, snapshot={**state, "turns": int(state.get("turns", 0)) + 1})
     answer = f"{run}-answer"
-    try:
-        if getattr(last, "role", None) == "tool":
-            said = f"The tool said {text}"
-        elif text.startswith("/tool"):
-            yield ToolCallStartEvent(type=EventType.TOOL_CALL_START, tool_call_id=f"{run}-lookup", tool_call_name="lookup")
-            yield ToolCallArgsEvent(type=EventType.TOOL_CALL_ARGS, tool_call_id=f"{run}-lookup", delta='{"q":"vpc"}')
-            yield ToolCallEndEvent(type=EventType.TOOL_CALL_END, tool_call_id=f"{run}-lookup")
-            yield ToolCallResultEvent(
-                type=EventType.TOOL_CALL_RESULT, message_id=f"{run}-r", tool_call_id=f"{run}-lookup", content="found 3"
-            )
-            said = "Looked it up."
-        elif text.startswith("/client"):
-            yield ToolCallStartEvent(type=EventType.TOOL_CALL_START, tool_call_id=f"{run}-confirm", tool_call_name="confirm")
-            yield ToolCallArgsEvent(type=EventType.TOOL_CALL_ARGS, tool_call_id=f"{run}-confirm", delta="{}")
-            yield ToolCallEndEvent(type=EventType.TOOL_CALL_END, tool_call_id=f"{run}-confirm")
-            outcome = {"type": "success", "pendingToolCallIds": [f"{run}-confirm"]}
-            yield RunFinishedEvent(type=EventType.RUN_FINISHED, thread_id=thread, run_id=run, outcome=outcome)
-            return
-        elif text.startswith("/slow"):
-            yield TextMessageStartEvent(type=EventType.TEXT_MESSAGE_START, message_id=answer, role="assistant")
-            for index in range(100):
-                yield TextMessageContentEvent(type=EventType.TEXT_MESSAGE_CONTENT, message_id=answer, delta=f"tick {index} ")
-                await asyncio.sleep(0.1)
-            yield TextMessageEndEvent(type=EventType.TEXT_MESSAGE_END, message_id=answer)
-            said = "done"
-        else:
-            said = f"You said: {text}"
-    except (asyncio.CancelledError, GeneratorExit):
-        disconnected.append(run)
-        raise
+    if getattr(last, "role", None) == "tool":
+        said = f"The tool said {text}"
+    elif text.startswith("/tool"):
+        yield ToolCallStartEvent(type=EventType.TOOL_CALL_START, tool_call_id=f"{run}-lookup", tool_call_name="lookup")
+        yield ToolCallArgsEvent(type=EventType.TOOL_CALL_ARGS, tool_call_id=f"{run}-lookup", delta='{"q":"vpc"}')
+        yield ToolCallEndEvent(type=EventType.TOOL_CALL_END, tool_call_id=f"{run}-lookup")
+        yield ToolCallResultEvent(type=EventType.TOOL_CALL_RESULT, message_id=f"{run}-r", tool_call_id=f"{run}-lookup", content="found 3")
+        said = "Looked it up."
+    elif text.startswith("/client"):
+        yield ToolCallStartEvent(type=EventType.TOOL_CALL_START, tool_call_id=f"{run}-confirm", tool_call_name="confirm")
+        yield ToolCallArgsEvent(type=EventType.TOOL_CALL_ARGS, tool_call_id=f"{run}-confirm", delta="{}")
+        yield ToolCallEndEvent(type=EventType.TOOL_CALL_END, tool_call_id=f"{run}-confirm")
+        outcome = {"type": "success", "pendingToolCallIds": [f"{run}-confirm"]}
+        yield RunFinishedEvent(type=EventType.RUN_FINISHED, thread_id=thread, run_id=run, outcome=outcome)
+        return
+    elif text.startswith("/slow"):
+        yield TextMessageStartEvent(type=EventType.TEXT_MESSAGE_START, message_id=answer, role="assistant")
+        for index in range(100):
+            yield TextMessageContentEvent(type=EventType.TEXT_MESSAGE_CONTENT, message_id=answer, delta=f"tick {index} ")
+            await asyncio.sleep(0.1)
+        yield TextMessageEndEvent(type=EventType.TEXT_MESSAGE_END, message_id=answer)
+        said = "done"
+    else:
+        said = f"You said: {text}"
     message = f"{answer}-text"
     yield TextMessageStartEvent(type=EventType.TEXT_MESSAGE_START, message_id=message, role="assistant")
     yield TextMessageContentEvent(type=EventType.TEXT_MESSAGE_CONTENT, message_id=message, delta=said)
@@ -83,4 +76,3 @@ class AgentCoreServer(BackgroundServer):
 
     def __init__(self) -> None:
         super().__init__(app, "/invocations")
-        self.disconnected = disconnected

@@ -64,6 +64,8 @@ class AguiUpstream(BackgroundServer):
             return PlainTextResponse("upstream trouble", status_code=code)
         if command == "/json":
             return JSONResponse({"not": "a stream"})
+        if command == "/stall":  # no response head for a while
+            await asyncio.sleep(float(argument or 3))
         encoder = EventEncoder()
         events = self._script(body, command, argument)
         return StreamingResponse(self._encoded(encoder, events, body["runId"], request), media_type=encoder.get_content_type())

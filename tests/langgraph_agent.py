@@ -5,9 +5,10 @@ the graph counts its turns in its state. `agent` is the in-process form (`--agen
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import json
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 from ag_ui_langgraph import LangGraphAgent, add_langgraph_fastapi_endpoint
@@ -44,6 +45,25 @@ class FakeToolCallingModel(GenericFakeChatModel):
             pieces = [{"name": call["name"], "args": args, "id": call["id"], "index": index, "type": "tool_call_chunk"}]
             yield ChatGenerationChunk(message=AIMessageChunk(content="", id=message.id, tool_call_chunks=pieces))
 
+    async def _astream(
+        self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kwargs: Any
+    ) -> AsyncIterator[ChatGenerationChunk]:
+        """`/slow`: a word every 0.1 s; anything else as `_stream` gives it."""
+        last = messages[-1].content if messages else ""
+        if not (isinstance(last, str) and last.startswith("/slow")):
+            for chunk in self._stream(messages, stop, None, **kwargs):
+                if run_manager:
+                    await run_manager.on_llm_new_token(chunk.text, chunk=chunk)
+                yield chunk
+            return
+        next(self.messages)
+        for index in range(100):
+            chunk = ChatGenerationChunk(message=AIMessageChunk(content=f"tick {index} ", id="slow"))
+            if run_manager:
+                await run_manager.on_llm_new_token(chunk.text, chunk=chunk)
+            yield chunk
+            await asyncio.sleep(0.1)
+
 
 @tool
 def lookup(q: str) -> str:
@@ -65,6 +85,8 @@ def _reply(state: State) -> AIMessage:
         return AIMessage(content="", tool_calls=[{"name": "lookup", "args": {"q": "vpc"}, "id": call}])
     if text.startswith("/client"):
         return AIMessage(content="", tool_calls=[{"name": "confirm", "args": {}, "id": call}])
+    if text.startswith("/slow"):
+        return AIMessage(content="slow")  # streamed by the model's own slow path
     return AIMessage(content=f"You said: {text}")
 
 

@@ -4,6 +4,7 @@ state back with a snapshot."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -45,6 +46,10 @@ async def _stream(messages: list[ModelMessage], info: AgentInfo) -> AsyncIterato
         yield {0: DeltaToolCall(name="count", json_args="{}", tool_call_id="call-count")}
     elif text.startswith("/client"):
         yield {0: DeltaToolCall(name="confirm", json_args="{}", tool_call_id="call-confirm")}
+    elif text.startswith("/slow"):
+        for index in range(100):
+            yield f"tick {index} "
+            await asyncio.sleep(0.1)
     else:
         for word in f"You said: {text}".split(" "):
             yield word + " "

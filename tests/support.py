@@ -29,7 +29,8 @@ def free_port() -> int:
 
 class BackgroundServer:
     """An ASGI app (a peer agent for the tests) under uvicorn on a free loopback port, in a background thread;
-    `url` is its AG-UI route."""
+    `url` is its AG-UI route, and `dropped` lists the paths of responses whose client went away mid-stream (what
+    the app itself is told: ASGI's `http.disconnect` before its response ended)."""
 
     def __init__(self, app: Any, path: str) -> None:
         import threading
@@ -38,8 +39,30 @@ class BackgroundServer:
 
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}{path}"
-        self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning"))
+        self.dropped: list[str] = []
+        self.server = uvicorn.Server(uvicorn.Config(self._watched(app), host="127.0.0.1", port=self.port, log_level="warning"))
         self.thread = threading.Thread(target=self.server.run, daemon=True)
+
+    def _watched(self, app: Any) -> Any:
+        async def watched(scope: Any, receive: Any, send: Any) -> None:
+            if scope["type"] != "http":
+                return await app(scope, receive, send)
+            ended = False
+
+            async def sending(message: Any) -> None:
+                nonlocal ended
+                ended = ended or (message["type"] == "http.response.body" and not message.get("more_body", False))
+                await send(message)
+
+            async def receiving() -> Any:
+                message = await receive()
+                if message["type"] == "http.disconnect" and not ended:
+                    self.dropped.append(scope["path"])
+                return message
+
+            return await app(scope, receiving, sending)
+
+        return watched
 
     def start(self) -> Any:
         self.thread.start()
@@ -184,11 +207,17 @@ def parse_sse(raw: bytes) -> tuple[list[dict[str, Any]], list[str], list[str | N
         assert len(lines) == 1, f"one data line per record expected: {record!r}"
         assert lines[0].startswith("data: "), lines[0]
         event = json.loads(lines[0][6:])
-        assert_no_nulls(event)
+        assert_no_nulls({key: value for key, value in event.items() if key not in PAYLOAD_FIELDS})
         EVENT_ADAPTER.validate_python(event)
         events.append(event)
         ids.append(event_id)
     return events, comments, ids
+
+
+# The fields whose values are the agent's or the user's own JSON (a state, a patch, a raw framework event, a
+# custom value, messages): null is data there. Every other field is the gateway's, where an optional one is
+# omitted, never null.
+PAYLOAD_FIELDS = frozenset({"snapshot", "delta", "patch", "event", "value", "messages", "content", "result"})
 
 
 def assert_no_nulls(value: Any, path: str = "$") -> None:

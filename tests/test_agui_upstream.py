@@ -31,7 +31,15 @@ def upstream():
 
 @pytest.fixture(scope="module")
 def fronted(upstream, tmp_path_factory):
-    server = Gateway(tmp_path_factory.mktemp("agui"), "--agent", "agui+" + upstream.url, "--agent-token", "upstream-token").start()
+    server = Gateway(
+        tmp_path_factory.mktemp("agui"),
+        "--agent",
+        "agui+" + upstream.url,
+        "--agent-token",
+        "upstream-token",
+        "--agent-response-seconds",
+        "1",
+    ).start()
     yield server
     server.stop()
 
@@ -153,6 +161,7 @@ def test_two_replicas_on_one_redis_follow_an_upstream_run(upstream, tmp_path):
     ("message", "code"),
     [
         ("/status 500", "AGENT_UNAVAILABLE"),
+        ("/stall 3", "AGENT_UNAVAILABLE"),
         ("/status 503", "AGENT_UNAVAILABLE"),
         ("/status 400", "INVALID_INPUT"),
         ("/json", "AGENT_PROTOCOL_ERROR"),

@@ -1,7 +1,8 @@
 """Real AG-UI agents from their own packages behind the gateway, no LLM and no network: a LangGraph graph served
-by ag-ui-langgraph (over HTTP with its FastAPI endpoint, and in the gateway's process), driven by @ag-ui/client
-over SSE and WebSocket with zero warnings: a chat turn, a backend tool, a client tool round trip, and the
-graph's state coming back to the client."""
+by ag-ui-langgraph (over HTTP with its FastAPI endpoint, and in the gateway's process), Pydantic AI's AG-UI
+adapter and bedrock-agentcore's AGUIApp. Each is driven by @ag-ui/client over SSE and WebSocket with zero
+warnings (a chat turn, a backend tool, a client tool round trip, the agent's state coming back to the client),
+followed from another replica on one Redis mid-run, and cancelled there with the upstream seeing its client go."""
 
 from __future__ import annotations
 
@@ -56,14 +57,10 @@ def test_langgraph_chat_state_and_tools_through_the_gateway(langgraph, kind):
 
 
 @pytest.fixture(scope="module")
-def pydantic_ai(tmp_path_factory):
-    from tests.pydantic_agent import PydanticAIServer
-
-    upstream = PydanticAIServer().start()
-    server = Gateway(tmp_path_factory.mktemp("pydantic-ai"), "--agent", "agui+" + upstream.url).start()
+def pydantic_ai(pydantic_ai_upstream, tmp_path_factory):
+    server = Gateway(tmp_path_factory.mktemp("pydantic-ai"), "--agent", "agui+" + pydantic_ai_upstream.url).start()
     yield server
     server.stop()
-    upstream.stop()
 
 
 @pytest.mark.parametrize("kind", ["http", "ws"])
@@ -136,8 +133,75 @@ def test_a_cancel_through_the_gateway_reaches_the_agentcore_app(agentcore, agent
         client.post(agentcore.url + CANCEL.format(execution), json={"threadId": thread, "rosInvocationId": f"thread:{thread}"}).status_code
         == 200
     )
+    dropped = len(agentcore_upstream.dropped)
     assert stream.rest()[-1][1]["outcome"] == {"type": "cancelled"}
     deadline = time.monotonic() + 5
-    while "r-cancel" not in agentcore_upstream.disconnected and time.monotonic() < deadline:
+    while len(agentcore_upstream.dropped) == dropped and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert "r-cancel" in agentcore_upstream.disconnected, "the AgentCore app saw its client go"
+    assert len(agentcore_upstream.dropped) > dropped, "the AgentCore app saw its client go"
+
+
+@pytest.fixture(scope="module")
+def pydantic_ai_upstream():
+    from tests.pydantic_agent import PydanticAIServer
+
+    upstream = PydanticAIServer().start()
+    yield upstream
+    upstream.stop()
+
+
+@pytest.fixture(params=["langgraph", "pydantic-ai", "agentcore"])
+def peer(request, langgraph_http, pydantic_ai_upstream, agentcore_upstream):
+    """Each real peer over HTTP, with what it noted of clients that went away."""
+    return {"langgraph": langgraph_http, "pydantic-ai": pydantic_ai_upstream, "agentcore": agentcore_upstream}[request.param]
+
+
+def slow_body() -> dict:
+    import uuid
+
+    thread = f"t-{uuid.uuid4().hex[:8]}"
+    return {
+        "threadId": thread,
+        "runId": f"r-{uuid.uuid4().hex[:6]}",
+        "state": {},
+        "messages": [{"id": f"m-{uuid.uuid4().hex[:6]}", "role": "user", "content": "/slow"}],
+        "tools": [],
+        "context": [],
+        "forwardedProps": {},
+    }
+
+
+@pytest.mark.redis
+def test_each_peer_is_followed_from_another_replica_mid_run_and_cancelled_from_there(peer, tmp_path, client):
+    """Two replicas on one Redis in front of the peer: a client that drops mid-run attaches again through the other
+    replica and gets every event once; a cancel sent to that replica reaches the run and closes the upstream."""
+    import time
+
+    from tests.reattach_client import GRACE, assert_exactly_once, events_url, open_get, open_post
+    from tests.support import RedisServer
+    from tests.test_cancel_and_disconnect import CANCEL
+
+    redis_server = RedisServer(tmp_path).start()
+    shared = ("--agent", "agui+" + peer.url, "--store", redis_server.url, "--default-cwd", "/tmp")
+    a, b = Gateway(tmp_path, *shared).start(), Gateway(tmp_path, *shared).start()
+    try:
+        body = slow_body()
+        head = open_post(a.url + "/", body, GRACE).take(8)
+        ros = f"thread:{body['threadId']}"
+        status, stream = open_get(events_url(b.url, body, rosInvocationId=ros), {"last-event-id": str(head[-1][0])})
+        assert status == 200
+        middle = stream.take(3)
+        execution = next(e["value"]["executionId"] for _, e in head if e["type"] == "CUSTOM" and e["name"] == "iac-code.session.v1")
+        before = len(peer.dropped)
+        assert client.post(b.url + CANCEL.format(execution), json={"threadId": body["threadId"], "rosInvocationId": ros}).status_code == 200
+        events = assert_exactly_once([head, middle, stream.rest()])
+        assert events[-1]["type"] == "RUN_FINISHED" and events[-1]["outcome"] == {"type": "cancelled"}, events[-1]
+        assert any(e["type"] == "TEXT_MESSAGE_CONTENT" and e["delta"].startswith("tick") for e in events)
+        deadline = time.monotonic() + 5
+        while len(peer.dropped) == before and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert len(peer.dropped) > before, "the peer saw its client go"
+    finally:
+        a.stop()
+        b.stop()
+        redis_server.stop()

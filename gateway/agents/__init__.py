@@ -8,15 +8,16 @@ import inspect
 from gateway.agents.base import AgentBackend, AgentRequest, ResumeAnswer
 
 
-def load_agent(spec: str, token: str | None = None, *, follow_idle: float = 300.0) -> AgentBackend:
+def load_agent(spec: str, token: str | None = None, *, follow_idle: float = 300.0, response_seconds: float = 60.0) -> AgentBackend:
     """`demo`, `agui+http(s)://host:port/path` for an AG-UI server, `a2a+http(s)://host:port/path` for an A2A 1.0
     agent, or `module:attr` for a Python plug-in: a factory of an AgentBackend, or an AG-UI agent object
     (`run(input)` yielding AG-UI events) run in this process.
-    `follow_idle`: seconds of silence after which an A2A task followed with SubscribeToTask is given up."""
+    `follow_idle`: seconds of silence after which an A2A task followed with SubscribeToTask is given up;
+    `response_seconds`: how long an AG-UI upstream may take to answer with its response head."""
     if spec.startswith(("agui+http://", "agui+https://")):
         from gateway.agents.agui import AguiHttpBackend
 
-        return AguiHttpBackend(spec[len("agui+") :], token)
+        return AguiHttpBackend(spec[len("agui+") :], token, response_seconds=response_seconds)
     if spec.startswith(("a2a+http://", "a2a+https://")):
         from gateway.agents.a2a import A2ABackend
 

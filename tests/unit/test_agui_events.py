@@ -112,3 +112,15 @@ def test_in_process_events_may_be_models_dicts_or_encoded_records():
     assert _as_dict('data: {"type":"RAW","event":1}\n\n') == {"type": "RAW", "event": 1}
     with pytest.raises(UpstreamViolation):
         _as_dict(object())
+
+
+async def test_an_in_process_agent_that_raises_ends_its_run_with_its_words():
+    from gateway.agents.agui.backend import AguiInProcessBackend
+
+    class Broken:
+        async def run(self, input):
+            yield {"type": "RUN_STARTED", "threadId": input.thread_id, "runId": input.run_id}
+            raise RuntimeError("the graph fell over")
+
+    signals = [signal async for signal in AguiInProcessBackend(Broken()).run(request(plain=True))]
+    assert signals == [s.Failed(message="The agent failed: RuntimeError: the graph fell over", code="AGENT_ERROR", as_sent=True)]

@@ -2,13 +2,16 @@
 source in this process (an object with `run(input) -> AsyncIterator[event]`, as ag-ui-langgraph's
 LangGraphAgent). Both are sent the run's RunAgentInput and read through one EventReader.
 
-Upstream failures (docs/agents.md): unreachable, timed out or a 5xx before the stream is AGENT_UNAVAILABLE; a 4xx
+Upstream failures (docs/agents.md): unreachable, no response head within --agent-response-seconds, silent
+IDLE_SECONDS within its stream, or a 5xx before the stream is AGENT_UNAVAILABLE; a 4xx
 is INVALID_INPUT with the upstream's words; an event past MAX_EVENT_BYTES, not JSON, of an unknown type, out of
 order, or a stream that ends without its terminal event is AGENT_PROTOCOL_ERROR; an upstream RUN_ERROR keeps its
 own code and message. A cancel, or a client gone with no grace window, closes the upstream request."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import logging
 from collections.abc import AsyncIterator
@@ -28,7 +31,6 @@ log = logging.getLogger("agui.agents.agui")
 MAX_EVENT_BYTES = 8 * 1024 * 1024  # one upstream SSE record
 EVENT_DEPTH = 128  # JSON nesting accepted in an upstream event
 CONNECT_SECONDS = 10.0  # to open the upstream connection
-RESPONSE_SECONDS = 60.0  # from the request sent to the response's status and headers
 IDLE_SECONDS = 300.0  # of silence in the upstream's stream (an AG-UI server sends no heartbeat of its own)
 MAX_ERROR_BYTES = 64 * 1024  # of an upstream's error body, read for its message
 
@@ -90,12 +92,14 @@ class AguiHttpBackend(AgentBackend):
     plain_workspace = True  # the upstream is sent no workspace
     client_tools = True
 
-    def __init__(self, url: str, token: str | None = None) -> None:
+    def __init__(self, url: str, token: str | None = None, *, response_seconds: float = 60.0) -> None:
         self.url = url
         headers = {"Accept": "text/event-stream", "Content-Type": "application/json"}
         if token:
             headers["Authorization"] = f"Bearer {token}"
-        timeout = httpx.Timeout(RESPONSE_SECONDS, connect=CONNECT_SECONDS, read=IDLE_SECONDS)
+        # Events may be IDLE_SECONDS apart; the response head is bounded apart, by `response_seconds`.
+        timeout = httpx.Timeout(IDLE_SECONDS, connect=CONNECT_SECONDS)
+        self.response_seconds = response_seconds
         self.http = httpx.AsyncClient(headers=headers, timeout=timeout, verify=tls.client_context(), follow_redirects=False)
 
     def run(self, request: AgentRequest) -> AsyncIterator[s.Signal]:
@@ -108,13 +112,18 @@ class AguiHttpBackend(AgentBackend):
             headers["X-Request-ID"] = request_id
         body = msgspec.json.encode(run_input(request))
         try:
-            async with self.http.stream("POST", self.url, content=body, headers=headers) as response:
+            async with contextlib.AsyncExitStack() as stack:
+                async with asyncio.timeout(self.response_seconds):  # the response head (--agent-response-seconds)
+                    response = await stack.enter_async_context(self.http.stream("POST", self.url, content=body, headers=headers))
                 failure = await _refusal(response)
                 if failure is not None:
                     yield failure
                     return
                 async for signal in read_events(request, _sse_events(response)):
                     yield signal
+        except TimeoutError:
+            log.info("run %s: the upstream agent sent no response within %.1f s", request.run_id, self.response_seconds)
+            yield s.Failed(message=f"The agent did not answer within {self.response_seconds:g} s.", code="AGENT_UNAVAILABLE")
         except httpx.HTTPError as exc:
             log.info("run %s: the upstream agent failed: %s", request.run_id, type(exc).__name__)
             yield s.Failed(message=f"The agent could not be reached ({type(exc).__name__}).", code="AGENT_UNAVAILABLE")
@@ -201,7 +210,15 @@ class AguiInProcessBackend(AgentBackend):
         self.source = source
 
     def run(self, request: AgentRequest) -> AsyncIterator[s.Signal]:
-        return read_events(request, self._events(request))
+        return self._run(request)
+
+    async def _run(self, request: AgentRequest) -> AsyncIterator[s.Signal]:
+        try:
+            async for signal in read_events(request, self._events(request)):
+                yield signal
+        except Exception as exc:  # the agent's own failure: its run ends with its words, never a 500
+            log.warning("run %s: the in-process agent failed", request.run_id, exc_info=True)
+            yield s.Failed(message=f"The agent failed: {type(exc).__name__}: {str(exc)[:300]}", code="AGENT_ERROR", as_sent=True)
 
     async def _events(self, request: AgentRequest) -> AsyncIterator[Any]:
         from ag_ui.core import RunAgentInput  # the source's own package: it brings ag-ui-protocol with it
