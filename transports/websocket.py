@@ -64,6 +64,7 @@ from transports.ws_framing import (
     MuxFrame,
     OpenSocket,
     close_quietly,
+    closed_frame,
     event_frames,
     is_json,
     mux_decoder,
@@ -131,11 +132,15 @@ class Connection:
         self.runtime_session = scope_header(scope, SESSION_HEADER)
         self.language = negotiate(None, self.accept_language)
 
-    async def send_events(self, entries: list[Entry], stream_id: str | None, positions: bool = False) -> None:
-        """One text frame per event; sent as one batch where the server supports it."""
+    def send_events(self, entries: list[Entry], stream_id: str | None, positions: bool = False) -> Coroutine[Any, Any, None]:
+        """One text frame per event; sent as one batch where the server supports it. The sending coroutine itself is
+        returned: a socket waiting on a slow peer holds no frame of this call."""
         frames = event_frames(entries, stream_id, positions, mux=self.mux)
         metrics.labelled(metrics.EVENTS_SENT, "ws").inc(len(frames))
         metrics.labelled(metrics.BYTES_SENT, "ws").inc(sum(len(frame) for frame in frames))
+        return self.send_frames(frames)
+
+    async def send_frames(self, frames: list[bytes]) -> None:
         async with self.send_lock:  # mux: runs share the socket; frames of one batch stay together
             if self.batching:
                 await self.socket.send({"type": "websocket.send", TEXT_BATCH_EXTENSION: frames})
@@ -211,10 +216,7 @@ class Connection:
             await self.send_error(error, frame.id, error.language)
             return None
         if run is None or run.finished:
-            async with self.send_lock:
-                await self.socket.send(
-                    {"type": "websocket.send", "text": '{"id":' + msgspec.json.encode(frame.id).decode() + ',"closed":true}'}
-                )
+            await self.send_frames([closed_frame(frame.id)])
             return None
         return run
 

@@ -46,6 +46,11 @@ mux_decoder = msgspec.json.Decoder(MuxFrame)
 _encoder = msgspec.json.Encoder()
 
 
+def closed_frame(stream_id: str) -> bytes:
+    """Mux mode: a stream that is over with no event (a connect to a thread with no retained run)."""
+    return b'{"id":' + _encoder.encode(stream_id) + b',"closed":true}'
+
+
 def event_frames(entries: list[Entry], stream_id: str | None, positions: bool, *, mux: bool) -> list[bytes]:
     """Base mode: each event's bytes as they are. Mux mode: each wrapped in its stream's envelope (`"id":null` for
     an error that belongs to no stream), with its position as `eventId` where the stream has positions."""

@@ -3,7 +3,6 @@ prepared run becomes an `AgentRequest`."""
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable
 from typing import Any
 
@@ -60,7 +59,9 @@ def agent_request(
     principals' threads never share a backend context."""
     run = prepared.run
     message = validate.last_user_message(run)
-    request = AgentRequest(
+    plain = prepared.plain  # the whole request goes to the backend; with the extension, only the seed contract's part
+    parent = run.parent_run_id
+    return AgentRequest(
         thread_id=lease.thread_id,
         run_id=run.run_id,
         execution_id=lease.execution_id,
@@ -71,21 +72,14 @@ def agent_request(
         image_count=prepared.image_count,
         message_id=message.id if message is not None and isinstance(message.id, str) else None,
         images=validate.inline_images(message) if prepared.image_count else (),
+        plain=plain,
+        messages=tuple(msgspec.to_builtins(run.messages)) if plain else (),
+        tools=tuple(tool for tool in run.tools if isinstance(tool, dict)) if plain else (),
+        state=run.state if plain else None,
+        context=tuple(run.context) if plain else (),
+        forwarded_props=prepared.forwarded_props if plain else None,
+        parent_run_id=parent if plain and isinstance(parent, str) else None,
         resume=answers,
         checkpoint=checkpoint if answers else None,
-    )
-    if released is not None:
-        request = dataclasses.replace(request, released=released)
-    if not prepared.plain:
-        return request
-    parent = run.parent_run_id
-    return dataclasses.replace(
-        request,
-        plain=True,
-        messages=tuple(msgspec.to_builtins(run.messages)),
-        tools=tuple(tool for tool in run.tools if isinstance(tool, dict)),
-        state=run.state,
-        context=tuple(run.context),
-        forwarded_props=prepared.forwarded_props,
-        parent_run_id=parent if isinstance(parent, str) else None,
+        **({"released": released} if released is not None else {}),
     )

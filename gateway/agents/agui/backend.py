@@ -175,15 +175,20 @@ async def _sse_events(response: httpx.Response) -> AsyncIterator[Any]:
             if cut < 0:
                 break
             record, buffer = buffer[:cut], buffer[cut + 2 :]
-            data = [line[5:].removeprefix(b" ") for line in record.split(b"\n") if line.startswith(b"data:")]
-            if data:
-                yield decode_event(b"\n".join(data))
+            data = _record_data(record)
+            if data is not None:
+                yield decode_event(data)
         if len(buffer) > MAX_EVENT_BYTES:
             raise UpstreamViolation(f"an event larger than {MAX_EVENT_BYTES} bytes")
-    if buffer.strip():
-        data = [line[5:].removeprefix(b" ") for line in buffer.split(b"\n") if line.startswith(b"data:")]
-        if data:
-            yield decode_event(b"\n".join(data))
+    data = _record_data(buffer)  # a last record with no blank line after it
+    if data is not None:
+        yield decode_event(data)
+
+
+def _record_data(record: bytes) -> bytes | None:
+    """An SSE record's `data:` lines joined (LF line ends), or None when it has none (a comment, a heartbeat)."""
+    data = [line[5:].removeprefix(b" ") for line in record.split(b"\n") if line.startswith(b"data:")]
+    return b"\n".join(data) if data else None
 
 
 def decode_event(raw: bytes) -> Any:
@@ -241,9 +246,9 @@ def _as_dict(event: Any) -> Any:
     if isinstance(event, dict):
         return event
     if isinstance(event, (str, bytes)):
-        raw = event.encode() if isinstance(event, str) else event
-        data = [line[5:].removeprefix(b" ") for line in raw.replace(b"\r\n", b"\n").split(b"\n") if line.startswith(b"data:")]
-        return decode_event(b"\n".join(data) if data else raw)
+        raw = (event.encode() if isinstance(event, str) else event).replace(b"\r\n", b"\n")
+        data = _record_data(raw)
+        return decode_event(raw if data is None else data)
     dump = getattr(event, "model_dump", None)
     if dump is None:
         raise UpstreamViolation(f"an event of type {type(event).__name__}, not an AG-UI event")
