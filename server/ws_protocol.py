@@ -12,7 +12,7 @@
 
 Private state relied on (written for uvicorn 0.54 and websockets 17; pinned in pyproject.toml, checked by
 tests/unit/test_private_shapes.py): the attribute list of WebSocketsSansIOProtocol (declared as slots here), its
-`queue`, `writable`, `conn` and `transport`, and the shape of websockets' parser generators (`fresh_frame_parser`).
+`queue`, `writable`, `conn`, `transport` and `handshake_complete` (set after a denial response), and the shape of websockets' parser generators (`fresh_frame_parser`).
 """
 
 from __future__ import annotations
@@ -163,6 +163,12 @@ class CorkedWebSocketsProtocol(WebSocketsSansIOProtocol):
                     await super().send({"type": "websocket.send", "text": payload.decode()})
                 return
         await super().send(message)
+        if message["type"] == "websocket.http.response.body" and self.close_sent and not message.get("more_body"):
+            # A refusal (401, 429...) is an answered handshake, logged by our access log at info. uvicorn 0.54 counts
+            # only an accept or a close as completing it, and would log "ASGI callable returned without completing
+            # handshake." at error level for every refused socket.
+            self.handshake_complete = True
+            return
         if message["type"] == "websocket.accept" and self.handshake_complete:
             self.request = self.response = None  # type: ignore[assignment]  # the handshake is never read again (~2 KiB a socket)
             fresh_frame_parser(self.conn)

@@ -315,6 +315,10 @@ async def test_auth_header_subprotocol_and_tickets(start_gateway):
         second = (await http.post(server.url + "/ws/tickets", headers={"authorization": "Bearer tok-123"})).json()["ticket"]
         async with websockets.connect(url, subprotocols=["agui.v1", f"agui.ticket.{second}"]) as ws:
             assert ws.subprotocol == "agui.v1"
+    server.stop()
+    refusals = [line for line in server.logs().splitlines() if "/ws 401" in line]
+    assert len(refusals) == 3 and all(" INFO " in line for line in refusals), refusals
+    assert " ERROR " not in server.logs() and "without completing handshake" not in server.logs()
 
 
 async def test_an_expired_ticket_is_refused(tmp_path):
