@@ -82,7 +82,15 @@ def test_nginx_streams_sse_unbuffered_and_upgrades_websockets():
     server = find(http, "server")[0]["block"]
     top = directives(server)
     assert top["set"] == [["$agui_gateways", "gateway:8080"]], "the replicas are resolved per request, not once"
-    assert ["X-Request-ID", "$agui_request_id"] in top["proxy_set_header"]
+    forwarded = {args[0]: args[1] for args in top["proxy_set_header"]}
+    assert forwarded == {
+        "Host": "$host",
+        "X-Forwarded-For": "$proxy_add_x_forwarded_for",
+        "X-Forwarded-Proto": "$scheme",
+        "X-Request-ID": "$agui_request_id",
+        "Upgrade": "$http_upgrade",
+        "Connection": "$connection_upgrade",
+    }
     assert top["proxy_next_upstream"][0][:2] == ["error", "timeout"] and "http_503" in top["proxy_next_upstream"][0]
     assert top["listen"] == [["8080"]]
     assert top["proxy_http_version"] == [["1.1"]]
@@ -94,8 +102,8 @@ def test_nginx_streams_sse_unbuffered_and_upgrades_websockets():
     assert sse["proxy_buffering"] == [["off"]] and sse["proxy_cache"] == [["off"]]
     assert seconds(sse["proxy_read_timeout"][0][0]) > 15, "longer than the heartbeat"
     ws = locations[("=", "/ws")]
-    headers = {args[0]: args[1] for args in ws["proxy_set_header"]}
-    assert headers == {"Upgrade": "$http_upgrade", "Connection": "$connection_upgrade"}
+    # nginx inherits the server's proxy_set_header only into a location that sets none of its own.
+    assert not [path for path, block in locations.items() if "proxy_set_header" in block], locations
     assert seconds(ws["proxy_read_timeout"][0][0]) > 20, "longer than the WebSocket ping interval"
     maps = find(http, "map")
     assert maps and maps[0]["args"] == ["$http_upgrade", "$connection_upgrade"]
@@ -118,6 +126,67 @@ def test_nginx_accepts_the_config(tmp_path):
         text=True,
     )
     assert checked.returncode == 0, checked.stdout + checked.stderr
+
+
+def loopback_nginx(tmp_path, gateway_port: int) -> tuple[subprocess.Popen, str, str]:
+    """deploy/nginx.conf as shipped, on loopback in front of one gateway: only its address, its upstream and its
+    log paths are changed. nginx connects from 127.0.0.3, its own address, distinct from the client's."""
+    nginx = shutil.which("nginx") or "/usr/sbin/nginx"
+    port = free_port()
+    with open(os.path.join(ROOT, "deploy", "nginx.conf")) as handle:
+        config = handle.read()
+    replacements = {
+        "worker_processes auto;": "worker_processes 1;",
+        "    resolver 127.0.0.11 valid=5s ipv6=off;\n": "",
+        "listen 8080;": f"listen 127.0.0.1:{port};\n        proxy_bind 127.0.0.3;",
+        "set $agui_gateways gateway:8080;": f"set $agui_gateways 127.0.0.1:{gateway_port};",
+        "/var/log/nginx/access.log": f"{tmp_path}/access.log",
+    }
+    for old, replacement in replacements.items():
+        assert old in config, old
+        config = config.replace(old, replacement)
+    path = tmp_path / "nginx.conf"
+    path.write_text(config)
+    directives = f"pid {tmp_path}/nginx.pid; error_log {tmp_path}/error.log; daemon off;"
+    proc = subprocess.Popen([nginx, "-c", str(path), "-p", str(tmp_path), "-e", f"{tmp_path}/error.log", "-g", directives])
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            httpx.get(url + "/ping", timeout=1)
+            break
+        except httpx.HTTPError:
+            assert time.monotonic() < deadline and proc.poll() is None, (tmp_path / "error.log").read_text()
+            time.sleep(0.1)
+    return proc, url, str(tmp_path / "access.log")
+
+
+def test_nginx_forwards_one_request_id_and_appends_the_client_to_x_forwarded_for(tmp_path, start_gateway):
+    """Through the shipped nginx.conf: a request with no id carries nginx's id to the gateway and back, the same in
+    both logs; an X-Forwarded-For the client wrote itself is neither logged nor rate-limited as its address."""
+    gateway = start_gateway("--trusted-proxies", "127.0.0.3", "--rate-limit", "2/m", "--log-format", "json")
+    proc, url, access_log = loopback_nginx(tmp_path, gateway.port)
+    try:
+        with httpx.Client(transport=httpx.HTTPTransport(local_address="127.0.0.2"), timeout=10) as client:
+            answered = client.get(url + "/health")
+            statuses = [
+                client.post(url + "/", json={"threadId": "t", "messages": []}, headers={"x-forwarded-for": f"203.0.113.{n}"})
+                for n in range(1, 4)
+            ]
+    finally:
+        proc.terminate()
+        proc.wait(10)
+    request_id = answered.headers["x-request-id"]
+    assert re.fullmatch(r"[0-9a-f]{32}", request_id), request_id
+    nginx_lines = [json.loads(line) for line in open(access_log)]
+    assert [line["requestId"] for line in nginx_lines if line["path"] == "/health"] == [request_id]
+    gateway.stop()
+    lines = [json.loads(line) for line in gateway.logs().splitlines() if line.startswith("{")]
+    access = [line for line in lines if line["logger"] == "agui.access" and line["message"].startswith("GET /health")]
+    assert [line.get("requestId") for line in access] == [request_id], access
+    assert [response.status_code for response in statuses][-1] == 429, [r.text[:200] for r in statuses]
+    posted = [line["message"] for line in lines if line["logger"] == "agui.access" and line["message"].startswith("POST /")]
+    assert len(posted) == 3 and all(message.endswith(" from 127.0.0.2") for message in posted), posted
 
 
 def dockerfile_instructions() -> list[tuple[str, str]]:

@@ -95,12 +95,14 @@ class AccessLog:
                     await rest
         finally:
             method = scope.get("method", "WS") if scope["type"] == "http" else "WS"
+            client = scope.get("client")
             log.info(
-                "%s %s %s %d bytes %.1f ms",
+                "%s %s %s %d bytes %.1f ms from %s",
                 method,
                 scope["path"][:200],
                 tracked.status if tracked.status is not None else "-",
                 tracked.bytes,
                 (time.monotonic() - started) * 1000,
+                client[0] if client else "-",  # after --trusted-proxies: the client a proxy named, not the proxy
             )
             REQUEST_ID.reset(token)
