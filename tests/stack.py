@@ -1,34 +1,51 @@
-"""The compose stack started with testcontainers from docker-compose.yml itself (compose v2 cannot be installed
-here): services, image or build, command, environment, volumes, tmpfs, read-only root, restart policy, health
-checks, replicas, published ports, the network and its aliases are read from the file, so it stays the one
-source of truth. Ports are published on 127.0.0.1 only; containers talk on the stack's own network."""
+"""The compose stack brought up the way deploy/README.md says: its `stack-up` commands run as written (the
+secrets generated into .env, then `docker-compose up -d --build`, with the docker-compose 1.29 Debian ships) in a
+copy of the project, under a project name of its own and with nginx published on a free loopback port. The
+containers are then found by compose's labels; `down` removes them, the network and the volumes."""
 
 from __future__ import annotations
 
 import os
-import re
-import secrets
+import shutil
 import subprocess
+import tempfile
 import time
 import uuid
 from typing import Any
 
 import docker
 import yaml
-from docker.types import IPAMConfig, IPAMPool
+from docker.models.containers import Container
 from testcontainers.core.config import testcontainers_config
-from testcontainers.core.container import DockerContainer
-from testcontainers.core.network import Network
 
 from tests.support import ROOT, free_port
 
-# The Ryuk reaper image cannot be pulled here: containers are removed by the fixture instead.
+# The Ryuk reaper image cannot be pulled here: containers are removed by the fixtures instead.
 testcontainers_config.ryuk_disabled = True
 testcontainers_config.tc_host_override = "127.0.0.1"
 
-COMPOSE_FILE = os.path.join(ROOT, "docker-compose.yml")
-DOCKERFILE = "deploy/Dockerfile"
-_VARIABLE = re.compile(r"\$\{(\w+)(?:(:?[?-])([^}]*))?\}")
+GUIDE = os.path.join(ROOT, "deploy", "README.md")
+SUBNET_OWNERS = "agui-stack-"
+
+
+def guide_commands(name: str) -> str:
+    """The shell commands of deploy/README.md between `<!-- name -->` and `<!-- /name -->`, fences dropped."""
+    with open(GUIDE) as handle:
+        text = handle.read()
+    block = text.split(f"<!-- {name} -->", 1)[1].split(f"<!-- /{name} -->", 1)[0]
+    return "\n".join(line for line in block.strip().splitlines() if not line.startswith("```"))
+
+
+def copy_project(target: str) -> None:
+    """The files git would commit (tracked and new, never ignored ones such as .env or node_modules)."""
+    listed = subprocess.run(
+        ["git", "-C", ROOT, "ls-files", "-z", "--cached", "--others", "--exclude-standard"], capture_output=True, check=True
+    ).stdout.decode()
+    for relative in filter(None, listed.split("\0")):
+        source = os.path.join(ROOT, relative)
+        if os.path.isfile(source):
+            os.makedirs(os.path.dirname(os.path.join(target, relative)), exist_ok=True)
+            shutil.copy2(source, os.path.join(target, relative))
 
 
 def engine() -> docker.DockerClient | None:
@@ -41,52 +58,33 @@ def engine() -> docker.DockerClient | None:
         return None
 
 
-def interpolate(value: Any, env: dict[str, str]) -> Any:
-    """Compose's `${VAR}`, `${VAR:-default}` and `${VAR:?error}` (an unset required variable is an error)."""
-    if isinstance(value, list):
-        return [interpolate(item, env) for item in value]
-    if not isinstance(value, str):
-        return value
-
-    def one(match: re.Match[str]) -> str:
-        name, operator, argument = match.groups()
-        if env.get(name):
-            return env[name]
-        if operator and operator.endswith("?"):
-            raise ValueError(f"{name}: {argument}")
-        return argument if operator and operator.endswith("-") else ""
-
-    return _VARIABLE.sub(one, value)
-
-
-def duration_ns(text: str) -> int:
-    match = re.fullmatch(r"(\d+)(ms|s|m)", text)
-    assert match, text
-    return int(match.group(1)) * {"ms": 10**6, "s": 10**9, "m": 60 * 10**9}[match.group(2)]
-
-
-def build_image(client: docker.DockerClient, tag: str) -> None:
-    """The project's image, built from deploy/Dockerfile (its base, when no registry answers, is the Debian
-    stand-in that scripts/standin-images.sh builds)."""
+def ensure_base_images() -> None:
+    """The public images the stack names; where no registry answers, the Debian stand-ins scripts/standin-images.sh
+    builds (each only when its tag is absent)."""
     subprocess.run(["bash", os.path.join(ROOT, "scripts", "standin-images.sh")], check=True)
-    client.images.build(path=ROOT, dockerfile=DOCKERFILE, tag=tag, rm=True, forcerm=True)
 
 
 class Stack:
-    """Redis, the gateway replicas and nginx, as docker-compose.yml defines them."""
+    """Redis, the gateway replicas and nginx, as docker-compose.yml defines them and the guide starts them."""
 
     def __init__(self, client: docker.DockerClient) -> None:
-        with open(COMPOSE_FILE) as handle:
-            self.compose = yaml.safe_load(handle)
         self.client = client
-        self.prefix = "agui-stack-" + uuid.uuid4().hex[:6]
-        self.env = {"AGUI_GATEWAY_AUTH_TOKEN": secrets.token_hex(16), "AGUI_REDIS_PASSWORD": secrets.token_hex(16)}
-        self.token = self.env["AGUI_GATEWAY_AUTH_TOKEN"]
-        self.containers: dict[str, list[DockerContainer]] = {}
-        self.volumes: list[str] = []
-        self.host_ports: dict[str, int] = {}  # "service:container port" -> port on 127.0.0.1
-        subnet = self.compose["networks"]["default"]["ipam"]["config"][0]["subnet"]
-        self.network = Network(docker_network_kw={"ipam": IPAMConfig(pool_configs=[IPAMPool(subnet=subnet)])})
+        self.project = SUBNET_OWNERS + uuid.uuid4().hex[:6]
+        self.directory = tempfile.mkdtemp(prefix=self.project + "-")
+        copy_project(self.directory)
+        with open(os.path.join(self.directory, "docker-compose.yml")) as handle:
+            self.compose = yaml.safe_load(handle)
+        self.port = free_port()
+        # The shell's variables win over .env for compose: the project's name and its port, the secrets the guide's
+        # commands generate into .env.
+        self.env = {
+            **{key: value for key, value in os.environ.items() if not key.startswith(("AGUI_", "COMPOSE_"))},
+            "COMPOSE_PROJECT_NAME": self.project,
+            "AGUI_PUBLISH": f"127.0.0.1:{self.port}",
+        }
+        self.token = ""
+        self.containers: dict[str, list[Container]] = {}
+        self.network: Any = None
 
     # ---- reading the compose file
 
@@ -96,136 +94,81 @@ class Stack:
     def image_of(self, name: str) -> str:
         return self.service(name)["image"]
 
-    def start_order(self) -> list[str]:
-        """Services after those they depend on (compose's depends_on)."""
-        order: list[str] = []
-
-        def visit(name: str) -> None:
-            for needed in self.service(name).get("depends_on", {}):
-                visit(needed)
-            if name not in order:
-                order.append(name)
-
-        for name in self.compose["services"]:
-            visit(name)
-        return order
-
-    def container_for(self, name: str, index: int) -> DockerContainer:
-        service = self.service(name)
-        container = DockerContainer(
-            self.image_of(name),
-            command=interpolate(service.get("command"), self.env),
-            env={key: str(interpolate(value, self.env)) for key, value in service.get("environment", {}).items()},
-            name=f"{self.prefix}-{name}-{index}",
-            network=self.network,
-            network_aliases=[name],
-            **self._runtime_options(service),
-        )
-        for mapping in service.get("volumes", []):
-            source, target, *mode = mapping.split(":")
-            if source.startswith("."):
-                source = os.path.join(ROOT, source)
-            else:  # a named volume: one per stack
-                source = f"{self.prefix}-{source}"
-                if source not in self.volumes:
-                    self.volumes.append(source)
-            container.with_volume_mapping(source, target, mode[0] if mode else "rw")
-        for entry in service.get("tmpfs", []):
-            path, _, options = entry.partition(":")
-            container.tmpfs[path] = options
-        for mapping in service.get("ports", []):  # published on loopback only, on a free port
-            target = int(str(mapping).split(":")[-1])
-            port = self.host_ports.setdefault(f"{name}:{target}", free_port())
-            container.ports[f"{target}/tcp"] = ("127.0.0.1", port)  # type: ignore[assignment]
-        return container
-
-    @staticmethod
-    def _runtime_options(service: dict[str, Any]) -> dict[str, Any]:
-        options: dict[str, Any] = {"read_only": bool(service.get("read_only", False))}
-        if service.get("restart"):
-            options["restart_policy"] = {"Name": service["restart"]}
-        check = service.get("healthcheck")
-        if check:
-            options["healthcheck"] = {
-                "test": check["test"],
-                "interval": duration_ns(check.get("interval", "30s")),
-                "timeout": duration_ns(check.get("timeout", "30s")),
-                "retries": check.get("retries", 3),
-                "start_period": duration_ns(check.get("start_period", "0s")),
-            }
-        return options
+    def dotenv(self) -> dict[str, str]:
+        with open(os.path.join(self.directory, ".env")) as handle:
+            return dict(line.rstrip("\n").split("=", 1) for line in handle if "=" in line)
 
     # ---- bringing it up and down
 
+    def shell(self, commands: str, timeout: float = 900) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            ["bash", "-euo", "pipefail", "-c", commands], cwd=self.directory, env=self.env, capture_output=True, text=True, timeout=timeout
+        )
+
     def up(self) -> Stack:
         self._remove_leftovers()
-        self.network.create()
-        for name in self.start_order():
-            replicas = self.service(name).get("deploy", {}).get("replicas", 1)
-            started = [self.container_for(name, index + 1).start() for index in range(replicas)]
-            self.containers[name] = started
-            for container in started:  # depends_on: condition: service_healthy
+        started = self.shell(guide_commands("stack-up"))
+        assert started.returncode == 0, started.stdout[-3000:] + started.stderr[-3000:]
+        self.token = self.dotenv()["AGUI_GATEWAY_AUTH_TOKEN"]
+        project = {"label": f"com.docker.compose.project={self.project}"}
+        for name in self.compose["services"]:
+            found = self.client.containers.list(filters={"label": [project["label"], f"com.docker.compose.service={name}"]})
+            self.containers[name] = sorted(found, key=lambda c: int(c.labels.get("com.docker.compose.container-number", "1")))
+            for container in self.containers[name]:
                 self.wait_healthy(container)
+        self.network = self.client.networks.list(filters=project)[0]
         return self
 
     def _remove_leftovers(self) -> None:
         """What an interrupted earlier run left: its containers, and its network (which holds the fixed subnet)."""
-        for container in self.client.containers.list(all=True, filters={"name": "agui-stack-"}):
+        for container in self.client.containers.list(all=True, filters={"name": SUBNET_OWNERS}):
             container.remove(force=True)
         subnet = self.compose["networks"]["default"]["ipam"]["config"][0]["subnet"]
-        for network in self.client.networks.list(filters={"label": "org.testcontainers=true"}):
+        for network in self.client.networks.list():
             configs = (network.attrs.get("IPAM") or {}).get("Config") or []
             if any(config.get("Subnet") == subnet for config in configs):
+                network.reload()
+                for attached in network.containers:
+                    attached.remove(force=True)
                 network.remove()
 
     def down(self) -> None:
-        for started in self.containers.values():
-            for container in started:
-                try:
-                    container.stop()
-                except Exception:
-                    pass
-        try:
-            self.network.remove()
-        except Exception:
-            pass
-        for volume in self.volumes:
-            try:
-                self.client.volumes.get(volume).remove(force=True)
-            except Exception:
-                pass
+        self.shell("docker-compose down -v --remove-orphans -t 5", timeout=300)
+        shutil.rmtree(self.directory, ignore_errors=True)
 
-    def wait_healthy(self, container: DockerContainer, timeout: float = 90) -> None:
+    def wait_healthy(self, container: Any, timeout: float = 90) -> None:
         deadline = time.monotonic() + timeout
         while True:
             state = self.state(container)
             health = state.get("Health", {}).get("Status")
             if health == "healthy" or (health is None and state.get("Running")):
                 return
-            assert time.monotonic() < deadline, f"{container._name} not healthy: {state}\n{self.logs(container)[-3000:]}"
+            assert time.monotonic() < deadline, f"{self.raw(container).name} not healthy: {state}\n{self.logs(container)[-3000:]}"
             time.sleep(0.5)
 
     # ---- looking at containers
 
-    def raw(self, container: DockerContainer) -> Any:
-        return self.client.containers.get(container.get_container_id())
+    def raw(self, container: Any) -> Container:
+        """The container as Docker sees it now (a compose replica, or a testcontainers container)."""
+        identity = container.get_container_id() if hasattr(container, "get_container_id") else container.id
+        return self.client.containers.get(identity)
 
-    def state(self, container: DockerContainer) -> dict[str, Any]:
+    def state(self, container: Any) -> dict[str, Any]:
         return self.raw(container).attrs["State"]
 
-    def logs(self, container: DockerContainer) -> str:
+    def logs(self, container: Any) -> str:
         return self.raw(container).logs().decode(errors="replace")
 
-    def address(self, container: DockerContainer) -> str:
+    def address(self, container: Any) -> str:
         return self.raw(container).attrs["NetworkSettings"]["Networks"][self.network.name]["IPAddress"]
 
-    def url(self, name: str = "lb", target: int = 8080) -> str:
-        return f"http://127.0.0.1:{self.host_ports[f'{name}:{target}']}"
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
 
     @property
-    def gateways(self) -> list[DockerContainer]:
+    def gateways(self) -> list[Container]:
         return self.containers["gateway"]
 
-    def served_by(self, request_id: str) -> list[DockerContainer]:
+    def served_by(self, request_id: str) -> list[Container]:
         """The gateway replicas whose access log names this request id (forwarded by nginx as X-Request-ID)."""
         return [gateway for gateway in self.gateways if f'"requestId": "{request_id}"' in self.logs(gateway)]

@@ -69,10 +69,30 @@ def test_compose_has_redis_three_replicas_and_a_load_balancer():
     lb = services["lb"]
     assert lb["image"].startswith("nginx")
     assert "./deploy/nginx.conf:/etc/nginx/nginx.conf:ro" in lb["volumes"]
-    assert lb["ports"] == ["8080:8080"]
+    assert lb["ports"] == ["${AGUI_PUBLISH:-8080}:8080"]
+    assert "name" not in compose, "docker-compose 1.29 (Debian's) rejects a top-level name"
+    nginx_address = lb["networks"]["default"]["ipv4_address"]
+    assert gateway["environment"]["AGUI_GATEWAY_TRUSTED_PROXIES"] == nginx_address, "the proxy alone is trusted"
     assert lb["depends_on"]["gateway"]["condition"] == "service_healthy"
     grace = int(re.fullmatch(r"(\d+)s", gateway["stop_grace_period"]).group(1))
     assert grace > float(gateway["environment"]["AGUI_GATEWAY_SHUTDOWN_GRACE_SECONDS"])
+
+
+def test_compose_file_is_valid_for_debians_docker_compose_and_secrets_stay_out_of_git_and_images(tmp_path):
+    """`docker-compose config` (1.29, what Debian ships; .ci/run installs it) accepts the file, and refuses to
+    start without the two secrets; .env, where the guide writes them, is ignored by git and by the build."""
+    compose = shutil.which("docker-compose")
+    assert compose, "docker-compose is required for this test (.ci/run installs Debian's docker-compose)"
+    env = {key: value for key, value in os.environ.items() if not key.startswith(("AGUI_", "COMPOSE_"))}
+    run = [compose, "--project-directory", ROOT, "-f", os.path.join(ROOT, "docker-compose.yml"), "config", "-q"]
+    refused = subprocess.run(run, capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert refused.returncode != 0 and "AGUI_REDIS_PASSWORD" in refused.stderr + refused.stdout, refused.stderr
+    secrets_set = {**env, "AGUI_GATEWAY_AUTH_TOKEN": "t" * 48, "AGUI_REDIS_PASSWORD": "p" * 48}
+    accepted = subprocess.run(run, capture_output=True, text=True, env=secrets_set, cwd=tmp_path)
+    assert accepted.returncode == 0, accepted.stderr
+    assert subprocess.run(["git", "-C", ROOT, "check-ignore", "-q", ".env"]).returncode == 0, ".env is in .gitignore"
+    with open(os.path.join(ROOT, ".dockerignore")) as handle:
+        assert ".env" in handle.read().split(), ".env never enters the build context"
 
 
 def test_nginx_streams_sse_unbuffered_and_upgrades_websockets():

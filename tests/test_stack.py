@@ -1,6 +1,6 @@
-"""The deployment run for real: the image built, the compose stack (Redis, three gateways, nginx) started from
-docker-compose.yml with testcontainers, and every request made through nginx on 127.0.0.1; then the same image
-started alone as an AgentCore container with OAuth against an issuer container."""
+"""The deployment run for real: the compose stack (Redis, three gateways, nginx) brought up with docker-compose the
+way deploy/README.md says, and every request made through nginx on 127.0.0.1; then the same image started alone
+as an AgentCore container with OAuth against an issuer container."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from testcontainers.core.container import DockerContainer
 from websockets.exceptions import ConnectionClosed
 
 from tests.issuer import Issuer
-from tests.stack import Stack, build_image, engine
+from tests.stack import Stack, engine, ensure_base_images, guide_commands
 from tests.support import assert_well_formed_run, free_port, parse_sse, pending_interrupt, post_sse, run_body, session_of
 
 pytestmark = pytest.mark.stack
@@ -31,8 +31,8 @@ def stack():
     client = engine()
     if client is None:
         pytest.skip("no Docker engine answers (scripts/test.sh counts a skip as a failure)")
+    ensure_base_images()
     started = Stack(client)
-    build_image(client, started.image_of("gateway"))
     try:
         yield started.up()
     finally:
@@ -83,6 +83,36 @@ def test_the_image_runs_as_10001_on_0_0_0_0_8080_read_only_logs_json_and_passes_
     added = image.attrs["Size"] - base.attrs["Size"]
     print(f"image {image.attrs['Size'] / MIB:.1f} MiB, {added / MIB:.1f} MiB above its base")
     assert added <= 60 * MIB, f"the project's layers are {added / MIB:.1f} MiB (goal: at most 60)"
+
+
+def test_the_guides_agentcore_example_runs_through_the_stack_with_the_token_from_dotenv(stack):
+    example = guide_commands("stack-example")
+    assert "http://localhost:8080/" in example
+    answered = stack.shell(example.replace("http://localhost:8080/", stack.url() + "/"), timeout=60)
+    assert answered.returncode == 0, answered.stderr
+    events, _, _ = parse_sse(answered.stdout.encode())
+    assert_well_formed_run(events)
+    assert events[-1]["type"] == "RUN_FINISHED" and events[-1]["outcome"] == {"type": "success"}, events[-1]
+    without = stack.shell(example.replace("http://localhost:8080/", stack.url() + "/").replace("Bearer $TOKEN", "Bearer wrong"))
+    assert '"code":"UNAUTHORIZED"' in without.stdout.replace(" ", ""), without.stdout[:300]
+
+
+def test_a_request_without_an_id_has_one_id_in_nginx_the_replica_and_the_response(stack):
+    forged = "203.0.113.7"
+    with httpx.Client(timeout=60) as http:
+        result = post_sse(http, stack.url() + "/", plain("hello"), headers={**headers(stack), "x-forwarded-for": forged})
+    assert result.status == 200 and result.terminal["type"] == "RUN_FINISHED"
+    request_id = result.headers["x-request-id"]
+    lb = stack.containers["lb"][0]
+    nginx_line = wait_for(
+        lambda: next((json.loads(line) for line in stack.logs(lb).splitlines() if request_id in line), None), 5, "nginx logged it"
+    )
+    assert nginx_line["requestId"] == request_id and nginx_line["path"] == "/"
+    replica = wait_for(lambda: stack.served_by(request_id), 5, "one replica logged the same id")
+    assert len(replica) == 1
+    access = [json.loads(line)["message"] for line in stack.logs(replica[0]).splitlines() if request_id in line and '"agui.access"' in line]
+    assert access and access[0].startswith("POST / 200"), access
+    assert access[0].endswith(f" from {nginx_line['client']}") and forged not in access[0], (access, nginx_line)
 
 
 def test_sse_through_nginx_is_unbuffered_and_carries_heartbeats(stack):
