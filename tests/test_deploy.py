@@ -313,3 +313,21 @@ def test_alert_rules_use_only_metrics_the_gateway_exports_and_compose_uses_readi
         gateway = yaml.safe_load(handle)["services"]["gateway"]
     assert "/ready" in " ".join(gateway["healthcheck"]["test"])
     assert gateway["environment"]["AGUI_GATEWAY_METRICS_PORT"] == "9100"
+
+
+def test_alerts_fire_on_series_that_reproduce_a_dead_replica_and_expect_composes_replica_count():
+    """promtool (Debian's prometheus package; .ci/run installs it) checks the rules and runs deploy/alerts.test.yml:
+    a killed replica (its series ends, as when DNS forgets it), every replica gone, a replica that stops answering,
+    Redis unreachable, and a healthy stack that raises nothing."""
+    promtool = shutil.which("promtool")
+    assert promtool, "promtool is required for this test (.ci/run installs Debian's prometheus)"
+    deploy = os.path.join(ROOT, "deploy")
+    checked = subprocess.run([promtool, "check", "rules", "alerts.yml"], cwd=deploy, capture_output=True, text=True)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    tested = subprocess.run([promtool, "test", "rules", "alerts.test.yml"], cwd=deploy, capture_output=True, text=True)
+    assert tested.returncode == 0 and "SUCCESS" in tested.stdout, tested.stdout + tested.stderr
+    with open(os.path.join(deploy, "alerts.yml")) as handle:
+        rules = {rule["alert"]: rule for rule in yaml.safe_load(handle)["groups"][0]["rules"]}
+    with open(os.path.join(ROOT, "docker-compose.yml")) as handle:
+        replicas = yaml.safe_load(handle)["services"]["gateway"]["deploy"]["replicas"]
+    assert f'count(up{{job="agui-gateway"}} == 1) < {replicas}' in rules["GatewayReplicaMissing"]["expr"]
