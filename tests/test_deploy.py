@@ -15,7 +15,7 @@ import crossplane
 import httpx
 import yaml
 
-from tests.support import ROOT, free_port
+from tests.support import ROOT, free_port, run_body
 
 DOCKERFILE = os.path.join(ROOT, "deploy", "Dockerfile")
 
@@ -331,3 +331,76 @@ def test_alerts_fire_on_series_that_reproduce_a_dead_replica_and_expect_composes
     with open(os.path.join(ROOT, "docker-compose.yml")) as handle:
         replicas = yaml.safe_load(handle)["services"]["gateway"]["deploy"]["replicas"]
     assert f'count(up{{job="agui-gateway"}} == 1) < {replicas}' in rules["GatewayReplicaMissing"]["expr"]
+
+
+def dashboard_queries() -> list[tuple[str, str]]:
+    with open(os.path.join(ROOT, "deploy", "grafana", "agui-gateway.json")) as handle:
+        dashboard = json.load(handle)
+    return [(panel["title"], target["expr"]) for panel in dashboard["panels"] for target in panel["targets"]]
+
+
+def exported_series(exposition: str) -> set[str]:
+    """The series names a /metrics page declares (`# TYPE`), labelled children or not: counters as `_total`,
+    histograms as `_bucket`, `_sum` and `_count`."""
+    names: set[str] = set()
+    for name, kind in re.findall(r"^# TYPE (\S+) (\S+)$", exposition, re.MULTILINE):
+        suffixes = {"counter": ["_total"], "histogram": ["_bucket", "_sum", "_count"]}.get(kind, [""])
+        names |= {name.removesuffix("_total") + suffix if kind == "counter" else name + suffix for suffix in suffixes}
+    return names
+
+
+def test_grafana_dashboard_queries_evaluate_in_a_real_prometheus_scraping_a_real_gateway(tmp_path, start_gateway):
+    """Every query of deploy/grafana/agui-gateway.json: its metric names are ones the gateway's /metrics declares,
+    and Debian's Prometheus, scraping that gateway after real runs, evaluates it (Grafana's $__rate_interval
+    stands for 1m); the panels that the runs feed have data."""
+    prometheus = shutil.which("prometheus")
+    assert prometheus, "prometheus is required for this test (.ci/run installs Debian's prometheus)"
+    metrics_port = free_port()
+    gateway = start_gateway("--auth-token", "tok-dash", "--metrics-port", str(metrics_port))
+    auth = {"authorization": "Bearer tok-dash"}
+    with httpx.Client(timeout=30) as client:
+        for text in ("hello", "/fail"):
+            answered = client.post(gateway.url + "/", json=run_body(text), headers=auth)
+            assert answered.status_code == 200, answered.text[:300]
+        assert client.post(gateway.url + "/", json={"threadId": "t"}).status_code == 401
+        exposition = client.get(f"http://127.0.0.1:{metrics_port}/metrics").text
+    declared = exported_series(exposition) | {"up"}
+    for title, expr in dashboard_queries():
+        used = set(re.findall(r"\b(agui_[a-z_]+|up)\b(?=\s*[{\[)])", expr))
+        assert used and used <= declared, (title, used - declared)
+
+    web = free_port()
+    config = tmp_path / "prometheus.yml"
+    config.write_text(
+        "global: {scrape_interval: 1s, evaluation_interval: 1s}\n"
+        f"scrape_configs:\n  - job_name: agui-gateway\n    static_configs:\n      - targets: ['127.0.0.1:{metrics_port}']\n"
+    )
+    proc = subprocess.Popen(
+        [prometheus, f"--config.file={config}", f"--storage.tsdb.path={tmp_path}/tsdb", f"--web.listen-address=127.0.0.1:{web}"],
+        stdout=subprocess.DEVNULL,
+        stderr=open(tmp_path / "prometheus.log", "wb"),
+    )
+    api = f"http://127.0.0.1:{web}/api/v1/query"
+    try:
+        deadline = time.monotonic() + 30
+        while True:  # three scrapes at least: a rate over the window needs two samples
+            try:
+                answer = httpx.get(api, params={"query": 'count_over_time(up{job="agui-gateway"}[1m])'}, timeout=2).json()
+                if answer["data"]["result"] and float(answer["data"]["result"][0]["value"][1]) >= 3:
+                    break
+            except httpx.HTTPError:
+                pass
+            assert time.monotonic() < deadline and proc.poll() is None, (tmp_path / "prometheus.log").read_text()[-2000:]
+            time.sleep(0.5)
+        results = {}
+        for title, expr in dashboard_queries():
+            answer = httpx.get(api, params={"query": expr.replace("$__rate_interval", "1m")}, timeout=5).json()
+            assert answer["status"] == "success", (title, expr, answer)
+            results.setdefault(title, []).extend(answer["data"]["result"])
+    finally:
+        proc.terminate()
+        proc.wait(10)
+    fed = ["Replicas answering", "Runs in flight", "Runs started by transport", "Runs ended by outcome", "Run errors by code"]
+    fed += ["Time to first event", "Run duration", "Events and bytes sent", "Auth failures by reason"]
+    assert not [title for title in fed if not results[title]], {title: results[title] for title in fed}
+    assert float(results["Replicas answering"][0]["value"][1]) == 1
