@@ -256,6 +256,21 @@ FLAGS: tuple[Flag, ...] = (
         integer("--backlog", 1),
     ),
     Flag(
+        "--http",
+        "auto",
+        "HTTP/1.1 parser: httptools (C; what auto picks where it is installed) or h11 (pure Python, for platforms "
+        "without the C parts); every connection limit holds on both",
+        choices=("auto", "httptools", "h11"),
+        setting="http_parser",
+    ),
+    Flag(
+        "--loop",
+        "auto",
+        "event loop: uvloop (what auto picks where it is installed) or asyncio (the standard library's)",
+        choices=("auto", "uvloop", "asyncio"),
+        setting="event_loop",
+    ),
+    Flag(
         "--trusted-proxies",
         None,
         "proxy address or CIDR whose X-Forwarded-For gives the client's address (for rate "

@@ -1,292 +1,135 @@
-"""uvicorn's protocols with the gateway's connection limits, enforced where the socket is visible.
+"""uvicorn's HTTP protocols, httptools (the default where it is installed) and h11 (`--http h11`), each adapted to
+the connection limits of server/connection_limits.py: where its request stands, the hand-over to the WebSocket
+protocol, and the lighter per-request event; and the WebSocket protocol with the send deadline.
 
-- Head size: past MAX_HEAD_BYTES of request line and headers (e.g. a huge token), 431 with a JSON error.
-- Head deadline: a request head not complete `header_timeout` seconds after its first byte (slowloris) gets 408,
-  and a new connection that sends nothing at all for `header_timeout` seconds is closed (a silent socket must not
-  hold a descriptor for ever); both kept by the loop's shared deadlines, transports/deadlines.py: no timer each.
-- Send deadline: a connection whose send buffer stays full (the client drains nothing below the low-water
-  mark) for `send_timeout` seconds is aborted; its run sees its client gone (a disconnect).
-- Connections per client address: past `max_per_client` open connections from one address, 429.
-- Lingering close: refusals, and any close while the client is still sending a body (e.g. after a 413),
-  half-close the connection and drain what the client still sends (up to DRAIN_BYTES, for DRAIN_SECONDS)
-  before closing, because closing a socket with unread input makes the kernel send a TCP reset that can
-  destroy the answer in flight. At most `max_lingering` connections linger at once: past that a refused
-  connection is closed at once, so that refusals cannot hold the descriptors that the limits protect.
-
-Private state relied on (written for uvicorn 0.54 and h11 0.16; pinned in pyproject.toml, checked by
-tests/unit/test_private_shapes.py): the attribute list of H11Protocol (declared as slots here), its `flow`,
-`cycle`, `conn` and `transport` members and the per-cycle `message_event`.
+Private state relied on (written for uvicorn 0.54, h11 0.16 and httptools 0.6-0.9; pinned in pyproject.toml,
+checked by tests/unit/test_private_shapes.py): the attribute lists of H11Protocol and HttpToolsProtocol (declared
+as slots here), their `flow`, `cycle` and `transport` members, h11's `conn` states, and the per-cycle
+`message_event`.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections import Counter
-from dataclasses import dataclass
 from typing import Any
 
 import h11
-import msgspec
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
+from server.connection_limits import (
+    BODY,
+    DONE,
+    HEAD,
+    IDLE,
+    MAX_HEAD_BYTES,
+    ConnectionLimits,
+    GuardedHttp,
+    SendDeadline,
+    lighten_event,
+    peer_address,
+    release,
+)
 from server.ws_protocol import CorkedWebSocketsProtocol
-from transports.deadlines import deadlines
-from transports.lean import Flag
-from transports.sse_response import LOST_HOOK
 
-MAX_HEAD_BYTES = 64 * 1024  # request line + headers; documented in docs/reference.md (Limits)
-DRAIN_SECONDS = 2.0
-DRAIN_BYTES = 4 * 1024 * 1024
+try:  # the C parser: on every platform uvicorn[standard] supports; absent elsewhere, where h11 serves
+    from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+except ImportError:  # pragma: no cover - the pinned dependencies install it
+    HttpToolsProtocol = None  # type: ignore[assignment,misc]
 
-
-@dataclass(frozen=True)
-class ConnectionLimits:
-    header_timeout: float = 10.0
-    send_timeout: float = 30.0  # 0 disables
-    max_per_client: int = 1000  # 0 disables
-    max_lingering: int = 256  # refused connections draining at once; past it, a refusal closes at once
-
-
-OPEN_BY_ADDRESS: Counter[str] = Counter()  # open connections per client address, shared by HTTP and WebSocket
-
-
-class Lingering:
-    """Refused connections draining before their close, on this process."""
-
-    now = 0
-
-
-def _refusal(status: int, reason: bytes, code: str, message: str, extra: bytes = b"") -> bytes:
-    body = msgspec.json.encode({"error": {"code": code, "message": message}})
-    head = b"HTTP/1.1 %d %s\r\ncontent-type: application/json\r\ncontent-length: %d\r\nconnection: close\r\n%s\r\n"
-    return head % (status, reason, len(body), extra) + body
-
-
-def _peer(transport: asyncio.BaseTransport) -> str:
-    peer = transport.get_extra_info("peername")
-    return str(peer[0]) if isinstance(peer, tuple) and peer else "unknown"
-
-
-class SendDeadline:
-    """Mixin for a protocol: abort the connection when its writes stay paused for `limits.send_timeout`."""
-
-    limits = ConnectionLimits()
-    transport: Any
-    _send_timer: asyncio.TimerHandle | None = None
-
-    def pause_writing(self) -> None:
-        super().pause_writing()  # type: ignore[misc]
-        if self.limits.send_timeout and self._send_timer is None:
-            self._send_timer = asyncio.get_running_loop().call_later(self.limits.send_timeout, self._send_expired)
-
-    def resume_writing(self) -> None:
-        if self._send_timer is not None:
-            self._send_timer.cancel()
-            self._send_timer = None
-        super().resume_writing()  # type: ignore[misc]
-
-    def _send_expired(self) -> None:
-        self._send_timer = None
-        self.transport.abort()  # connection_lost follows: the app sees its client gone
+__all__ = ["MAX_HEAD_BYTES", "ConnectionLimits", "protocols"]
+# uvicorn's per-connection attributes, shared by both protocols (and ours), declared as slots: past 30, an
+# instance's attributes leave Python's shared-key layout for a dict of their own (about 1.3 KiB a connection).
+_SHARED_SLOTS = (
+    "access_log",
+    "access_logger",
+    "app",
+    "app_state",
+    "asgi_version",
+    "client",
+    "config",
+    "connections",
+    "cycle",
+    "flow",
+    "guard",
+    "headers",
+    "limit_concurrency",
+    "logger",
+    "loop",
+    "root_path",
+    "scheme",
+    "scope",
+    "server",
+    "server_state",
+    "tasks",
+    "timeout_keep_alive",
+    "timeout_keep_alive_task",
+    "transport",
+    "ws_protocol_class",
+)
+_UNFINISHED = frozenset((h11.IDLE, h11.DONE, h11.CLOSED, h11.MUST_CLOSE))
 
 
-class _LingeringTransport:
-    """Closes by half-closing and draining while the client is still sending (see the module docstring)."""
+class GatewayH11Protocol(GuardedHttp, H11Protocol):
+    """The pure-Python parser (`--http h11`): h11's own connection states say where the request stands."""
 
-    __slots__ = ("_protocol", "_transport")  # no bound methods kept per connection: a method call is the same hop
+    __slots__ = (*_SHARED_SLOTS, "conn")
 
-    def __init__(self, transport: asyncio.Transport, protocol: GatewayH11Protocol) -> None:
-        self._transport = transport
-        self._protocol = protocol
+    def head_pending(self) -> bool:
+        return self.conn.their_state is h11.IDLE
 
-    def write(self, data: bytes) -> None:  # the hot path: no __getattr__ hop per write
-        self._transport.write(data)
+    def reading_request(self) -> bool:
+        return self.conn.their_state not in _UNFINISHED
 
-    def is_closing(self) -> bool:
-        return self._transport.is_closing()
-
-    def close(self) -> None:
-        if self._protocol.conn.their_state in (h11.IDLE, h11.DONE, h11.CLOSED, h11.MUST_CLOSE) and not self._protocol.guard.head_bytes:
-            self._transport.close()
-        else:
-            self._protocol.linger()
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._transport, name)
-
-
-def _lighten(owner: object, name: str) -> None:
-    """Swap an asyncio.Event that uvicorn holds per connection or request for a Flag (transports/lean.py) in the
-    same state: an idle stream keeps about 0.7 KiB less each. Left as is where uvicorn no longer has it."""
-    event = getattr(owner, name, None)
-    if type(event) is asyncio.Event:
-        flag = Flag()
-        if event.is_set():
-            flag.set()
-        setattr(owner, name, flag)
-
-
-class Guard:
-    """The gateway's per-connection state, in one slotted object: uvicorn's protocol already has 25 attributes, and
-    past 30 an instance's attributes leave Python's shared-key layout for a dict of their own (about 1.3 KiB more
-    per connection, which every idle stream paid)."""
-
-    __slots__ = ("address", "counted", "draining", "head_bytes", "head_started", "tail")
-
-    def __init__(self) -> None:
-        self.head_bytes = 0  # bytes of the current request's head received so far
-        self.tail = b""  # the last bytes seen, to find a head's end across chunks
-        self.draining = 0  # > 0: refused; counts bytes dropped
-        self.address = "unknown"
-        self.counted = False
-        self.head_started = False
-
-
-class GatewayH11Protocol(SendDeadline, H11Protocol):
-    # uvicorn's attributes (and ours) as slots: kept inline, not in a values array beside a shared-key dict.
-    __slots__ = (
-        "access_log",
-        "access_logger",
-        "app",
-        "app_state",
-        "asgi_version",
-        "client",
-        "config",
-        "conn",
-        "connections",
-        "cycle",
-        "flow",
-        "guard",
-        "headers",
-        "limit_concurrency",
-        "logger",
-        "loop",
-        "root_path",
-        "scheme",
-        "scope",
-        "server",
-        "server_state",
-        "tasks",
-        "timeout_keep_alive",
-        "timeout_keep_alive_task",
-        "transport",
-        "ws_protocol_class",
-    )
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.guard = Guard()
-
-    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-        super().connection_made(transport)
-        _lighten(self.flow, "_is_writable_event")  # uvicorn's flow control: one event per connection
-        self.transport = _LingeringTransport(self.transport, self)
-        guard = self.guard
-        guard.address = _peer(transport)
-        OPEN_BY_ADDRESS[guard.address] += 1
-        guard.counted = True
-        cap = self.limits.max_per_client
-        if cap and OPEN_BY_ADDRESS[guard.address] > cap:
-            message = f"Too many open connections from this address (at most {cap})."
-            self._refuse(_refusal(429, b"Too Many Requests", "RATE_LIMIT_EXCEEDED", message, b"retry-after: 1\r\n"))
-            return
-        # The head deadline runs from the connection's first moment: one that never sends a byte is closed too.
-        guard.head_started = True
-        deadlines(self.limits.header_timeout).add(self, self._head_expired)
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self._stop_head_deadline()
-        if self._send_timer is not None:
-            self._send_timer.cancel()
-        if self.guard.draining:
-            Lingering.now -= 1
-            self.guard.draining = 0
-        if self.guard.counted:
-            release(self.guard.address)
-            self.guard.counted = False
-        super().connection_lost(exc)
-        lost = getattr(getattr(self, "cycle", None), LOST_HOOK, None)
-        if lost is not None:  # a streaming response waits on this connection (transports/sse_response.py)
-            lost()
+    def nothing_to_answer(self) -> bool:
+        return self.conn.our_state is h11.IDLE
 
     def handle_events(self) -> None:
         super().handle_events()
         # A request's cycle is made here, and its task has not run yet: its event is swapped before anyone waits.
-        _lighten(getattr(self, "cycle", None), "message_event")
+        lighten_event(getattr(self, "cycle", None), "message_event")
 
     def handle_websocket_upgrade(self, event: h11.Request) -> None:
-        # The WebSocket protocol takes over this connection (the raw transport), and with it the address's count.
-        self.guard.counted = False
-        self._stop_head_deadline()
-        self.transport = self.transport._transport
+        self._hand_over_to_websocket()
         super().handle_websocket_upgrade(event)
 
-    def data_received(self, data: bytes) -> None:
-        guard = self.guard
-        if guard.draining:
-            guard.draining += len(data)
-            if guard.draining > DRAIN_BYTES:
-                self.transport._transport.close()
-            return
-        if self.conn.their_state is h11.IDLE and self._head_too_big(data):
-            message = f"The request line and headers exceed {MAX_HEAD_BYTES} bytes."
-            self._refuse(_refusal(431, b"Request Header Fields Too Large", "INVALID_INPUT", message))
-            return
-        super().data_received(data)
-        if guard.head_started and self.conn.their_state is not h11.IDLE:
-            guard.head_bytes, guard.tail, guard.head_started = 0, b"", False
-            self._stop_head_deadline()
 
-    def _head_too_big(self, data: bytes) -> bool:
-        """Count the bytes of the head being read (body bytes in the same chunk do not count); start its deadline."""
-        guard = self.guard
-        if not guard.head_started:
-            guard.head_started = True
-            deadlines(self.limits.header_timeout).add(self, self._head_expired)
-        seen = guard.tail + data
-        end = seen.find(b"\r\n\r\n")
-        guard.head_bytes += len(data) if end < 0 else max(0, end + 4 - len(guard.tail))
-        guard.tail = seen[-3:]
-        return guard.head_bytes > MAX_HEAD_BYTES
+class GatewayHttpToolsProtocol(GuardedHttp, HttpToolsProtocol):
+    """The C parser (the default): its callbacks move the guard's phase, since httptools keeps no request state
+    that Python can read."""
 
-    def _head_expired(self) -> None:
-        guard, conn = self.guard, self.conn
-        if not guard.head_bytes and not guard.draining and conn.their_state is h11.IDLE and conn.our_state is h11.IDLE:
-            self.transport._transport.close()  # nothing ever came: no answer to read, nothing to drain
-            return
-        if conn.their_state is h11.IDLE and not guard.draining:
-            message = f"The request head did not arrive within {self.limits.header_timeout:g} seconds."
-            self._refuse(_refusal(408, b"Request Timeout", "REQUEST_TIMEOUT", message))
+    __slots__ = (*_SHARED_SLOTS, "expect_100_continue", "parser", "pipeline", "url")
 
-    def _stop_head_deadline(self) -> None:
-        deadlines(self.limits.header_timeout).discard(self)
+    def head_pending(self) -> bool:
+        return self.guard.phase <= HEAD
 
-    def send_400_response(self, msg: str) -> None:
-        self._refuse(_refusal(400, b"Bad Request", "INVALID_INPUT", "The HTTP request is malformed."))
+    def reading_request(self) -> bool:
+        return self.guard.phase in (HEAD, BODY)
 
-    def _refuse(self, response: bytes) -> None:
-        self.transport.write(response)
-        self.linger()
+    def nothing_to_answer(self) -> bool:
+        return self.cycle is None or self.cycle.response_complete
 
-    def linger(self) -> None:
-        """Half-close, then read and drop input for a while before closing: the client reads the answer, not a reset."""
-        if self.guard.draining:
-            return
-        raw = self.transport._transport
-        if Lingering.now >= self.limits.max_lingering:
-            raw.close()  # too many draining already: the answer may be lost to a reset, the descriptor is not
-            return
-        self.guard.draining = 1
-        Lingering.now += 1
-        if raw.can_write_eof():
-            raw.write_eof()
-        asyncio.get_running_loop().call_later(DRAIN_SECONDS, raw.close)
+    def on_message_begin(self) -> None:
+        self.guard.phase = HEAD
+        super().on_message_begin()
 
+    def on_headers_complete(self) -> None:
+        self.guard.phase = BODY
+        super().on_headers_complete()
+        # The request's cycle is made here, and its task has not run yet: its event is swapped before anyone waits.
+        lighten_event(self.cycle, "message_event")
 
-def release(address: str) -> None:
-    OPEN_BY_ADDRESS[address] -= 1
-    if OPEN_BY_ADDRESS[address] <= 0:
-        del OPEN_BY_ADDRESS[address]
+    def on_message_complete(self) -> None:
+        self.guard.phase = DONE
+        super().on_message_complete()
+
+    def on_response_complete(self) -> None:
+        if self.guard.phase == DONE:  # else a pipelined request's head is already arriving, or the body still is
+            self.guard.phase = IDLE
+        super().on_response_complete()
+
+    def handle_websocket_upgrade(self) -> None:
+        self._hand_over_to_websocket()
+        super().handle_websocket_upgrade()
 
 
 class GatewayWebSocketProtocol(SendDeadline, CorkedWebSocketsProtocol):
@@ -300,7 +143,7 @@ class GatewayWebSocketProtocol(SendDeadline, CorkedWebSocketsProtocol):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         super().connection_made(transport)
-        self._address = _peer(transport)
+        self._address = peer_address(transport)
 
     def connection_lost(self, exc: Exception | None) -> None:
         if self._send_timer is not None:
@@ -311,8 +154,14 @@ class GatewayWebSocketProtocol(SendDeadline, CorkedWebSocketsProtocol):
         super().connection_lost(exc)
 
 
-def protocols(limits: ConnectionLimits) -> tuple[type[GatewayH11Protocol], type[GatewayWebSocketProtocol]]:
-    """Protocol classes carrying these limits (uvicorn takes classes for `http` and `ws`)."""
-    http = type("LimitedH11Protocol", (GatewayH11Protocol,), {"limits": limits})
+HTTP_PARSERS = ("httptools", "h11") if HttpToolsProtocol is not None else ("h11",)
+
+
+def protocols(limits: ConnectionLimits, http: str = HTTP_PARSERS[0]) -> tuple[type[GuardedHttp], type[GatewayWebSocketProtocol]]:
+    """Protocol classes carrying these limits, for the parser named (uvicorn takes classes for `http` and `ws`)."""
+    base: type[GuardedHttp] = GatewayHttpToolsProtocol if http == "httptools" else GatewayH11Protocol
+    if base is GatewayHttpToolsProtocol and HttpToolsProtocol is None:
+        raise ValueError("--http httptools: the httptools package is not installed (use --http h11)")
+    http_class = type(f"Limited{base.__name__}", (base,), {"limits": limits})
     ws = type("LimitedWebSocketProtocol", (GatewayWebSocketProtocol,), {"limits": limits})
-    return http, ws
+    return http_class, ws

@@ -13,7 +13,8 @@ import uvicorn
 from gateway.fds import descriptor_share, per_client_cap
 from gateway.protocol.validate import MAX_BODY_BYTES
 from gateway.settings import Settings
-from server.http_protocol import MAX_HEAD_BYTES, ConnectionLimits, protocols
+from server.connection_limits import MAX_HEAD_BYTES, ConnectionLimits
+from server.http_protocol import HTTP_PARSERS, protocols
 from transports.services import TransportServices
 
 log = logging.getLogger("agui.serve")
@@ -61,15 +62,16 @@ def uvicorn_options(settings: Settings) -> dict:
         max_per_client=per_client_cap(settings.max_connections_per_client),
         max_lingering=descriptor_share() or ConnectionLimits.max_lingering,
     )
-    http, ws = protocols(limits)
+    http, ws = protocols(limits, HTTP_PARSERS[0] if settings.http_parser == "auto" else settings.http_parser)
     return {
         # X-Forwarded-For/-Proto are believed only from --trusted-proxies (uvicorn's own default trusts loopback,
         # which made every client behind a local proxy share one rate-limit bucket).
         "proxy_headers": bool(settings.trusted_proxies),
         "forwarded_allow_ips": list(settings.trusted_proxies) or None,
+        "loop": settings.event_loop,  # uvicorn's own "auto": uvloop where it is installed
         "interface": "asgi3",  # said, not guessed: the app we serve returns its coroutine from a plain __call__
         "http": http,
-        "h11_max_incomplete_event_size": MAX_HEAD_BYTES * 2,  # our protocol answers 431 past MAX_HEAD_BYTES first
+        "h11_max_incomplete_event_size": MAX_HEAD_BYTES * 2,  # (h11 only) our protocol answers 431 past MAX_HEAD_BYTES first
         "ws": ws,
         "ws_max_size": MAX_BODY_BYTES,
         "ws_per_message_deflate": False,  # per-frame deflate costs more CPU than small AG-UI events save

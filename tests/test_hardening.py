@@ -20,6 +20,9 @@ from tests.support import Gateway, post_sse, run_body
 
 HUGE = "x" * 257
 
+# Every connection limit holds on both HTTP parsers: httptools (the default) and h11 (--http h11).
+PARSERS = ("httptools", "h11")
+
 
 def normal_run_seconds(url: str) -> float:
     started = time.monotonic()
@@ -82,8 +85,9 @@ async def test_stream_ids_are_bounded_and_the_socket_cap_has_its_own_code(gatewa
                 break
 
 
-def test_a_client_that_never_reads_frees_its_run_and_thread_after_the_send_deadline(start_gateway):
-    server = start_gateway("--send-timeout-seconds", "2", "--max-concurrent-runs", "3")
+@pytest.mark.parametrize("http", PARSERS)
+def test_a_client_that_never_reads_frees_its_run_and_thread_after_the_send_deadline(start_gateway, http):
+    server = start_gateway("--http", http, "--send-timeout-seconds", "2", "--max-concurrent-runs", "3")
     baseline = normal_run_seconds(server.url)
     body = run_body("/flood 1000000")
     request = json.dumps(body).encode()
@@ -153,8 +157,9 @@ def test_a_websocket_that_never_reads_is_dropped_at_the_send_deadline(start_gate
         raw.close()
 
 
-def test_slowloris_connections_are_cut_and_do_not_starve_others(start_gateway):
-    server = start_gateway("--header-timeout-seconds", "2", "--max-connections-per-client", "100")
+@pytest.mark.parametrize("http", PARSERS)
+def test_slowloris_connections_are_cut_and_do_not_starve_others(start_gateway, http):
+    server = start_gateway("--http", http, "--header-timeout-seconds", "2", "--max-connections-per-client", "100")
     baseline = normal_run_seconds(server.url)
     attackers: list[socket.socket] = []
     refused_over_cap = 0
@@ -181,8 +186,9 @@ def test_slowloris_connections_are_cut_and_do_not_starve_others(start_gateway):
             raw.close()
 
 
-def test_a_trickled_body_gets_408_and_an_oversized_chunked_body_a_413_then_a_close(start_gateway):
-    server = start_gateway("--body-timeout-seconds", "2")
+@pytest.mark.parametrize("http", PARSERS)
+def test_a_trickled_body_gets_408_and_an_oversized_chunked_body_a_413_then_a_close(start_gateway, http):
+    server = start_gateway("--http", http, "--body-timeout-seconds", "2")
     baseline = normal_run_seconds(server.url)
     with socket.create_connection(("127.0.0.1", server.port), timeout=10) as raw:
         raw.sendall(b"POST / HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: 1000\r\n\r\n{")
@@ -411,3 +417,26 @@ def test_silent_and_reconnecting_sockets_leave_descriptors_for_normal_runs(tmp_p
         for raw in silent:
             raw.close()
         server.stop()
+
+
+@pytest.mark.parametrize("http", PARSERS)
+def test_head_limits_pipelining_and_malformed_requests_on_either_parser(start_gateway, http):
+    """431 past 64 KiB of head, read by the client rather than lost to a reset; a silent connection closed at the
+    head deadline with no answer; pipelined requests answered in order; a malformed request a contract 400."""
+    server = start_gateway("--http", http, "--header-timeout-seconds", "1")
+    with socket.create_connection(("127.0.0.1", server.port), timeout=10) as raw:
+        raw.sendall(b"GET /ping HTTP/1.1\r\nhost: x\r\nx-big: " + b"a" * (70 * 1024) + b"\r\n\r\n")
+        answer = read_all(raw)
+    assert answer.startswith(b"HTTP/1.1 431 ") and b'"code":"INVALID_INPUT"' in answer, answer[:200]
+    with socket.create_connection(("127.0.0.1", server.port), timeout=10) as raw:
+        started = time.monotonic()
+        assert read_all(raw) == b"" and 0.5 < time.monotonic() - started < 5, "closed at the head deadline, unanswered"
+    with socket.create_connection(("127.0.0.1", server.port), timeout=10) as raw:
+        raw.sendall(b"GET /ping HTTP/1.1\r\nhost: x\r\n\r\nGET /health HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n")
+        answer = read_all(raw)
+    assert answer.count(b"HTTP/1.1 200 ") == 2 and answer.index(b'"status"') < answer.index(b"runsInFlight"), answer[:300]
+    with socket.create_connection(("127.0.0.1", server.port), timeout=10) as raw:
+        raw.sendall(b"GET /ping HTTP/1.1\r\nhost x\r\n\r\n")
+        answer = read_all(raw)
+    assert answer.startswith(b"HTTP/1.1 400 ") and b'"code":"INVALID_INPUT"' in answer, answer[:200]
+    assert " ERROR " not in server.logs()

@@ -13,13 +13,14 @@ import tomllib
 from importlib.metadata import version
 
 import h11
+import pytest
 from packaging.requirements import Requirement
 from redis.asyncio.connection import Connection
 from uvicorn.config import Config
 from uvicorn.server import ServerState
 from websockets.server import ServerProtocol
 
-from server.http_protocol import GatewayH11Protocol, GatewayWebSocketProtocol
+from server.http_protocol import GatewayH11Protocol, GatewayHttpToolsProtocol, GatewayWebSocketProtocol
 from server.ws_protocol import fresh_frame_parser
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -67,7 +68,7 @@ def loaded_config() -> Config:
     return config
 
 
-ADAPTED = ("litestar", "uvicorn", "websockets", "redis")  # the libraries whose private state the adapters use
+ADAPTED = ("litestar", "uvicorn", "websockets", "redis", "httptools")  # the libraries whose private state the adapters use
 
 
 def test_the_installed_versions_are_the_pinned_ones():
@@ -80,15 +81,20 @@ def test_the_installed_versions_are_the_pinned_ones():
     assert h11.__version__.startswith("0.16.")
 
 
-async def test_uvicorns_http_protocol_keeps_every_attribute_in_our_slots():
-    protocol = GatewayH11Protocol(loaded_config(), ServerState(), {})
+@pytest.mark.parametrize("protocol_class", [GatewayH11Protocol, GatewayHttpToolsProtocol])
+async def test_uvicorns_http_protocols_keep_every_attribute_in_our_slots(protocol_class):
+    protocol = protocol_class(loaded_config(), ServerState(), {})
     transport = FakeTransport()
     protocol.connection_made(transport)
     try:
-        protocol.data_received(b"GET /ping HTTP/1.1\r\nHost: test\r\n\r\n")  # a request cycle: its attributes too
+        assert protocol.head_pending() and protocol.nothing_to_answer() and not protocol.reading_request()
+        protocol.data_received(b"POST /ping HTTP/1.1\r\nHost: test\r\nContent-Length: 4\r\n\r\nab")  # a request cycle
         extra = sorted(vars(protocol)) if hasattr(protocol, "__dict__") else []
-        assert extra == [], f"uvicorn's H11Protocol has attributes the slots do not declare: {extra}"
-        assert type(protocol.flow).__name__ == "FlowControl" and hasattr(protocol.cycle, "message_event")
+        assert extra == [], f"uvicorn's {protocol_class.__mro__[2].__name__} has attributes the slots do not declare: {extra}"
+        assert type(protocol.flow).__name__ == "FlowControl" and type(protocol.cycle.message_event).__name__ == "Flag"
+        assert not protocol.head_pending() and protocol.reading_request(), "the body is still arriving"
+        protocol.data_received(b"cd")
+        assert not protocol.reading_request() and not protocol.nothing_to_answer(), "read whole, its answer owed"
     finally:
         protocol.connection_lost(None)
 
