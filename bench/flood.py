@@ -33,9 +33,17 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+SERVER_CORE, CLIENT_CORE = 0, min(1, (os.cpu_count() or 1) - 1)  # on 2 cores: servers on one, the load on the other
+
+
+def pinned(core: int):
+    """A preexec_fn that keeps a child process on one core, so that a server and its load never share one."""
+    return lambda: os.sched_setaffinity(0, {core})
+
+
 def spawn(cmd: list[str], port: int, probe: str = "/", env: dict[str, str] | None = None) -> tuple[subprocess.Popen, str]:
-    """Start a server process on loopback and wait until `probe` answers (any HTTP status)."""
-    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+    """Start a server process on loopback, on the servers' core, and wait until `probe` answers (any HTTP status)."""
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, preexec_fn=pinned(SERVER_CORE))
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
@@ -69,6 +77,8 @@ def start(kind: str, state_dir: str, store: str = "memory") -> tuple[subprocess.
     port = free_port()
     if kind in ("gateway", "memory"):  # "memory": the gateway on the memory store, beside a file or Redis one
         return spawn(gateway_command(port, state_dir, "--store", store if kind == "gateway" else "memory"), port, "/ping")
+    if kind == "h11":  # the gateway on the pure-Python stack (--http h11 --loop asyncio), for the before/after
+        return spawn(gateway_command(port, state_dir, "--store", store, "--http", "h11", "--loop", "asyncio"), port, "/ping")
     return spawn([sys.executable, "-m", "bench.servers", kind, str(port)], port)
 
 
@@ -78,6 +88,7 @@ def start_redis(directory: str) -> tuple[subprocess.Popen, str]:
     proc = subprocess.Popen(
         ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", directory],
         stdout=subprocess.DEVNULL,
+        preexec_fn=pinned(CLIENT_CORE),  # beside the load client: the gateway's core is the one measured
     )
     deadline = time.monotonic() + 10
     while subprocess.run(["redis-cli", "-p", str(port), "ping"], capture_output=True, text=True).stdout.strip() != "PONG":
@@ -142,7 +153,9 @@ def cpu_seconds(pid: int) -> float:
 def load(url: str, streams: int, count: int, runs: int, pid: int | None = None) -> dict:
     """One round of the Node load client against one server; with `pid`, also the server's CPU time per run."""
     before = cpu_seconds(pid) if pid else 0.0
-    done = subprocess.run(["node", NODE_CLIENT, url, str(streams), str(count), str(runs)], capture_output=True, text=True, check=True)
+    done = subprocess.run(
+        ["node", NODE_CLIENT, url, str(streams), str(count), str(runs)], capture_output=True, text=True, check=True, preexec_fn=pinned(CLIENT_CORE)
+    )
     result = json.loads(done.stdout)
     if pid:
         result["cpu_us_per_run"] = (cpu_seconds(pid) - before) * 1e6 / max(1, result["runs"])
@@ -162,11 +175,12 @@ def main() -> None:
     parser.add_argument("--store", choices=["memory", "file", "redis"], default="memory")
     parser.add_argument("--config", choices=[*CONFIGS, "all"], default="all")
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--h11", action="store_true", help="also the gateway on the pure-Python stack (--http h11 --loop asyncio)")
     args = parser.parse_args()
     if not os.path.exists(os.path.join(ROOT, "bench", "node", "node_modules")):
         raise SystemExit("run (cd bench/node && npm ci) first")
     configs = list(CONFIGS) if args.config == "all" else [args.config]
-    kinds = ["gateway", "bare", "sdk", *(["memory"] if args.store != "memory" else [])]
+    kinds = ["gateway", "bare", "sdk", *(["memory"] if args.store != "memory" else []), *(["h11"] if args.h11 else [])]
     with tempfile.TemporaryDirectory() as state_dir:
         redis = start_redis(state_dir) if args.store == "redis" else None
         store = redis[1] if redis else args.store
@@ -185,7 +199,8 @@ def main() -> None:
                 proc.terminate()
                 proc.wait()
     print(
-        f"gateway store: {args.store}; median of {args.rounds} rounds, servers interleaved; floor = bare Litestar route, sdk = ag-ui SDK encoder"
+        f"gateway store: {args.store}; median of {args.rounds} rounds, servers interleaved, servers on core {SERVER_CORE} and the"
+        f" client on core {CLIENT_CORE}; floor = bare Litestar route on uvicorn with uvloop and httptools, sdk = ag-ui SDK encoder"
     )
     for name in configs:
         streams, count, runs, metric = CONFIGS[name]
@@ -207,6 +222,8 @@ def main() -> None:
             f"  gateway / floor = {medians['gateway'] / medians['bare']:.2f}x   gateway / sdk = {medians['gateway'] / medians['sdk']:.2f}x"
             f"   server CPU per run: gateway / floor = {cpu['gateway'] / cpu['bare']:.2f}x"
         )
+        if "h11" in medians:
+            print(f"  gateway on h11 and asyncio / floor = {medians['h11'] / medians['bare']:.2f}x")
         if "memory" in medians:
             ratio = medians["gateway"] / medians["memory"]
             if metric == "first event":

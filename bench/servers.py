@@ -3,7 +3,7 @@
 Both answer `POST /` with the event sequence the gateway emits for `/flood N` (N from the last user message); the
 bare one also holds `/sleep S` streams (heartbeats every BENCH_HEARTBEAT_SECONDS) and idle WebSockets on `/ws` for
 bench/idle.py.
-Run: python -m bench.servers bare|sdk PORT (uvicorn's h11 protocol, as the gateway)
+Run: python -m bench.servers bare|sdk PORT (uvicorn on uvloop and httptools: the stack a user who wants speed runs)
 """
 
 from __future__ import annotations
@@ -124,6 +124,6 @@ async def sdk(request: Request) -> Stream:
 if __name__ == "__main__":
     kind, port = sys.argv[1], int(sys.argv[2])
     app = Litestar(route_handlers=[bare, bare_socket] if kind == "bare" else [sdk], debug=False)
-    # uvicorn's h11 protocol, as the gateway serves: with httptools installed, "auto" would give these servers a C
-    # parser the gateway does not use (measured here: the floor 1.3-1.5x faster at C=200), and the ratios would move.
-    uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", access_log=False, http="h11")
+    # The floor a user would build: Litestar on uvicorn with uvloop and the httptools parser (uvicorn[standard]),
+    # the stack the gateway itself runs by default.
+    uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", access_log=False, loop="uvloop", http="httptools")
