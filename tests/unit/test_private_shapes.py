@@ -126,3 +126,15 @@ def test_redis_connections_keep_the_stream_writer_the_wire_writes_to():
     assert hasattr(connection, "_writer"), "redis-py's Connection has no _writer: the wire falls back to its slow send"
     for name in ("is_connected", "connect", "read_response", "send_packed_command", "socket_timeout", "disconnect"):
         assert hasattr(connection, name), name
+
+
+def test_httptools_protocol_uses_its_pipeline_only_as_our_lean_one_serves():
+    """uvicorn's httptools protocol keeps a deque per connection for pipelined requests; ours holds nothing until one
+    is pipelined, and serves only appendleft, pop and truthiness. A new use would break pipelining silently."""
+    import inspect
+    import re
+
+    from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+    used = set(re.findall(r"self\.pipeline\.(\w+)", inspect.getsource(HttpToolsProtocol)))
+    assert used <= {"appendleft", "pop"}, used
