@@ -154,7 +154,11 @@ def load(url: str, streams: int, count: int, runs: int, pid: int | None = None) 
     """One round of the Node load client against one server; with `pid`, also the server's CPU time per run."""
     before = cpu_seconds(pid) if pid else 0.0
     done = subprocess.run(
-        ["node", NODE_CLIENT, url, str(streams), str(count), str(runs)], capture_output=True, text=True, check=True, preexec_fn=pinned(CLIENT_CORE)
+        ["node", NODE_CLIENT, url, str(streams), str(count), str(runs)],
+        capture_output=True,
+        text=True,
+        check=True,
+        preexec_fn=pinned(CLIENT_CORE),
     )
     result = json.loads(done.stdout)
     if pid:
