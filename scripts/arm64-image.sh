@@ -2,9 +2,10 @@
 # Builds the gateway's linux/arm64 image on an amd64 host with no registry, under qemu user emulation from
 # Debian's packages (qemu-user-static): registers qemu-aarch64 with binfmt_misc's F flag (the interpreter is
 # opened once, so it works inside containers too), then builds an arm64 Debian base with debootstrap, Debian's
-# python3 on it (deploy/standin/python.Dockerfile), and deploy/Dockerfile on that base. Each image is built only
-# when its tag is absent. Where a registry answers, `docker buildx build --platform linux/arm64,linux/amd64`
-# (deploy/README.md) does all of this. Needs root, docker, debootstrap and qemu-user-static.
+# python3 on it (deploy/standin/python.Dockerfile), and deploy/Dockerfile on that base. The two bases are built
+# only when their tags are absent, the image on every run. Where a registry answers, `docker buildx build
+# --platform linux/arm64,linux/amd64` (deploy/README.md) does all of this. Needs root, docker, debootstrap and
+# qemu-user-static.
 # Usage: scripts/arm64-image.sh [TAG]   (default agui-gateway:arm64)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -42,14 +43,12 @@ if ! have "$python"; then
   cp "$ca_bundle" "$work/context/ca-certificates.crt"
   DOCKER_BUILDKIT=0 docker build -q --build-arg "DEBIAN=$debian" -f "$work/context/python.Dockerfile" -t "$python" "$work/context" >/dev/null
 fi
-if ! have "$tag"; then
-  # The classic builder without --platform: the base's arm64 binaries run under qemu (with --platform, Debian's
-  # Docker 20.10 labels the first step that runs no container with the host's platform, and the next COPY fails;
-  # its BuildKit looks the base up in a registry).
-  echo "+ $tag (deploy/Dockerfile on $python)"
-  DOCKER_BUILDKIT=0 docker build -q --build-arg "BASE_IMAGE=$python" -f deploy/Dockerfile -t "$tag" . >/dev/null
-  # That builder labels the result with the host's platform, though every layer is arm64: say what it is.
-  previous=$(docker image inspect -f '{{.Id}}' "$tag")
-  docker save "$tag" | python3 scripts/image_platform.py linux arm64 | docker load -q >/dev/null
-  docker rmi "$previous" >/dev/null 2>&1 || true
-fi
+# The image itself is built every time (the layer cache makes an unchanged tree quick): a tag left by an earlier
+# tree must never stand for this one. The classic builder without --platform: the base's arm64 binaries run under
+# qemu (with --platform, Debian's Docker 20.10 labels the first step that runs no container with the host's
+# platform, and the next COPY fails; its BuildKit looks the base up in a registry).
+echo "+ $tag (deploy/Dockerfile on $python)"
+DOCKER_BUILDKIT=0 docker build -q --build-arg "BASE_IMAGE=$python" -f deploy/Dockerfile -t "$tag" . >/dev/null
+# That builder labels the result with the host's platform, though every layer is arm64: say what it is. The
+# relabelled copy takes the tag; the build's own image stays behind as the next build's cache.
+docker save "$tag" | python3 scripts/image_platform.py linux arm64 | docker load -q >/dev/null
