@@ -87,6 +87,10 @@ class SentinelSet:
         deadline = time.monotonic() + 60
         while True:
             answer = cli(self.ports[sentinel], "sentinel", "failover", "mymaster")
+            if "NOGOODSLAVE" in answer:  # this sentinel has not yet seen the demoted master back as a replica
+                assert time.monotonic() < deadline, answer
+                time.sleep(1)
+                continue
             assert "OK" in answer or "INPROG" in answer, answer
             settled = time.monotonic() + 12  # twice the failover timeout (4 s), and a margin
             while time.monotonic() < settled:
