@@ -385,8 +385,9 @@ def test_grafana_dashboard_queries_evaluate_in_a_real_prometheus_scraping_a_real
         deadline = time.monotonic() + 30
         while True:  # three scrapes at least: a rate over the window needs two samples
             try:
-                answer = httpx.get(api, params={"query": 'count_over_time(up{job="agui-gateway"}[1m])'}, timeout=2).json()
-                if answer["data"]["result"] and float(answer["data"]["result"][0]["value"][1]) >= 3:
+                response = httpx.get(api, params={"query": 'count_over_time(up{job="agui-gateway"}[1m])'}, timeout=2)
+                answer = response.json() if response.status_code == 200 else {}  # 503 while its storage opens
+                if answer.get("data", {}).get("result") and float(answer["data"]["result"][0]["value"][1]) >= 3:
                     break
             except httpx.HTTPError:
                 pass
