@@ -1,4 +1,4 @@
-"""Where a short run's CPU goes: the gateway under the C=200 short-run load of bench/flood.py (N=20), sampled from
+"""Where a short run's CPU goes: the gateway under the C=200 (or --concurrency) short-run load of bench/flood.py (N=20), sampled from
 outside by py-spy, each sample given to the component of its innermost frame that belongs to one, and printed as
 shares of the gateway's busy time beside its CPU per run and the floor's.
 
@@ -52,6 +52,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--seconds", type=float, default=8)
     parser.add_argument("--store", choices=["memory", "file", "redis"], default="memory")
+    parser.add_argument("--concurrency", type=int, default=200, help="streams at once (1: the first-event case)")
     args = parser.parse_args()
     spy = shutil.which("py-spy") or os.path.join(os.path.dirname(os.sys.executable), "py-spy")
     with tempfile.TemporaryDirectory() as state_dir:
@@ -95,8 +96,8 @@ def main() -> None:
             finally:
                 stop.set()
                 loader.join()
-            gateway_run = load(gateway[1], 200, 20, 3000, gateway[0].pid)
-            floor_run = load(floor[1], 200, 20, 3000, floor[0].pid)
+            gateway_run = load(gateway[1], args.concurrency, 20, 3000, gateway[0].pid)
+            floor_run = load(floor[1], args.concurrency, 20, 3000, floor[0].pid)
         finally:
             for proc, _ in [gateway, floor, *([redis] if redis else [])]:
                 proc.terminate()
@@ -109,7 +110,9 @@ def main() -> None:
                     shares[component(stack)] += int(count)
     total = sum(shares.values())
     per_run = gateway_run["cpu_us_per_run"]
-    print(f"C=200 N=20 short runs, {args.store} store: gateway {per_run:.0f} us of CPU per run, floor {floor_run['cpu_us_per_run']:.0f} us")
+    print(
+        f"C={args.concurrency} N=20 short runs, {args.store} store: gateway {per_run:.0f} us of CPU per run, floor {floor_run['cpu_us_per_run']:.0f} us"
+    )
     print(f"{total} busy samples over {args.seconds:g} s")
     for name, count in shares.most_common():
         print(f"  {name:36s} {count / total:6.1%}   ~{per_run * count / total:5.0f} us/run")
