@@ -66,7 +66,7 @@ _SHARED_SLOTS = (
     "transport",
     "ws_protocol_class",
 )
-_UNFINISHED = frozenset((h11.IDLE, h11.DONE, h11.CLOSED, h11.MUST_CLOSE))
+_NOT_READING = frozenset((h11.IDLE, h11.DONE, h11.CLOSED, h11.MUST_CLOSE))  # their side sends nothing now
 
 
 class GatewayH11Protocol(GuardedHttp, H11Protocol):
@@ -78,7 +78,7 @@ class GatewayH11Protocol(GuardedHttp, H11Protocol):
         return self.conn.their_state is h11.IDLE
 
     def reading_request(self) -> bool:
-        return self.conn.their_state not in _UNFINISHED
+        return self.conn.their_state not in _NOT_READING
 
     def nothing_to_answer(self) -> bool:
         return self.conn.our_state is h11.IDLE
