@@ -36,12 +36,7 @@ def main(argv: list[str] | None = None) -> int:
     tune_collector()
     logging.getLogger("agui.serve").info("file descriptors: soft limit %d, hard limit %d", soft, hard)
     served = Outermost(app)  # the direct routes before Litestar's own call (transports/fast_path.py)
-    try:
-        options = uvicorn_options(settings)
-    except ValueError as exc:  # --http httptools where the C parser is not installed
-        print(f"agui-gateway: {exc}", file=sys.stderr)
-        return 2
-    config = uvicorn.Config(served, host=settings.host, port=settings.port, log_config=None, access_log=False, **options)
+    config = uvicorn.Config(served, host=settings.host, port=settings.port, log_config=None, access_log=False, **uvicorn_options(settings))
     GatewayServer(config, app.state.services).run()
     return 0
 

@@ -258,7 +258,7 @@ FLAGS: tuple[Flag, ...] = (
     Flag(
         "--http",
         "auto",
-        "HTTP/1.1 parser: httptools (C; what auto picks where it is installed) or h11 (pure Python, for platforms "
+        "HTTP/1.1 parser: httptools (C; what auto picks) or h11 (pure Python, for platforms "
         "without the C parts); every connection limit holds on both",
         choices=("auto", "httptools", "h11"),
         setting="http_parser",

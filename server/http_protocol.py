@@ -1,4 +1,4 @@
-"""uvicorn's HTTP protocols, httptools (the default where it is installed) and h11 (`--http h11`), each adapted to
+"""uvicorn's HTTP protocols, httptools (the default) and h11 (`--http h11`), each adapted to
 the connection limits of server/connection_limits.py: where its request stands, the hand-over to the WebSocket
 protocol, and the lighter per-request event; and the WebSocket protocol with the send deadline.
 
@@ -15,6 +15,7 @@ from typing import Any
 
 import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from server.connection_limits import (
     BODY,
@@ -30,11 +31,6 @@ from server.connection_limits import (
     release,
 )
 from server.ws_protocol import CorkedWebSocketsProtocol
-
-try:  # the C parser: on every platform uvicorn[standard] supports; absent elsewhere, where h11 serves
-    from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
-except ImportError:  # pragma: no cover - the pinned dependencies install it
-    HttpToolsProtocol = None  # type: ignore[assignment,misc]
 
 __all__ = ["MAX_HEAD_BYTES", "ConnectionLimits", "protocols"]
 # uvicorn's per-connection attributes, shared by both protocols (and ours), declared as slots: past 30, an
@@ -184,14 +180,9 @@ class GatewayWebSocketProtocol(SendDeadline, CorkedWebSocketsProtocol):
         super().connection_lost(exc)
 
 
-HTTP_PARSERS = ("httptools", "h11") if HttpToolsProtocol is not None else ("h11",)
-
-
-def protocols(limits: ConnectionLimits, http: str = HTTP_PARSERS[0]) -> tuple[type[GuardedHttp], type[GatewayWebSocketProtocol]]:
+def protocols(limits: ConnectionLimits, http: str = "httptools") -> tuple[type[GuardedHttp], type[GatewayWebSocketProtocol]]:
     """Protocol classes carrying these limits, for the parser named (uvicorn takes classes for `http` and `ws`)."""
     base: type[GuardedHttp] = GatewayHttpToolsProtocol if http == "httptools" else GatewayH11Protocol
-    if base is GatewayHttpToolsProtocol and HttpToolsProtocol is None:
-        raise ValueError("--http httptools: the httptools package is not installed (use --http h11)")
     http_class = type(f"Limited{base.__name__}", (base,), {"limits": limits})
     ws = type("LimitedWebSocketProtocol", (GatewayWebSocketProtocol,), {"limits": limits})
     return http_class, ws

@@ -14,7 +14,7 @@ from gateway.fds import descriptor_share, per_client_cap
 from gateway.protocol.validate import MAX_BODY_BYTES
 from gateway.settings import Settings
 from server.connection_limits import MAX_HEAD_BYTES, ConnectionLimits
-from server.http_protocol import HTTP_PARSERS, protocols
+from server.http_protocol import protocols
 from transports.services import TransportServices
 
 log = logging.getLogger("agui.serve")
@@ -62,7 +62,7 @@ def uvicorn_options(settings: Settings) -> dict:
         max_per_client=per_client_cap(settings.max_connections_per_client),
         max_lingering=descriptor_share() or ConnectionLimits.max_lingering,
     )
-    http, ws = protocols(limits, HTTP_PARSERS[0] if settings.http_parser == "auto" else settings.http_parser)
+    http, ws = protocols(limits, "h11" if settings.http_parser == "h11" else "httptools")
     return {
         # X-Forwarded-For/-Proto are believed only from --trusted-proxies (uvicorn's own default trusts loopback,
         # which made every client behind a local proxy share one rate-limit bucket).
