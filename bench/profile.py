@@ -4,7 +4,8 @@ shares of the gateway's busy time beside its CPU per run and the floor's.
 
 Usage: pip install -e '.[bench]' && (cd bench/node && npm ci) && python -m bench.profile [--seconds 8] [--store memory]
 Needs ptrace rights over the gateway process (root, or kernel.yama.ptrace_scope=0). Samples taken while the loop
-waits in epoll are not counted: the shares are of busy time.
+waits in epoll are not counted: the shares are of busy time. BENCH_PROFILE_SAMPLES=path keeps py-spy's raw
+samples there, for a finer look (one stack a line, root first, its count last).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import tempfile
 import threading
 
@@ -54,7 +56,7 @@ def main() -> None:
     parser.add_argument("--store", choices=["memory", "file", "redis"], default="memory")
     parser.add_argument("--concurrency", type=int, default=200, help="streams at once (1: the first-event case)")
     args = parser.parse_args()
-    spy = shutil.which("py-spy") or os.path.join(os.path.dirname(os.sys.executable), "py-spy")
+    spy = shutil.which("py-spy") or os.path.join(os.path.dirname(sys.executable), "py-spy")
     with tempfile.TemporaryDirectory() as state_dir:
         redis = start_redis(state_dir) if args.store == "redis" else None
         gateway = start("gateway", state_dir, redis[1] if redis else args.store)
