@@ -21,13 +21,13 @@ from gateway.engine.caller import ANONYMOUS, Caller, check_user_id, thread_key
 from gateway.engine.faults import STORE_FAILURES, store_error
 from gateway.engine.follow import LogHandle
 from gateway.engine.handle import LiveHandle, RunHandle
-from gateway.engine.lease import Sleep
 from gateway.engine.logwriter import LogPolicy
 from gateway.engine.outcome import Cancelled, Disconnected, outcome_label
 from gateway.engine.prepare import PreparedRun
 from gateway.engine.retained import RetainedLogs
 from gateway.engine.run import Run, RunServices
 from gateway.engine.stream import PositionGone, PositionUnknown, TooManyFollowers
+from gateway.engine.timers import LOOP_TIMERS, Timers
 from gateway.errors import ErrorCode, GatewayError
 from store import Admission, AdmitResult, ExecutionStatus, LatestRun, Lease, Progress, ThreadStore
 from store.eventlog import READ_LIMIT, LogRef, ros_digest
@@ -55,10 +55,8 @@ class RunEngine:
         interrupt_ttl: float,
         max_runs: int = 0,
         on_busy_change: Callable[[bool], None] | None = None,
-        lease_sleep: Sleep = asyncio.sleep,
         log_policy: LogPolicy | None = None,
-        grace_clock: Callable[[], float] | None = None,
-        grace_sleep: Sleep = asyncio.sleep,
+        timers: Timers = LOOP_TIMERS,
     ) -> None:
         self.store = store
         self.agent = agent
@@ -73,11 +71,9 @@ class RunEngine:
             self.cancel_backend,
             self._forget,
             self._settled,
-            lease_sleep,
             log_policy,
             retained,
-            grace_clock,
-            grace_sleep,
+            timers,
         )
         self.reattach = log_policy is not None
         self._starting = 0  # admissions in progress, counted against the cap

@@ -22,10 +22,10 @@ import asyncio
 from collections.abc import Awaitable, Callable
 
 from gateway import metrics
+from gateway.engine.timers import LOOP_TIMERS, Timer, Timers
 from gateway.errors import ErrorCode, GatewayError
 from store import Lease, StoreUnavailable, ThreadStore
 
-Sleep = Callable[[float], Awaitable[None]]
 PROOF_SHARE = 0.8  # of the lease's lifetime, from a successful renewal's sending
 
 
@@ -37,8 +37,7 @@ class LeaseKeeper:
         *,
         on_lost: Callable[[GatewayError], None],
         on_cancel: Callable[[], None],
-        sleep: Sleep = asyncio.sleep,
-        monotonic: Callable[[], float] | None = None,
+        timers: Timers = LOOP_TIMERS,
         on_renewed: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         self.on_renewed = on_renewed  # after each successful renewal (the run's adoption record goes with it)
@@ -46,13 +45,11 @@ class LeaseKeeper:
         self.lease = lease
         self.on_lost = on_lost
         self.on_cancel = on_cancel
-        self.sleep = sleep
-        loop = asyncio.get_running_loop()
-        self.monotonic = monotonic or loop.time
+        self.timers = timers
         # The admission that granted the lease was sent before now: proven from here.
-        self.proven_until = self.monotonic() + store.lease_seconds * PROOF_SHARE
+        self.proven_until = timers.now() + store.lease_seconds * PROOF_SHARE
         self._task: asyncio.Task[None] | None = None
-        self._deadline: asyncio.TimerHandle | None = None
+        self._deadline: Timer | None = None
         self._lost = False
 
     def start(self) -> None:
@@ -69,7 +66,7 @@ class LeaseKeeper:
 
     def holds(self) -> bool:
         """Whether the lease is proven now: the run may publish an event or act on its backend."""
-        return not self._lost and self.monotonic() < self.proven_until
+        return not self._lost and self.timers.now() < self.proven_until
 
     def check(self) -> bool:
         """`holds()`, and when it does not, the run is told at once (its timer may not have run yet: a process
@@ -82,13 +79,12 @@ class LeaseKeeper:
     def _arm(self) -> None:
         if self._deadline is not None:
             self._deadline.cancel()
-        loop = asyncio.get_running_loop()
-        self._deadline = loop.call_at(loop.time() + max(0.0, self.proven_until - self.monotonic()), self._expire)
+        self._deadline = self.timers.call_at(self.proven_until, self._expire)
 
     def _expire(self) -> None:
         if self._lost:
             return
-        if self.monotonic() < self.proven_until:  # renewed meanwhile: the timer was re-armed
+        if self.timers.now() < self.proven_until:  # renewed meanwhile: the timer was re-armed
             return
         self._give_up(GatewayError(ErrorCode.STATE_PERSISTENCE_FAILED, detail="The run lease could not be renewed."))
 
@@ -100,8 +96,8 @@ class LeaseKeeper:
     async def keep(self) -> None:
         lifetime = self.store.lease_seconds
         while True:
-            await self.sleep(lifetime / 3)
-            sent = self.monotonic()
+            await self.timers.sleep(lifetime / 3)
+            sent = self.timers.now()
             try:
                 async with asyncio.timeout(lifetime / 3):
                     renewed = await self.store.renew(self.lease)

@@ -15,7 +15,7 @@ from opentelemetry.trace import Span
 from gateway import metrics
 from gateway.agents.base import AgentBackend
 from gateway.engine import documents
-from gateway.engine.lease import LeaseKeeper, Sleep
+from gateway.engine.lease import LeaseKeeper
 from gateway.engine.logwriter import LogPolicy, LogWriter
 from gateway.engine.machine import RunEvent, RunMachine, RunState, StopReason
 from gateway.engine.outcome import Cancelled, Disconnected, Failed, HandedOff, Outcome, outcome_label
@@ -23,6 +23,7 @@ from gateway.engine.prepare import PreparedRun
 from gateway.engine.replay import restore
 from gateway.engine.retained import RetainedLogs
 from gateway.engine.stream import EventStream
+from gateway.engine.timers import LOOP_TIMERS, Timers
 from gateway.engine.translator import Translator
 from gateway.errors import GatewayError
 from store import AdmitResult, Execution, Lease, StoreUnavailable, ThreadStore
@@ -46,11 +47,9 @@ class RunServices:
     cancel_backend: Callable[[str, Any], Awaitable[None]]
     on_end: Callable[[Run], None]
     on_settled: Callable[[Run], None]  # the outcome is recorded and its events queued (the log may still be written)
-    lease_sleep: Sleep = asyncio.sleep  # how the lease keeper waits between renewals (tests step it by hand)
     log_policy: LogPolicy | None = None  # None: no event log, no reattach (a disconnect always cancels at once)
     retained: RetainedLogs | None = None  # the byte budget of the ended runs' logs (with a log policy)
-    grace_clock: Callable[[], float] | None = None  # the grace window's clock and sleep: the loop's unless given
-    grace_sleep: Sleep = asyncio.sleep  # (tests step them by hand)
+    timers: Timers = LOOP_TIMERS  # the lease keeper's, the grace window's and the end-of-run retry's time
 
 
 def _session(prepared: PreparedRun, execution: Execution | None) -> dict[str, Any]:
@@ -130,7 +129,7 @@ class Run:
                 self.lease,
                 on_lost=self._lease_lost,
                 on_cancel=lambda: self.stop(Cancelled()),
-                sleep=services.lease_sleep,
+                timers=services.timers,
                 on_renewed=self.write_adoptable,
             )
         self.started = time.monotonic()
@@ -146,7 +145,7 @@ class Run:
         ref = LogRef(key, self.lease.run_id)
         opened = adoption is not None and adoption.opened
         stream = EventStream(self, policy.bounds, start=adoption.head if adoption is not None else 0)
-        writer = LogWriter(events, ref, self, stream, fence=fence, created=opened, retained=services.retained)
+        writer = LogWriter(events, ref, self, stream, fence=fence, created=opened, retained=services.retained, sleep=services.timers.sleep)
         if events.live_writes:
             stream.watcher = writer
             if services.agent.adoptable and services.store.supports_adoption:
@@ -265,7 +264,7 @@ class Run:
 
     async def _await_return(self, ref: LogRef) -> None:
         services, events = self.services, self.services.store.events
-        now, sleep = services.grace_clock or asyncio.get_running_loop().time, services.grace_sleep
+        now, sleep = services.timers.now, services.timers.sleep
         deadline = now() + self.grace
         metrics.DETACHED_RUNS.inc()
         try:

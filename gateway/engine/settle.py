@@ -138,9 +138,8 @@ async def _finish(run: Run, status: ExecutionStatus | None, terminal: list[Entry
     The run's event log, `terminal` included, is completed in the same store call where it can be (one round
     trip for both on Redis); a log write that fails there is left to the log writer, which then writes the
     terminal events actually published. None when the end was recorded, else the error the client hears."""
-    store = run.services.store
-    loop = asyncio.get_running_loop()
-    give_up = loop.time() + min(store.lease_seconds, FINISH_RETRY_SECONDS)
+    store, timers = run.services.store, run.services.timers
+    give_up = timers.now() + min(store.lease_seconds, FINISH_RETRY_SECONDS)
     delay = 0.05
     writer = run.writer
     closing = await writer.closing_write(terminal) if writer is not None else None
@@ -148,7 +147,7 @@ async def _finish(run: Run, status: ExecutionStatus | None, terminal: list[Entry
     try:
         while True:
             try:
-                async with asyncio.timeout(max(0.05, give_up - loop.time())):  # a hung store never holds the end longer
+                async with asyncio.timeout(max(0.05, give_up - timers.now())):  # a hung store never holds the end longer
                     if closing is not None:
                         outcome = await store.finish_run_and_log(run.lease, status, _progress(run), closing)
                     else:
@@ -158,10 +157,10 @@ async def _finish(run: Run, status: ExecutionStatus | None, terminal: list[Entry
                 log.warning("the end of run %s was refused (%s): another owner holds the thread", run.lease.run_id, exc.reason.name)
                 return GatewayError(ErrorCode.EXECUTION_LOST, "runId", "The run lost its lease before its end was recorded.")
             except (StoreUnavailable, TimeoutError) as exc:
-                if loop.time() + delay > give_up:
+                if timers.now() + delay > give_up:
                     log.warning("could not record the end of run %s: %s; its lease will expire", run.lease.run_id, exc)
                     return GatewayError(ErrorCode.STATE_PERSISTENCE_FAILED, detail="The end of the run could not be recorded.")
-                await asyncio.sleep(delay)
+                await timers.sleep(delay)
                 delay = min(delay * 2, 1.0)
     finally:
         if writer is not None and closing is not None:

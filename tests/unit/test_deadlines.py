@@ -17,9 +17,9 @@ from transports.http_input import read_body
 async def test_a_deadline_fires_once_its_length_has_passed_and_not_before():
     time = ManualTime()
     fired: list[float] = []
-    clock = Deadlines(0.4, clock=time.clock, sleep=time.sleep)
-    started = time.now
-    clock.add("a", lambda: fired.append(time.now - started))
+    clock = Deadlines(0.4, clock=time.now, sleep=time.sleep)
+    started = time.now()
+    clock.add("a", lambda: fired.append(time.now() - started))
     await time.advance(0.35)
     assert fired == []
     await time.advance(0.2)
@@ -30,7 +30,7 @@ async def test_a_deadline_fires_once_its_length_has_passed_and_not_before():
 async def test_a_discarded_deadline_never_fires_and_the_sweep_stops_when_none_is_left():
     time = ManualTime()
     fired: list[str] = []
-    clock = Deadlines(0.2, clock=time.clock, sleep=time.sleep)
+    clock = Deadlines(0.2, clock=time.now, sleep=time.sleep)
     clock.add("met", lambda: fired.append("met"))
     clock.add("missed", lambda: fired.append("missed"))
     clock.discard("met")
@@ -44,7 +44,7 @@ async def test_a_discarded_deadline_never_fires_and_the_sweep_stops_when_none_is
 async def test_a_key_added_again_gets_a_new_deadline_and_a_failing_expiry_spares_the_others():
     time = ManualTime()
     fired: list[str] = []
-    clock = Deadlines(0.3, clock=time.clock, sleep=time.sleep)
+    clock = Deadlines(0.3, clock=time.now, sleep=time.sleep)
 
     def broken() -> None:
         raise RuntimeError("expiry failed")
@@ -85,7 +85,7 @@ async def test_a_body_read_at_once_leaves_no_deadline_and_no_timer_behind():
 
 async def test_a_body_that_does_not_arrive_in_time_is_refused_with_408():
     time = ManualTime()
-    install(Deadlines(0.3, clock=time.clock, sleep=time.sleep))
+    install(Deadlines(0.3, clock=time.now, sleep=time.sleep))
     try:
         reading = asyncio.ensure_future(
             read_body(_request([{"type": "http.request", "body": b"{", "more_body": True}], forever=True), 1000, 0.3)

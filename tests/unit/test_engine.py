@@ -11,6 +11,7 @@ from gateway.agents import signals as s
 from gateway.engine import Caller
 from gateway.errors import ErrorCode, GatewayError
 from store import Admission, Lease, RenewResult, StoreUnavailable
+from tests.unit.manual_time import ManualTime
 from tests.unit.scripted import Harness, ScriptedAgent, body, collect, prepare_body, types
 
 ASK = s.InputRequired(
@@ -145,68 +146,56 @@ async def test_admission_refusals_are_contract_errors_before_any_event():
     assert quota.value.code is ErrorCode.SERVICE_QUOTA_EXCEEDED
 
 
-class Ticks:
-    """A lease-keeper sleep that returns only when the test lets one renewal through."""
-
-    def __init__(self) -> None:
-        self.queue: asyncio.Queue[None] = asyncio.Queue()
-
-    async def sleep(self, seconds: float) -> None:
-        await self.queue.get()
-
-    def tick(self) -> None:
-        self.queue.put_nowait(None)
-
-
 async def test_a_lost_lease_ends_the_run_with_execution_lost():
-    ticks = Ticks()
+    time = ManualTime()
     hold = asyncio.Event()
-    harness = Harness(ScriptedAgent([s.TextDelta(text="a"), hold]), lease_seconds=3, lease_sleep=ticks.sleep)
+    harness = Harness(ScriptedAgent([s.TextDelta(text="a"), hold]), lease_seconds=3, timers=time)
     handle = await harness.start(body())
     reader = asyncio.create_task(collect(handle))
-    harness.clock.advance(4)  # the lease ran out; another replica's admission reaps it and takes the thread
+    harness.clock.advance(4)  # the store's lease ran out; another replica's admission reaps it and takes the thread
     other = Admission("t1", "r9", "d", "/tmp", None, "inv-1", False, "exec-other", "replica-b")
     assert (await harness.store.admit(other)).fence == 2
-    ticks.tick()
+    await time.advance(1)  # the next renewal (every third of the lease), well within the owner's proof
     events = await reader
     assert events[-1]["type"] == "RUN_ERROR" and events[-1]["code"] == "EXECUTION_LOST"
 
 
 async def test_a_cancel_intent_seen_at_renewal_cancels_the_run():
-    ticks = Ticks()
+    time = ManualTime()
     hold = asyncio.Event()
-    harness = Harness(ScriptedAgent([s.TextDelta(text="a"), hold]), lease_seconds=3, lease_sleep=ticks.sleep)
+    harness = Harness(ScriptedAgent([s.TextDelta(text="a"), hold]), lease_seconds=3, timers=time)
     handle = await harness.start(body())
     reader = asyncio.create_task(collect(handle))
     await asyncio.sleep(0)
     execution = (await harness.store.read_document("t1"))["execution"]["execution_id"]
     await harness.store.cancel("t1", execution, "inv-1")  # the intent only, as another replica records it
-    ticks.tick()
+    await time.advance(1)
     events = await reader
     assert events[-1]["outcome"] == {"type": "cancelled"}
 
 
 async def test_a_renewal_in_flight_when_the_run_finishes_does_not_turn_success_into_a_loss():
     """Issue: a renewal answered "not ok" because the run had just released its lease ended the run as lost."""
-    ticks = Ticks()
+    time = ManualTime()
     finish = asyncio.Event()
     renewing = asyncio.Event()
 
-    harness = Harness(ScriptedAgent([s.TextDelta(text="a"), finish, s.Completed()]), lease_seconds=3, lease_sleep=ticks.sleep)
+    harness = Harness(ScriptedAgent([s.TextDelta(text="a"), finish, s.Completed()]), lease_seconds=3, timers=time)
     real_renew = harness.store.renew
 
     async def slow_renew(lease: Lease) -> RenewResult:
         renewing.set()
-        await asyncio.sleep(0.01)  # the run finishes meanwhile and releases its lease
+        await time.sleep(0.01)  # the run finishes meanwhile and releases its lease
         return await real_renew(lease)
 
     harness.store.renew = slow_renew  # type: ignore[method-assign]
     handle = await harness.start(body())
     reader = asyncio.create_task(collect(handle))
-    ticks.tick()
+    await time.advance(1)
     await renewing.wait()
     finish.set()
-    events = await reader
+    await time.run_until(reader, step=0.005)
+    events = reader.result()
     assert events[-1]["type"] == "RUN_FINISHED" and events[-1]["outcome"] == {"type": "success"}
     assert (await harness.store.read_document("t1"))["history"][-1]["status"] == "completed"
 
@@ -230,7 +219,8 @@ async def test_principals_naming_the_same_thread_reach_different_threads():
 
 
 async def test_the_end_of_a_run_is_recorded_even_when_the_store_is_busy_at_first():
-    harness = Harness(ScriptedAgent([s.TextDelta(text="a"), s.Completed()]))
+    time = ManualTime()
+    harness = Harness(ScriptedAgent([s.TextDelta(text="a"), s.Completed()]), timers=time)
     real_finish, failures = harness.store.finish_run, [2]
 
     async def busy_then_fine(lease, status, progress):
@@ -240,7 +230,9 @@ async def test_the_end_of_a_run_is_recorded_even_when_the_store_is_busy_at_first
         await real_finish(lease, status, progress)
 
     harness.store.finish_run = busy_then_fine  # type: ignore[method-assign]
-    events = await harness.run(body())
+    running = asyncio.ensure_future(harness.run(body()))
+    await time.run_until(running, step=0.05)  # the retries' backoff: 0.05 s, then 0.1 s
+    events = running.result()
     assert events[-1]["outcome"] == {"type": "success"} and failures[0] == 0
     document = await harness.store.read_document("t1")
     assert document["active"] is None and document["history"][-1]["status"] == "completed"

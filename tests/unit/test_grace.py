@@ -14,7 +14,7 @@ from tests.unit.scripted import Harness, ScriptedAgent, body, prepare_body
 
 
 def harness(agent: ScriptedAgent, time: ManualTime) -> Harness:
-    return Harness(agent, log_policy=LogPolicy(max_grace_seconds=0.3), grace_clock=time.clock, grace_sleep=time.sleep)
+    return Harness(agent, log_policy=LogPolicy(max_grace_seconds=0.3), timers=time)
 
 
 async def start(h: Harness, grace: float) -> LiveHandle:
@@ -44,7 +44,7 @@ async def test_nobody_back_within_the_window_cancels_the_run_and_logs_its_end():
     for _ in range(40):  # the cancel itself settles on the loop (the store, the log): no window left to wait
         if h.engine.in_flight == 0:
             break
-        await asyncio.sleep(0.005)
+        await time.advance(0.01)
     assert h.engine.in_flight == 0 and agent.closed == 1
     replay = await h.engine.attach("t1", "r1", "inv-1", 0)
     events = [json.loads(data) for batch in [b async for b in replay.events(30)] if batch for _, data in batch]

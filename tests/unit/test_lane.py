@@ -20,8 +20,14 @@ async def test_calls_queued_while_the_lane_works_run_as_one_batch_and_joined_one
         joined_calls.append(items)
         return [item * 10 for item in items]
 
-    first = asyncio.ensure_future(lane.call(gate.wait, 5))  # holds the lane's thread
-    await asyncio.sleep(0.05)
+    entered = threading.Event()
+
+    def hold() -> bool:
+        entered.set()
+        return gate.wait(5)
+
+    first = asyncio.ensure_future(lane.call(hold))  # holds the lane's thread
+    assert await asyncio.to_thread(entered.wait, 5)
     rest = [asyncio.ensure_future(lane.join(join, item)) for item in range(5)]
     plain = asyncio.ensure_future(lane.call(sorted, [3, 1, 2]))
     gate.set()

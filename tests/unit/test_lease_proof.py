@@ -1,5 +1,5 @@
 """The lease proof in process: a run whose renewals hang stops on its own timer, and no end is announced that the
-store did not record (the memory store, a scripted backend, a lease of a fraction of a second)."""
+store did not record (the memory store, a scripted backend, a lease of a fraction of a second of the test's time)."""
 
 from __future__ import annotations
 
@@ -10,27 +10,28 @@ from gateway.agents import signals as s
 from gateway.agents.base import AgentBackend, AgentRequest
 from gateway.engine.lease import PROOF_SHARE
 from store import Lease, RenewResult, StoreUnavailable
+from tests.unit.manual_time import ManualTime
 from tests.unit.scripted import Harness, body
 
 LEASE = 0.15
 
 
 class Ticking(AgentBackend):
-    """A delta every 20 ms, each stamped with the loop time it was produced at, then success."""
+    """A delta every 20 ms, each stamped with the time it was produced at, then success."""
 
     name = "ticking"
 
-    def __init__(self, count: int) -> None:
+    def __init__(self, count: int, time: ManualTime) -> None:
         self.count = count
+        self.time = time
         self.produced: dict[str, float] = {}
         self.closed = False
 
     async def run(self, request: AgentRequest) -> AsyncIterator[s.Signal]:  # type: ignore[override]
-        loop = asyncio.get_running_loop()
         try:
             for index in range(self.count):
-                await asyncio.sleep(0.02)
-                self.produced[f"d{index} "] = loop.time()
+                await self.time.sleep(0.02)
+                self.produced[f"d{index} "] = self.time.now()
                 yield s.TextDelta(text=f"d{index} ")
             yield s.Completed()
         finally:
@@ -43,28 +44,34 @@ async def hang(lease: Lease) -> RenewResult:
 
 
 async def test_a_renewal_that_hangs_stops_the_run_on_the_proofs_own_timer():
-    agent = Ticking(100)  # 2 s of deltas: far past the proof
-    harness = Harness(agent, lease_seconds=LEASE)  # type: ignore[arg-type]
+    time = ManualTime()
+    agent = Ticking(100, time)  # 2 s of deltas: far past the proof
+    harness = Harness(agent, lease_seconds=LEASE, timers=time)  # type: ignore[arg-type]
     harness.store.renew = hang  # type: ignore[method-assign]
-    started = asyncio.get_running_loop().time()
-    events = await harness.run(body())
+    started = time.now()
+    running = asyncio.ensure_future(harness.run(body()))
+    await time.run_until(running, step=0.005)
+    events = running.result()
     shown = [e["delta"] for e in events if e["type"] == "TEXT_MESSAGE_CONTENT"]
     assert events[-1]["type"] == "RUN_ERROR" and events[-1]["code"] == "STATE_PERSISTENCE_FAILED", events[-1]
     assert shown and len(shown) < 100 and agent.closed, "the backend was stopped"
     proof_end = started + LEASE * PROOF_SHARE
-    late = [delta for delta in shown if agent.produced[delta] > proof_end + 0.02]
+    late = [delta for delta in shown if agent.produced[delta] >= proof_end]
     assert late == [], f"deltas produced after the proof ran out were shown: {late}"
 
 
 async def test_an_end_the_store_could_not_record_is_never_announced_as_success():
-    agent = Ticking(3)
-    harness = Harness(agent, lease_seconds=LEASE)  # type: ignore[arg-type]
+    time = ManualTime()
+    agent = Ticking(3, time)
+    harness = Harness(agent, lease_seconds=LEASE, timers=time)  # type: ignore[arg-type]
 
     async def unreachable(*args: object, **kwargs: object) -> None:
         raise StoreUnavailable("down")
 
     harness.store.finish_run = unreachable  # type: ignore[method-assign]
     harness.store.finish_run_and_log = unreachable  # type: ignore[method-assign]
-    events = await harness.run(body())
+    running = asyncio.ensure_future(harness.run(body()))
+    await time.run_until(running, step=0.005)
+    events = running.result()
     assert [e["type"] for e in events if e["type"].startswith("RUN_")] == ["RUN_STARTED", "RUN_ERROR"]
     assert events[-1]["code"] == "STATE_PERSISTENCE_FAILED"

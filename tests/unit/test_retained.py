@@ -46,10 +46,10 @@ async def test_past_the_budget_the_oldest_logs_expire_first_and_leave_a_tombston
 async def test_logs_past_their_retention_leave_the_budget_and_drop_their_events():
     time = ManualTime()
     log = MemoryEventLog(0.2)
-    budget = RetainedLogs(log, 10_000, 0.2, clock=time.clock, sleep=time.sleep)
+    budget = RetainedLogs(log, 10_000, 0.2, clock=time.now, sleep=time.sleep)
     first = await ended_log(log, "old", 100)
     budget.ended(first, 1, 100)
-    time.now += 0.3  # past its retention, before the sweep wakes
+    time.current += 0.3  # past its retention, before the sweep wakes
     second = await ended_log(log, "new", 100)
     budget.ended(second, 1, 100)
     assert budget.bytes == 100, "the old one left the count when the new one came"
