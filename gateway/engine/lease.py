@@ -48,16 +48,24 @@ class LeaseKeeper:
         self.timers = timers
         # The admission that granted the lease was sent before now: proven from here.
         self.proven_until = timers.now() + store.lease_seconds * PROOF_SHARE
-        self._task: asyncio.Task[None] | None = None
+        self._task: asyncio.Task[None] | None = None  # the renewals, from the first one on
+        self._first: Timer | None = None  # until the first renewal is due: a run shorter than that starts no task
         self._deadline: Timer | None = None
         self._lost = False
 
     def start(self) -> None:
-        loop = asyncio.get_running_loop()
-        self._task = loop.create_task(self.keep(), name=f"lease:{self.lease.run_id}")
+        timers = self.timers
+        self._first = timers.call_at(timers.now() + self.store.lease_seconds / 3, self._start_renewing)
         self._arm()
 
+    def _start_renewing(self) -> None:
+        self._first = None
+        self._task = asyncio.get_running_loop().create_task(self.keep(), name=f"lease:{self.lease.run_id}")
+
     def stop(self) -> None:
+        if self._first is not None:
+            self._first.cancel()
+            self._first = None
         if self._task is not None:
             self._task.cancel()
         if self._deadline is not None:
@@ -94,15 +102,16 @@ class LeaseKeeper:
         self.on_lost(error)
 
     async def keep(self) -> None:
+        """Renew now, then every third of the lease's lifetime."""
         lifetime = self.store.lease_seconds
         while True:
-            await self.timers.sleep(lifetime / 3)
             sent = self.timers.now()
             try:
                 async with asyncio.timeout(lifetime / 3):
                     renewed = await self.store.renew(self.lease)
             except (StoreUnavailable, TimeoutError):
                 metrics.labelled(metrics.LEASE_RENEWALS, "unavailable").inc()
+                await self.timers.sleep(lifetime / 3)
                 continue  # the proof's own timer decides when it is too late
             metrics.labelled(metrics.LEASE_RENEWALS, "ok" if renewed.ok else "lost").inc()
             if not renewed.ok:
@@ -116,3 +125,4 @@ class LeaseKeeper:
                 metrics.labelled(metrics.CANCELS, "renewal").inc()
                 self.on_cancel()
                 return  # the run is ending; nothing more to renew
+            await self.timers.sleep(lifetime / 3)

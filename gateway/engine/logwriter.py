@@ -5,19 +5,21 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
 from gateway import metrics
 from gateway.engine.retained import DEFAULT_MAX_BYTES, RetainedLogs
 from gateway.engine.stream import Bounds, Entry, EventStream
+from gateway.engine.timers import LOOP_TIMERS, Timer, Timers
 from store import StoreUnavailable
 from store.eventlog import EventLog, LogFenced, LogMeta, LogRef, LogWrite
 
 log = logging.getLogger("agui.engine")
 FINISH_SECONDS = 10.0  # how long the end of a run may wait for its log to be written
-FIRST_FLUSH_DELAY = 0.02  # the first write waits this long, so a short run writes its whole log once, at its end
+# The first write waits this long, on a timer (no task until it fires), so a short run writes its whole log once,
+# at its end, and never starts a write of its own.
+FIRST_FLUSH_DELAY = 0.02
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,10 +63,10 @@ class LogWriter:
         "_owner",
         "_ref",
         "_retained",
-        "_sleep",
         "_stream",
         "_task",
-        "_writing",
+        "_timer",
+        "_timers",
         "fenced",
     )
 
@@ -78,18 +80,18 @@ class LogWriter:
         fence: int = 0,
         created: bool = False,
         retained: RetainedLogs | None = None,
-        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,  # the first delay and the retries' backoff
+        timers: Timers = LOOP_TIMERS,  # the first delay and the retries' backoff
     ) -> None:
         self._log = events
-        self._sleep = sleep
+        self._timers = timers
         self._retained = retained
         self._ref = ref
         self._owner = owner
         self._stream = stream
         self._next = stream.head + 1  # the first position neither written nor in a write that is out
-        self._task: asyncio.Task[None] | None = None
+        self._task: asyncio.Task[None] | None = None  # a write, or its retries, under way: let it finish
+        self._timer: Timer | None = None  # the first write's delay (a new log): cancelled, nothing was sent
         self._created = created  # an adopted run goes on writing the log its first owner opened
-        self._writing = False  # the drain task is past its first delay: let it finish rather than cancel it
         self._fence = fence
         self.fenced = False  # a newer owner writes the log: nothing more is written from here
         self._closing = False  # a closing write is out with the end of the run: what is published now is in it
@@ -101,8 +103,23 @@ class LogWriter:
 
     def stream_grew(self) -> None:
         """New entries (live logs): written behind the run, coalesced while a write is in flight."""
-        if self._task is None and not (self.fenced or self._done or self._closing):
-            self._task = asyncio.get_running_loop().create_task(self._drain())
+        if self._task is not None or self._timer is not None or self.fenced or self._done or self._closing:
+            return
+        if self._created:
+            self._start_drain()
+        else:
+            timers = self._timers
+            self._timer = timers.call_at(timers.now() + FIRST_FLUSH_DELAY, self._start_drain)
+
+    def _start_drain(self) -> None:
+        self._timer = None
+        self._task = asyncio.get_running_loop().create_task(self._drain())
+
+    def _cancel_first_delay(self) -> None:
+        """The first write has not gone out: the write that ends the log takes all of it."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
 
     def _unwritten(self) -> list[Entry]:
         """What the log does not have yet, as far as the ring still holds it."""
@@ -113,9 +130,6 @@ class LogWriter:
         delay = 0.05
         stream = self._stream
         try:
-            if not self._created:
-                await self._sleep(FIRST_FLUSH_DELAY)
-            self._writing = True
             while self._next <= stream.head:
                 start, first = self._next, self._owner.log_first()
                 batch, self._next = self._unwritten(), stream.head + 1
@@ -129,10 +143,10 @@ class LogWriter:
                     metrics.labelled(metrics.STORE_ERRORS, "event_log", "unavailable").inc()
                     log.warning("event log of run %s not written (%s); retrying in %.2fs", self._ref.run_id, exc, delay)
                     self._next = start  # written again, with what came meanwhile
-                    await self._sleep(delay)
+                    await self._timers.sleep(delay)
                     delay = min(delay * 2, 1.0)
         finally:
-            self._task, self._writing = None, False
+            self._task = None
 
     async def _write(self, batch: list[Entry], first: int, end: int | None = None) -> None:
         create = None if self._created else self._owner.log_meta()
@@ -152,11 +166,9 @@ class LogWriter:
         meanwhile are not written again; `closed` says how it went. None: nothing to write (fenced)."""
         if self.fenced or not terminal:
             return None
-        if self._task is not None and (self._created or self._writing):
-            return None  # a write is out (a longer run, or a store retried): `finish` completes the log
         if self._task is not None:
-            self._task.cancel()  # still in its first delay: nothing was sent, the write below has it all
-            self._task = None
+            return None  # a write is out (a longer run, or a store retried): `finish` completes the log
+        self._cancel_first_delay()
         stream = self._stream
         # The log keeps what the bounds keep; short of them, what the writer keeps (an adopter keeps its
         # predecessor's entries, older than its own ring).
@@ -196,9 +208,7 @@ class LogWriter:
             return
         try:
             async with asyncio.timeout(FINISH_SECONDS):
-                if self._task is not None and not self._created and not self._writing:
-                    self._task.cancel()  # still in its first delay: nothing was sent, the full write below has it all
-                    self._task = None
+                self._cancel_first_delay()
                 while self._task is not None:
                     await asyncio.shield(self._task)
                 delay = 0.05
@@ -211,7 +221,7 @@ class LogWriter:
                     except StoreUnavailable as exc:
                         metrics.labelled(metrics.STORE_ERRORS, "event_log", "unavailable").inc()
                         log.warning("end of the event log of run %s not written (%s); retrying in %.2fs", self._ref.run_id, exc, delay)
-                        await self._sleep(delay)
+                        await self._timers.sleep(delay)
                         delay = min(delay * 2, 1.0)
         except LogFenced:
             self._fenced()

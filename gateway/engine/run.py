@@ -145,7 +145,7 @@ class Run:
         ref = LogRef(key, self.lease.run_id)
         opened = adoption is not None and adoption.opened
         stream = EventStream(self, policy.bounds, start=adoption.head if adoption is not None else 0)
-        writer = LogWriter(events, ref, self, stream, fence=fence, created=opened, retained=services.retained, sleep=services.timers.sleep)
+        writer = LogWriter(events, ref, self, stream, fence=fence, created=opened, retained=services.retained, timers=services.timers)
         if events.live_writes:
             stream.watcher = writer
             if services.agent.adoptable and services.store.supports_adoption:

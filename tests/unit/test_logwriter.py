@@ -59,7 +59,7 @@ class Owner:
 def live(log: FlakyLog, bounds: Bounds | None = None, time: ManualTime | None = None) -> tuple[EventStream, LogWriter]:
     owner = Owner()
     stream = owner.stream = EventStream(owner, bounds or Bounds())
-    writer = LogWriter(log, REF, owner, stream, sleep=(time or ManualTime()).sleep)
+    writer = LogWriter(log, REF, owner, stream, timers=time or ManualTime())
     stream.watcher = writer
     return stream, writer
 
