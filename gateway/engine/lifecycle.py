@@ -23,6 +23,18 @@ def start(run: Run) -> None:
     run.task = asyncio.get_running_loop().create_task(_life(run), name=f"run:{run.lease.run_id}")
 
 
+async def _take_pending_cancel(task: asyncio.Task[None]) -> None:
+    """Forget the stops the run was asked for: the outcome is decided. A stop the run asked of itself, from its own
+    task (its lease proof ran out as it was about to publish), is still armed on Python 3.11, where `uncancel()`
+    leaves it to cancel the task's next wait: it is taken at this step, not at settle's first store call."""
+    try:
+        await asyncio.sleep(0)
+    except asyncio.CancelledError:
+        pass
+    while task.cancelling():
+        task.uncancel()
+
+
 async def _life(run: Run) -> None:
     # The task was created during admission: make the run's span current, so its children nest under it
     # (nothing to do when spans are not recorded: the task already carries the caller's trace context).
@@ -45,8 +57,8 @@ async def _life(run: Run) -> None:
                 log.exception("backend failure in run %s", run.lease.run_id)
                 outcome = Failed(backend_error(exc))
             task = run.task
-            while task is not None and task.cancelling():  # a stop as the backend finished: its outcome stands
-                task.uncancel()
+            if task is not None and task.cancelling():  # a stop as the backend finished: its outcome stands
+                await _take_pending_cancel(task)
     finally:
         if run.keeper is not None:
             run.keeper.stop()

@@ -75,3 +75,42 @@ async def test_an_end_the_store_could_not_record_is_never_announced_as_success()
     events = running.result()
     assert [e["type"] for e in events if e["type"].startswith("RUN_")] == ["RUN_STARTED", "RUN_ERROR"]
     assert events[-1]["code"] == "STATE_PERSISTENCE_FAILED"
+
+
+async def test_a_run_that_finds_its_proof_run_out_as_it_publishes_still_records_and_announces_its_end():
+    """The run's own task sees the proof run out before the proof's timer does (a process woken from a pause sees its
+    work before its timers): it stops itself from inside its task, and that stop must not cancel its settling."""
+    time = ManualTime()
+    go = asyncio.Event()
+    harness = Harness(ScriptedAgentAfter(go), lease_seconds=LEASE, timers=time)  # type: ignore[arg-type]
+    harness.store.renew = hang  # type: ignore[method-assign]
+    recorded = harness.store.finish_run
+
+    async def round_trip(*args: object) -> None:
+        await asyncio.sleep(0)  # the store's answer comes on a later turn of the loop, as a real one's does
+        await recorded(*args)  # type: ignore[arg-type]
+
+    harness.store.finish_run = round_trip  # type: ignore[method-assign]
+    running = asyncio.ensure_future(harness.run(body()))
+    await time.advance(0)
+    time.current += LEASE  # past the proof, its timer not run yet
+    go.set()
+    events = await asyncio.wait_for(running, 5)
+    assert events[-1]["type"] == "RUN_ERROR" and events[-1]["code"] == "STATE_PERSISTENCE_FAILED", events[-1]
+    assert [e["delta"] for e in events if e["type"] == "TEXT_MESSAGE_CONTENT"] == []
+    document = await harness.store.read_document("t1")
+    assert document["active"] is None and document["history"][-1]["status"] == "failed", "its end is recorded"
+
+
+class ScriptedAgentAfter(AgentBackend):
+    """One delta once the test says so, then success."""
+
+    name = "after"
+
+    def __init__(self, go: asyncio.Event) -> None:
+        self.go = go
+
+    async def run(self, request: AgentRequest) -> AsyncIterator[s.Signal]:  # type: ignore[override]
+        await self.go.wait()
+        yield s.TextDelta(text="late ")
+        yield s.Completed()
