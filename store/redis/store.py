@@ -58,7 +58,7 @@ from store.redis.scripts import (
     thread_key,
 )
 from store.redis.sentinel import FailoverWatch
-from store.redis.wire import WIRE_IDLE, Wire, evalsha
+from store.redis.wire import WIRE_CONNECTIONS, Wire, evalsha
 
 log = logging.getLogger("agui.store.redis")
 ADOPT_INDEX = "agui:adoptable"  # sorted set: [thread key, run id] of adoptable live runs, scored by lease end
@@ -99,7 +99,7 @@ class RedisStore(ThreadStore):
         # Commands wait for one of `max_connections` slots (at most SLOT_WAIT_SECONDS) instead of failing when
         # every pooled connection is busy: load alone never turns into STATE_PERSISTENCE_FAILED.
         self._slots = asyncio.Semaphore(max_connections)
-        self.client = connect(url, max_connections=max_connections + WIRE_IDLE + POOL_HEADROOM)
+        self.client = connect(url, max_connections=max_connections + WIRE_CONNECTIONS + POOL_HEADROOM)
         bounds = {
             "MAX_RUNS": MAX_RUN_RECORDS,
             "MAX_HISTORY": MAX_HISTORY,

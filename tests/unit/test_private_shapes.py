@@ -121,11 +121,24 @@ def test_websockets_parser_waits_at_a_frame_boundary_where_the_swap_expects_it()
     assert fresh_frame_parser(conn), "websockets' parser generators changed shape: the handshake request stays held"
 
 
-def test_redis_connections_keep_the_stream_writer_the_wire_writes_to():
+def test_redis_connections_keep_what_the_pipelined_wire_takes_over():
+    """The wire takes a connected connection's transport from its `_writer` and reads replies with hiredis, raising
+    redis-py's own error classes; a Sentinel master pool says so in `is_master` (a READONLY reply then moves on)."""
+    import inspect
+
+    from redis._parsers.base import BaseParser
+    from redis.asyncio.sentinel import SentinelConnectionPool
+    from redis.exceptions import NoScriptError, ReadOnlyError
+
     connection = Connection()
-    assert hasattr(connection, "_writer"), "redis-py's Connection has no _writer: the wire falls back to its slow send"
-    for name in ("is_connected", "connect", "read_response", "send_packed_command", "socket_timeout", "disconnect"):
+    assert hasattr(connection, "_writer"), "redis-py's Connection has no _writer: the wire cannot take its transport"
+    for name in ("is_connected", "connect", "socket_timeout", "disconnect"):
         assert hasattr(connection, name), name
+    encoder = connection.encoder
+    assert isinstance(encoder.decode_responses, bool) and encoder.encoding and encoder.encoding_errors
+    assert isinstance(BaseParser.parse_error("NOSCRIPT No matching script."), NoScriptError)
+    assert isinstance(BaseParser.parse_error("READONLY You can't write against a read only replica."), ReadOnlyError)
+    assert "is_master" in inspect.getsource(SentinelConnectionPool.__init__)
 
 
 def test_httptools_protocol_uses_its_pipeline_only_as_our_lean_one_serves():
