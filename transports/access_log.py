@@ -9,7 +9,6 @@ access line: method, path (never the query string, where credentials could be), 
 from __future__ import annotations
 
 import logging
-import os
 import re
 import time
 from collections.abc import Awaitable, Callable
@@ -18,6 +17,7 @@ from typing import Any
 from litestar.types import Message, Receive, Scope, Send
 
 from gateway import tracing
+from gateway.ids import random_hex
 from gateway.logs import REQUEST_ID
 
 log = logging.getLogger("agui.access")
@@ -32,7 +32,7 @@ def request_id_of(scope: Scope) -> str:
             if _SANE.match(text):
                 return text
             break
-    return os.urandom(16).hex()
+    return random_hex(16)
 
 
 class Tracked:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
 import time
 from collections.abc import Callable
 from typing import Any
@@ -29,6 +28,7 @@ from gateway.engine.run import Run, RunServices
 from gateway.engine.stream import PositionGone, PositionUnknown, TooManyFollowers
 from gateway.engine.timers import LOOP_TIMERS, Timers
 from gateway.errors import ErrorCode, GatewayError
+from gateway.ids import random_hex
 from store import Admission, AdmitResult, ExecutionStatus, LatestRun, Lease, Progress, ThreadStore
 from store.eventlog import READ_LIMIT, LogRef, ros_digest
 
@@ -251,9 +251,9 @@ class RunEngine:
             user_id=prepared.user_id,
             ros_invocation_id=ext.ros_invocation_id,
             is_resume=prepared.is_resume,
-            new_execution_id=f"exec-{os.urandom(16).hex()}",
+            new_execution_id=f"exec-{random_hex(16)}",
             owner=self.store.owner_id,
-            nonce=os.urandom(16).hex(),
+            nonce=random_hex(16),
             restart_unstarted=retry and self.reattach,  # only where every run that starts leaves a log behind
         )
         admitting = asyncio.ensure_future(self.store.admit(admission))

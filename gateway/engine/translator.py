@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from typing import Any
 
 from gateway.agents import signals as s
 from gateway.engine import documents
 from gateway.engine.documents import MAX_SNAPSHOT_BYTES, MAX_STATE_BYTES, bounded, patched, refused
+from gateway.ids import random_hex
 from gateway.protocol import events as e
 
 SESSION_EVENT = "iac-code.session.v1"
@@ -18,7 +18,7 @@ TOOL_PROGRESS_EVENT = "iac-code.tool-progress.v1"
 
 
 def _new_id(prefix: str) -> str:
-    return f"{prefix}-{os.urandom(8).hex()}"
+    return f"{prefix}-{random_hex(8)}"
 
 
 def _without(open_ids: tuple[str, ...], closing: str) -> tuple[str, ...]:
