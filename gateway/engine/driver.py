@@ -66,9 +66,10 @@ async def _terminal(run: Run, signal: s.Signal) -> Outcome:
     return Completed(signal.result, signal.pending_tool_call_ids)
 
 
-async def announce(run: Run) -> None:
-    """RUN_STARTED (and the steps an interrupted execution re-opens): the first events of every run."""
-    await run.stream.put(_started(run))
+def announce(run: Run) -> None:
+    """RUN_STARTED (and the steps an interrupted execution re-opens): the first events of every run, published as it
+    is admitted, before its task's first step, so that the client's first read finds them."""
+    run.stream.put_now(_started(run))
 
 
 async def drive(run: Run) -> Outcome | Coroutine[Any, Any, Outcome]:
@@ -77,7 +78,6 @@ async def drive(run: Run) -> Outcome | Coroutine[Any, Any, Outcome]:
     waits). A stop request arrives as cancellation of either."""
     if run.adoption is not None:
         return await _follow(run)
-    await announce(run)
     try:
         answers, digests = _answers(run)
     except GatewayError as error:
@@ -93,8 +93,6 @@ async def _follow(run: Run) -> Coroutine[Any, Any, Outcome]:
     """An adopted run: no RUN_STARTED (its first owner sent it), the backend follows the agent's task from the
     state the first owner recorded and the text its log shows."""
     assert run.adoption is not None
-    if not run.adoption.replayed.started:
-        await announce(run)
     run.fire(RunEvent.TURN_STARTED)
     request = agent_request(run.prepared, run.lease, (), None, released=run.is_released)
     run.release_input()

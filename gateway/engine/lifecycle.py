@@ -19,7 +19,10 @@ log = logging.getLogger("agui.engine")
 
 
 def start(run: Run) -> None:
-    """Give the admitted (or adopted) run its task: nothing of it runs before the caller's next await."""
+    """Announce the admitted (or adopted) run and give it its task: nothing more of it runs before the caller's next
+    await. An adopted run is announced only if its first owner had not (its log shows no RUN_STARTED)."""
+    if run.adoption is None or not run.adoption.replayed.started:
+        announce(run)
     run.task = asyncio.get_running_loop().create_task(_life(run), name=f"run:{run.lease.run_id}")
 
 
@@ -44,8 +47,7 @@ async def _life(run: Run) -> None:
     if run.keeper is not None:
         run.keeper.start()
     try:
-        if run.stop_reason is not None:  # stopped before its task ran: the backend never saw it, the stream still opens
-            await announce(run)
+        if run.stop_reason is not None:  # stopped before its task ran: the backend never saw it
             outcome: Outcome = run.stop_reason
         else:  # the backend, in this frame: an idle run's task holds one frame fewer
             try:

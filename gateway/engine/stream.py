@@ -162,10 +162,24 @@ class EventStream:
             return
         await self.put_encoded([_encode(event) for event in events])
 
+    def put_now(self, events: list[e.Event]) -> None:
+        """Publish now, without waiting for a follower that trails: for the run's first events, which nobody trails."""
+        if events and not self.ended:
+            self._publish([_encode(event) for event in events])
+
     async def put_encoded(self, encoded: list[bytes]) -> None:
         """Publish events already encoded (the next positions are theirs)."""
         if not encoded or self.ended:
             return
+        self._publish(encoded)
+        while self.head > self._pause_at:  # an attached follower trails too far: wait for it
+            self._advanced = self._advanced or asyncio.get_running_loop().create_future()
+            await asyncio.shield(self._advanced)
+        self._puts += 1
+        if not self._puts % YIELD_EVERY:  # a backend that never awaits must not starve the loop (log writer, others)
+            await asyncio.sleep(0)
+
+    def _publish(self, encoded: list[bytes]) -> None:
         readable = self._readable()
         self._data.extend(encoded)
         self.head += len(encoded)
@@ -177,12 +191,6 @@ class EventStream:
             self.watcher.stream_grew()
         if self._grew and self._readable() > readable:
             self._wake_followers()
-        while self.head > self._pause_at:  # an attached follower trails too far: wait for it
-            self._advanced = self._advanced or asyncio.get_running_loop().create_future()
-            await asyncio.shield(self._advanced)
-        self._puts += 1
-        if not self._puts % YIELD_EVERY:  # a backend that never awaits must not starve the loop (log writer, others)
-            await asyncio.sleep(0)
 
     def made_durable(self, position: int) -> None:
         """The store's log holds every entry up to `position`: followers of a durable stream may read them."""

@@ -117,12 +117,31 @@ async def test_a_client_that_leaves_without_a_grace_window_cancels_the_backend_a
     stream = handle.events(30)
     first = await anext(stream)
     assert first is not None and json.loads(first[0][1])["type"] == "RUN_STARTED"
+    seen = [json.loads(data)["type"] for batch in [first, await anext(stream)] if batch for _, data in batch]
+    assert "TEXT_MESSAGE_CONTENT" in seen, seen  # the backend is running, held before its end
     await stream.aclose()  # the transport's consumer is gone
     for _ in range(20):
         if harness.engine.in_flight == 0:
             break
         await asyncio.sleep(0)
     assert harness.engine.in_flight == 0 and agent.closed == 1
+    assert (await harness.store.read_document("t1"))["history"][-1]["status"] == "cancelled"
+
+
+async def test_a_client_that_leaves_after_reading_run_started_stops_the_run_before_the_backend_sees_it():
+    """RUN_STARTED is published as the run is admitted: a client can read it and leave before the run's task first
+    runs, and the backend then never gets the request."""
+    agent = ScriptedAgent([s.TextDelta(text="a"), s.Completed()])
+    harness = Harness(agent)
+    stream = (await harness.start(body())).events(30)
+    first = await anext(stream)  # no loop turn yet: the run's task has not run
+    assert first is not None and [json.loads(data)["type"] for _, data in first] == ["RUN_STARTED"]
+    await stream.aclose()
+    for _ in range(20):
+        if harness.engine.in_flight == 0:
+            break
+        await asyncio.sleep(0)
+    assert harness.engine.in_flight == 0 and agent.requests == []
     assert (await harness.store.read_document("t1"))["history"][-1]["status"] == "cancelled"
 
 
