@@ -1,5 +1,6 @@
-"""The driver: announces the run, checks a resume, then feeds the backend's signals through the translator
-into the run's event stream until a terminal signal fixes the outcome."""
+"""The driver: the run's first events (the lifecycle publishes them as the run is admitted), the resume check, then
+the backend's signals fed through the translator into the run's event stream until a terminal signal fixes the
+outcome."""
 
 from __future__ import annotations
 

@@ -49,7 +49,7 @@ class RunServices:
     on_settled: Callable[[Run], None]  # the outcome is recorded and its events queued (the log may still be written)
     log_policy: LogPolicy | None = None  # None: no event log, no reattach (a disconnect always cancels at once)
     retained: RetainedLogs | None = None  # the byte budget of the ended runs' logs (with a log policy)
-    timers: Timers = LOOP_TIMERS  # the lease keeper's, the grace window's and the end-of-run retry's time
+    timers: Timers = LOOP_TIMERS  # the time of the lease keeper, the grace window, the end-of-run retry, the log writes
 
 
 def _session(prepared: PreparedRun, execution: Execution | None) -> dict[str, Any]:
