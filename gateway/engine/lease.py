@@ -109,20 +109,19 @@ class LeaseKeeper:
             try:
                 async with asyncio.timeout(lifetime / 3):
                     renewed = await self.store.renew(self.lease)
-            except (StoreUnavailable, TimeoutError):
+            except (StoreUnavailable, TimeoutError):  # the proof's own timer decides when it is too late
                 metrics.labelled(metrics.LEASE_RENEWALS, "unavailable").inc()
-                await self.timers.sleep(lifetime / 3)
-                continue  # the proof's own timer decides when it is too late
-            metrics.labelled(metrics.LEASE_RENEWALS, "ok" if renewed.ok else "lost").inc()
-            if not renewed.ok:
-                self._give_up(GatewayError(ErrorCode.EXECUTION_LOST, "runId", "The run lost its lease."))
-                return
-            self.proven_until = max(self.proven_until, sent + lifetime * PROOF_SHARE)
-            self._arm()
-            if self.on_renewed is not None:
-                await self.on_renewed()
-            if renewed.cancel_requested:
-                metrics.labelled(metrics.CANCELS, "renewal").inc()
-                self.on_cancel()
-                return  # the run is ending; nothing more to renew
+            else:
+                metrics.labelled(metrics.LEASE_RENEWALS, "ok" if renewed.ok else "lost").inc()
+                if not renewed.ok:
+                    self._give_up(GatewayError(ErrorCode.EXECUTION_LOST, "runId", "The run lost its lease."))
+                    return
+                self.proven_until = max(self.proven_until, sent + lifetime * PROOF_SHARE)
+                self._arm()
+                if self.on_renewed is not None:
+                    await self.on_renewed()
+                if renewed.cancel_requested:
+                    metrics.labelled(metrics.CANCELS, "renewal").inc()
+                    self.on_cancel()
+                    return  # the run is ending; nothing more to renew
             await self.timers.sleep(lifetime / 3)

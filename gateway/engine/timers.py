@@ -1,5 +1,5 @@
 """A run's time, as one seam: the clock, the sleeps and the timers of its life (the lease proof and its renewals, the
-grace window, the end-of-run retry). The running loop's unless the engine is given others: the unit tests step time
+grace window, the end-of-run retry, its event log's first write and backoff). The running loop's unless the engine is given others: the unit tests step time
 by hand, so a lease that runs out or a retry's backoff is tested without waiting."""
 
 from __future__ import annotations
