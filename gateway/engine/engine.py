@@ -17,6 +17,7 @@ from gateway.agents.base import AgentBackend
 from gateway.engine import lifecycle
 from gateway.engine.adopt import Adopter, Adoption
 from gateway.engine.caller import ANONYMOUS, Caller, check_user_id, thread_key
+from gateway.engine.eager import start_eagerly
 from gateway.engine.faults import STORE_FAILURES, store_error
 from gateway.engine.follow import LogHandle
 from gateway.engine.handle import LiveHandle, RunHandle
@@ -256,9 +257,10 @@ class RunEngine:
             nonce=random_hex(16),
             restart_unstarted=retry and self.reattach,  # only where every run that starts leaves a log behind
         )
-        admitting = asyncio.ensure_future(self.store.admit(admission))
+        # A store that admits without waiting (memory) does so here, with no task, shield or turn of the loop.
+        admitting = start_eagerly(self.store.admit(admission))
         try:
-            result = await asyncio.shield(admitting)
+            result = admitting.result() if admitting.done() else await asyncio.shield(admitting)
         except STORE_FAILURES as exc:
             raise store_error(exc) from None
         except asyncio.CancelledError:
