@@ -90,22 +90,48 @@ class SendDeadline:
         self.transport.abort()  # connection_lost follows: the app sees its client gone
 
 
-class _LingeringTransport:
-    """Closes by half-closing and draining while the client is still sending (see the module docstring)."""
+_DEFERRED = b""  # the state of a write deferred before it is made (a real write is never empty)
 
-    __slots__ = ("_protocol", "_transport")  # no bound methods kept per connection: a method call is the same hop
+
+class _LingeringTransport:
+    """Closes by half-closing and draining while the client is still sending (see the module docstring); a write
+    it is told to defer goes out with the next one (a stream's response head with its first records)."""
+
+    # No bound methods kept per connection: a method call is the same hop. `_held`: the deferred write (None: none).
+    __slots__ = ("_held", "_protocol", "_transport")
 
     def __init__(self, transport: asyncio.Transport, protocol: GuardedHttp) -> None:
         self._transport = transport
         self._protocol = protocol
+        self._held: bytes | None = None
 
     def write(self, data: bytes) -> None:  # the hot path: no __getattr__ hop per write
-        self._transport.write(data)
+        held = self._held
+        if held is None:
+            self._transport.write(data)
+        elif held is _DEFERRED:
+            self._held = data
+        else:
+            self._held = None
+            self._transport.writelines((held, data))  # one system call for both
+
+    def defer_next_write(self) -> None:
+        """Hold the next write until the one after it, or the end of this turn of the loop at the latest: a
+        response head written alone costs the server a system call and the client a packet more."""
+        self._held = _DEFERRED
+        asyncio.get_running_loop().call_soon(self.flush)
+
+    def flush(self) -> None:
+        """Write what is held now (nothing when the next write already took it)."""
+        held, self._held = self._held, None
+        if held and not self._transport.is_closing():
+            self._transport.write(held)
 
     def is_closing(self) -> bool:
         return self._transport.is_closing()
 
     def close(self) -> None:
+        self.flush()
         if not self._protocol.reading_request() and not self._protocol.guard.head_bytes:
             self._transport.close()
         else:

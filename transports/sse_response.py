@@ -39,6 +39,8 @@ _CONTENT_TYPE = f"{SSE_MEDIA_TYPE}; charset=utf-8"  # what Litestar's Stream say
 
 
 _RUN_ERROR = b'{"type":"RUN_ERROR"'
+_TERMINAL = (b'{"type":"RUN_FINISHED"', _RUN_ERROR)  # a run's last event: the response ends with it
+DEFER_HOOK = "defer_next_write"  # what our server's transport offers: hold a write until the next (the head)
 
 
 def _agentcore(data: bytes) -> bytes:
@@ -142,14 +144,20 @@ class ClientLost:
 
 async def stream_body(records: SseRecords, send: Send, receive: Receive, start: HTTPResponseStartEvent, scope: Scope) -> None:
     """The start, every chunk, then the end; the client's disconnect cancels this task and the response simply
-    ends. What only the start read is dropped from the scope once it is sent (transports/lean.py)."""
+    ends. What only the start read is dropped from the scope once it is sent (transports/lean.py).
+
+    On our own server the start goes out in one write with the first records (a run's RUN_STARTED is ready as it
+    is admitted), and the run's terminal event in one write with the response's end."""
+    cycle = getattr(receive, "__self__", None)
+    defer = getattr(getattr(cycle, "transport", None), DEFER_HOOK, None)
+    if defer is not None:
+        defer()
     await send(start)
     forget_request(scope)
-    del start, scope  # the frame lives as long as the stream: it keeps none of the headers
+    del start, scope, defer  # the frame lives as long as the stream: it keeps none of the headers
     task = asyncio.current_task()
     assert task is not None
     lost = ClientLost(task)
-    cycle = getattr(receive, "__self__", None)
     if cycle is None or not hasattr(cycle, "disconnected"):
         cycle, watcher = None, asyncio.ensure_future(_wait_for_disconnect(receive, lost))
     elif cycle.disconnected:
@@ -160,10 +168,15 @@ async def stream_body(records: SseRecords, send: Send, receive: Receive, start: 
     open_streams = metrics.labelled(metrics.CONNECTIONS_OPEN, "sse")
     open_streams.inc()
     try:
+        batches = records.batches
         try:
-            async for batch in records.batches:
-                await send({"type": "http.response.body", "body": records.render(batch), "more_body": True})
+            async for batch in batches:
+                last = batch is not None and batch[-1][1].startswith(_TERMINAL)
+                await send({"type": "http.response.body", "body": records.render(batch), "more_body": not last})
                 batch = None  # an idle stream keeps none of what it sent
+                if last:  # the response ended with the run's terminal event: nothing can follow it
+                    await batches.aclose()
+                    return
         except FollowerCut as cut:  # it fell behind the ring: the response ends, to be attached again from its id
             log.info("follower cut behind its run after position %d", cut.position)
             metrics.FOLLOWERS_CUT.inc()

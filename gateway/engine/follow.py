@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
-from collections.abc import AsyncIterator, Callable, Coroutine
+from collections.abc import AsyncGenerator, Callable, Coroutine
 from typing import Any
 
 from gateway.engine.handle import RunHandle
@@ -54,7 +54,7 @@ class LogHandle(RunHandle):
         event = e.RunError(code=error.code.name, message=message_for(error, self._language), metadata={"runId": self.run_id})
         return [(0, e.encode_json(event))]
 
-    async def events(self, heartbeat_seconds: float) -> AsyncIterator[list[Entry] | None]:
+    async def events(self, heartbeat_seconds: float) -> AsyncGenerator[list[Entry] | None, None]:
         read, after = self._read, self._after
         loop = asyncio.get_running_loop()
         silent_since = loop.time()

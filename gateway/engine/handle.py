@@ -3,7 +3,7 @@ follower of a run on this process (`LiveHandle`)."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from typing import TYPE_CHECKING
 
 from gateway.engine.outcome import Cancelled
@@ -21,7 +21,7 @@ class RunHandle:
     positions = True  # whether events carry positions a client can reattach from
     finished = False  # the run ended and the follower has every event up to its terminal one: nothing will come
 
-    def events(self, heartbeat_seconds: float) -> AsyncIterator[list[Entry] | None]:
+    def events(self, heartbeat_seconds: float) -> AsyncGenerator[list[Entry] | None, None]:
         """Batches of (position, event JSON), or None after `heartbeat_seconds` of silence. Position 0 marks an
         event that is not in the log (an attacher's own error). Leaving early detaches from the run."""
         raise NotImplementedError
@@ -45,7 +45,7 @@ class LiveHandle(RunHandle):
         self.thread_id = run.thread_id
         self.positions = run.writer is not None
 
-    def events(self, heartbeat_seconds: float) -> AsyncIterator[list[Entry] | None]:
+    def events(self, heartbeat_seconds: float) -> AsyncGenerator[list[Entry] | None, None]:
         if self._follower is None:
             return _nothing()
         return self._run.stream.follow(self._follower, heartbeat_seconds)
@@ -54,6 +54,6 @@ class LiveHandle(RunHandle):
         self._run.stop(Cancelled())
 
 
-async def _nothing() -> AsyncIterator[list[Entry] | None]:
+async def _nothing() -> AsyncGenerator[list[Entry] | None, None]:
     return
     yield

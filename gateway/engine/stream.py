@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import math
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -278,7 +278,7 @@ class EventStream:
         self._quiet_from = now
         return batch
 
-    async def follow(self, follower: int, heartbeat_seconds: float) -> AsyncIterator[list[Entry] | None]:
+    async def follow(self, follower: int, heartbeat_seconds: float) -> AsyncGenerator[list[Entry] | None, None]:
         """Entries after the follower's position as they come (all that is ready at once), or None after
         `heartbeat_seconds` of silence; ends after the last entry. Leaving detaches the follower."""
         loop = asyncio.get_running_loop()
