@@ -118,23 +118,30 @@ def test_the_fast_path_and_the_routed_path_answer_alike(gateway, client, path):
     assert refused.headers["content-type"].startswith("text/event-stream") and '"type":"RUN_ERROR"' in refused.text
 
 
-def test_one_connection_carries_runs_one_after_another_and_a_close_is_honoured(gateway):
+@pytest.mark.parametrize("store", ["file", "memory"])
+def test_one_connection_carries_runs_one_after_another_and_a_close_is_honoured(gateway, start_gateway, store):
     """Once a stream's response has started, the request's headers are cleared from the scope the server keeps for
     the connection (transports/lean.py forget_request): the same connection still serves the next request, and a
-    client's `Connection: close`, read at the response's start, is still honoured."""
-    conn = http.client.HTTPConnection("127.0.0.1", gateway.port, timeout=30)
+    client's `Connection: close`, read at the response's start, is still honoured. On the memory store the head
+    goes out with RUN_STARTED; on the file store RUN_STARTED waits for the log, and the head goes out alone."""
+    server = gateway if store == "file" else start_gateway("--store", "memory")
+    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
     headers = {"content-type": "application/json", "accept": "text/event-stream"}
     sockets = []
     try:
-        for text in ("first", "second"):
+        # A response ends in the write of its terminal event, RUN_FINISHED or RUN_ERROR: the next one follows it.
+        for text in ("first", "/fail", "second"):
             conn.request("POST", "/", body=json.dumps(run_body(text)), headers=headers)
             sockets.append(conn.sock)
             response = conn.getresponse()
             events, _, _ = parse_sse(response.read())
             assert response.status == 200 and response.getheader("connection") is None
             assert_well_formed_run(events)
+            if text == "/fail":
+                assert events[-1]["type"] == "RUN_ERROR"
+                continue
             assert "".join(e["delta"] for e in events if e["type"] == "TEXT_MESSAGE_CONTENT") == f"You said: {text}"
-        assert sockets[0] is sockets[1], "the second run came on the same connection"
+        assert sockets[0] is sockets[1] is sockets[2], "every run came on the same connection"
         conn.request("POST", "/", body=json.dumps(run_body("last")), headers={**headers, "connection": "close"})
         response = conn.getresponse()
         events, _, _ = parse_sse(response.read())
