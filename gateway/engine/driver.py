@@ -26,6 +26,9 @@ if TYPE_CHECKING:
 log = logging.getLogger("agui.engine")
 
 
+_NOT_SHOWN = (*s.TERMINAL_SIGNALS, s.Adoptable)  # signals that are no events: the end, or the run's adoptable state
+
+
 def _started(run: Run) -> list[e.Event]:
     parent = run.prepared.run.parent_run_id
     started = e.RunStarted(
@@ -106,7 +109,7 @@ async def _follow(run: Run) -> Coroutine[Any, Any, Outcome]:
 
 async def _consume(run: Run, signals: AsyncIterator[s.Signal], digests: dict[str, str]) -> Outcome:
     # No bound methods cached in locals: an idle run's frame would keep them (two objects) for its whole life.
-    terminal = s.TERMINAL_SIGNALS
+    not_shown = _NOT_SHOWN
     awaiting = run.state is RunState.AWAITING_ACCEPTANCE
     try:
         async for signal in signals:
@@ -115,11 +118,11 @@ async def _consume(run: Run, signals: AsyncIterator[s.Signal], digests: dict[str
                 refused = await _accept(run, digests)
                 if refused is not None:
                     return refused
-            if isinstance(signal, terminal):
+            if isinstance(signal, not_shown):  # one check for the rare signals on the hot path
+                if isinstance(signal, s.Adoptable):
+                    await run.note_adoptable(signal.state)
+                    continue
                 return await _terminal(run, signal)
-            if isinstance(signal, s.Adoptable):
-                await run.note_adoptable(signal.state)
-                continue
             if not run.may_publish():  # the lease is no longer proven: the run was stopped; nothing more is shown
                 raise asyncio.CancelledError
             try:
@@ -128,7 +131,8 @@ async def _consume(run: Run, signals: AsyncIterator[s.Signal], digests: dict[str
                 metrics.labelled(metrics.SIGNALS_REFUSED, type(signal).__name__).inc()
                 log.warning("run %s: %s", run.lease.run_id, error.detail)
                 return Failed(error)
-            await run.stream.put(events)
+            if run.stream.publish(events):  # published at once; a wait only when paced or due to yield
+                await run.stream.room()
         return Completed()
     finally:
         await _close(signals)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import Protocol
 
 from gateway import metrics
@@ -197,7 +198,7 @@ class LogWriter:
             if write.entries:
                 self._stream.made_durable(write.entries[-1][0])
             if write.end is not None:
-                self._count_retained(write.end, sum(len(data) for _, data in write.entries))
+                self._count_retained(write.end, sum(map(len, map(itemgetter(1), write.entries))))
         elif isinstance(failure, LogFenced):
             self._fenced()
 

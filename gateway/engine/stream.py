@@ -158,29 +158,48 @@ class EventStream:
         return [(self.head + 1 + index, _encode(event)) for index, event in enumerate(events)]
 
     async def put(self, events: list[e.Event]) -> None:
-        if not events or self.ended:
-            return
-        await self.put_encoded([_encode(event) for event in events])
+        if self.publish(events):
+            await self.room()
 
     def put_now(self, events: list[e.Event]) -> None:
         """Publish now, without waiting for a follower that trails: for the run's first events, which nobody trails."""
         if events and not self.ended:
-            self._publish([_encode(event) for event in events])
+            self._publish(list(map(_encode, events)))
+
+    def publish(self, events: list[e.Event]) -> bool:
+        """Publish now (the producer's hot path: no coroutine per event); True when the producer must await `room`
+        before it publishes again."""
+        if not events or self.ended:
+            return False
+        self._publish(list(map(_encode, events)))  # map, not a comprehension: no frame of its own on Python 3.11
+        return self._paused()
 
     async def put_encoded(self, encoded: list[bytes]) -> None:
         """Publish events already encoded (the next positions are theirs)."""
         if not encoded or self.ended:
             return
         self._publish(encoded)
-        while self.head > self._pause_at:  # an attached follower trails too far: wait for it
+        if self._paused():
+            await self.room()
+
+    def _paused(self) -> bool:
+        """After a put: whether the producer must wait (a follower that paces it trails too far) or give the loop a
+        turn (a backend that never awaits must not starve the loop: the log writer, other runs)."""
+        self._puts += 1
+        return self.head > self._pause_at or not self._puts % YIELD_EVERY
+
+    async def room(self) -> None:
+        """Wait until the follower that paces the producer is back within MAX_LAG, or for one turn of the loop."""
+        if self.head <= self._pause_at:
+            await asyncio.sleep(0)
+            return
+        while self.head > self._pause_at:
             self._advanced = self._advanced or asyncio.get_running_loop().create_future()
             await asyncio.shield(self._advanced)
-        self._puts += 1
-        if not self._puts % YIELD_EVERY:  # a backend that never awaits must not starve the loop (log writer, others)
-            await asyncio.sleep(0)
 
     def _publish(self, encoded: list[bytes]) -> None:
-        readable = self._readable()
+        grew = self._grew
+        readable = self._readable() if grew else 0
         self._data.extend(encoded)
         self.head += len(encoded)
         self._bytes += sum(map(len, encoded))
@@ -189,7 +208,7 @@ class EventStream:
             self._trim()
         if self.watcher is not None:
             self.watcher.stream_grew()
-        if self._grew and self._readable() > readable:
+        if grew and self._grew and self._readable() > readable:
             self._wake_followers()
 
     def made_durable(self, position: int) -> None:

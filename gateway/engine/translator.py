@@ -138,6 +138,10 @@ class Translator:
     # -- the mapping table ---------------------------------------------------------
     def translate(self, signal: s.Signal) -> list[e.Event]:
         out: list[e.Event] = []
+        handler = _HANDLERS.get(type(signal))
+        if handler is not None and self.session_sent:  # the common case, once the session event is out
+            handler(self, signal, out)
+            return out
         if isinstance(signal, s.Accepted):
             return out
         if isinstance(signal, s.SessionInfo):
@@ -150,7 +154,6 @@ class Translator:
             out.extend(self.session_event())
         if isinstance(signal, s.SessionInfo):
             return out
-        handler = _HANDLERS.get(type(signal))
         if handler is None:
             raise refused(f"the backend sent a signal the gateway does not know ({type(signal).__name__})")
         handler(self, signal, out)
@@ -159,7 +162,8 @@ class Translator:
     def _text(self, signal: s.TextDelta, out: list[e.Event]) -> None:
         if not signal.text:
             return
-        self._close_reasoning(out)
+        if self.reasoning_id is not None:
+            self._close_reasoning(out)
         key = signal.message_id
         message_id = self.texts.get(key)
         subagent = signal.subagent_run_id
@@ -170,8 +174,10 @@ class Translator:
             self._own(message_id, subagent)
             self.texts[key] = message_id
             out.append(e.TextMessageStart(message_id=message_id, role=signal.role, name=signal.name, subagent_run_id=subagent))
+        elif self.owners:
+            subagent = self.owners.get(message_id)
         else:
-            subagent = self._owner(message_id)
+            subagent = None
         out.append(e.TextMessageContent(message_id=message_id, delta=signal.text, subagent_run_id=subagent))
 
     def _text_id(self, key: str | None) -> str:
