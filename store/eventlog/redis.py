@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Awaitable, Callable
+from operator import itemgetter
 from typing import Any, TypeVar
 
 import msgspec
@@ -129,8 +130,9 @@ class RedisEventLog(EventLog):
         if entries[-1][0] - start != len(entries) - 1:
             raise ValueError(f"run {write.ref.run_id}: a log write's positions must follow each other")
         control.update({"from": start, "count": len(entries)})
-        lengths = ",".join([str(len(data)) for _, data in entries]).encode()
-        return [stream, info], [_json(control), lengths, b"".join([data for _, data in entries])]
+        events = list(map(itemgetter(1), entries))
+        lengths = ",".join(map(str, map(len, events))).encode()
+        return [stream, info], [_json(control), lengths, b"".join(events)]
 
     @property
     def append_script(self) -> Any:
