@@ -1,4 +1,5 @@
-"""The store's I/O lane on a real thread: calls queued while it works run together, joined calls become one."""
+"""The store's I/O lane on a real thread: calls queued while it works, or in one turn of the loop, run together;
+joined calls become one."""
 
 from __future__ import annotations
 
@@ -62,3 +63,31 @@ async def test_the_thread_ends_when_idle_and_starts_again(monkeypatch):
     assert not worker.is_alive()
     again = await lane.call(threading.current_thread)
     assert again is not worker and again.is_alive()
+
+
+async def test_calls_queued_in_one_turn_of_the_loop_reach_the_idle_thread_together():
+    lane = IoLane()
+    await lane.call(len, "start the thread")  # the thread now waits for work
+    joined_calls: list[list[int]] = []
+
+    def join(items: list[int]) -> list[int]:
+        joined_calls.append(items)
+        return items
+
+    # Queued one after another in this task's step: the thread is woken once, at the end of the turn.
+    calls = [asyncio.ensure_future(lane.join(join, item)) for item in range(5)]
+    assert await asyncio.gather(*calls) == [0, 1, 2, 3, 4]
+    assert joined_calls == [[0, 1, 2, 3, 4]], "one flush for the turn's writes, not one each"
+
+
+def test_a_loop_closed_before_its_wake_does_not_keep_the_next_loop_waiting():
+    lane = IoLane()
+
+    async def queue_and_leave() -> None:
+        asyncio.get_running_loop().stop()  # this turn is the loop's last: the wake it schedules never runs
+        lane._queue_call(len, ("abandoned",), joined=False)
+
+    stranded = asyncio.new_event_loop()
+    stranded.run_until_complete(queue_and_leave())
+    stranded.close()
+    assert asyncio.run(asyncio.wait_for(lane.call(len, "abc"), 5)) == 3
