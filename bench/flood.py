@@ -2,9 +2,12 @@
 its ratios: events/s at C=1 N=10000 and C=50 N=200, streams/s at C=200 N=20, time to first event (p50, p99) at C=1.
 
 Usage: (cd bench/node && npm ci) && python -m bench.flood [--store memory|file|redis] [--config c1|ttfe|c50|c200|all]
+       [--baseline DIR]
 Each server runs in its own process on loopback (redis: a redis-server of the bench's own); with --store file or
 redis, the gateway on the memory store runs beside it, for the ratio of the two stores. The client is Node
 (bench/node/load_client.mjs), so that it is not the bottleneck; rounds interleave the servers so drift hits all alike.
+--baseline DIR adds the gateway of another checkout (e.g. `git worktree add /tmp/before <commit>`) on the same
+store, for a before/after measured in one run: on a shared machine, figures of two runs apart drift by 20%.
 """
 
 from __future__ import annotations
@@ -44,7 +47,10 @@ def pinned(core: int):
 def spawn(cmd: list[str], port: int, probe: str = "/", env: dict[str, str] | None = None) -> tuple[subprocess.Popen, str]:
     """Start a server process on loopback, on the servers' core, and wait until `probe` answers (any HTTP status)."""
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, preexec_fn=pinned(SERVER_CORE))
-    url = f"http://127.0.0.1:{port}"
+    return _answering(proc, f"http://127.0.0.1:{port}", probe)
+
+
+def _answering(proc: subprocess.Popen, url: str, probe: str) -> tuple[subprocess.Popen, str]:
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         try:
@@ -53,7 +59,7 @@ def spawn(cmd: list[str], port: int, probe: str = "/", env: dict[str, str] | Non
         except httpx.HTTPError:
             time.sleep(0.05)
     proc.kill()
-    raise RuntimeError(f"{' '.join(cmd[:3])} did not start")
+    raise RuntimeError(f"{' '.join(proc.args[:3])} did not start")
 
 
 def gateway_command(port: int, state_dir: str, *extra: str) -> list[str]:
@@ -73,8 +79,13 @@ def gateway_command(port: int, state_dir: str, *extra: str) -> list[str]:
     ]
 
 
-def start(kind: str, state_dir: str, store: str = "memory") -> tuple[subprocess.Popen, str]:
+def start(kind: str, state_dir: str, store: str = "memory", baseline: str | None = None) -> tuple[subprocess.Popen, str]:
     port = free_port()
+    if kind == "baseline":  # the gateway of another checkout: `-m server` imports from its directory first
+        assert baseline is not None
+        command = gateway_command(port, os.path.join(state_dir, "baseline"), "--store", store)
+        proc = subprocess.Popen(command, cwd=baseline, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, preexec_fn=pinned(SERVER_CORE))
+        return _answering(proc, f"http://127.0.0.1:{port}", "/ping")
     if kind in ("gateway", "memory"):  # "memory": the gateway on the memory store, beside a file or Redis one
         return spawn(gateway_command(port, state_dir, "--store", store if kind == "gateway" else "memory"), port, "/ping")
     if kind == "h11":  # the gateway on the pure-Python stack (--http h11 --loop asyncio), for the before/after
@@ -136,8 +147,8 @@ async def measure(url: str, count: int, streams: int) -> float:
 # name -> (concurrent streams, events per run, runs per round, what is compared)
 CONFIGS = {
     "c1": (1, 10_000, 3, "events/s"),
-    "ttfe": (1, 20, 300, "first event"),
-    "c50": (50, 200, 150, "events/s"),
+    "ttfe": (1, 20, 1000, "first event"),  # rounds of about half a second: shorter ones were mostly noise
+    "c50": (50, 200, 500, "events/s"),
     "c200": (200, 20, 3000, "streams/s"),
 }
 NODE_CLIENT = os.path.join(ROOT, "bench", "node", "load_client.mjs")
@@ -180,15 +191,23 @@ def main() -> None:
     parser.add_argument("--config", choices=[*CONFIGS, "all"], default="all")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--h11", action="store_true", help="also the gateway on the pure-Python stack (--http h11 --loop asyncio)")
+    parser.add_argument("--baseline", metavar="DIR", help="also the gateway of another checkout, on the same store (before/after)")
     args = parser.parse_args()
     if not os.path.exists(os.path.join(ROOT, "bench", "node", "node_modules")):
         raise SystemExit("run (cd bench/node && npm ci) first")
     configs = list(CONFIGS) if args.config == "all" else [args.config]
-    kinds = ["gateway", "bare", "sdk", *(["memory"] if args.store != "memory" else []), *(["h11"] if args.h11 else [])]
+    kinds = [
+        "gateway",
+        "bare",
+        "sdk",
+        *(["memory"] if args.store != "memory" else []),
+        *(["h11"] if args.h11 else []),
+        *(["baseline"] if args.baseline else []),
+    ]
     with tempfile.TemporaryDirectory() as state_dir:
         redis = start_redis(state_dir) if args.store == "redis" else None
         store = redis[1] if redis else args.store
-        servers = {kind: start(kind, state_dir, store) for kind in kinds}
+        servers = {kind: start(kind, state_dir, store, args.baseline) for kind in kinds}
         results: dict[str, dict[str, list[dict]]] = {name: {kind: [] for kind in kinds} for name in configs}
         try:
             for kind in kinds:
@@ -228,6 +247,14 @@ def main() -> None:
         )
         if "h11" in medians:
             print(f"  gateway on h11 and asyncio / floor = {medians['h11'] / medians['bare']:.2f}x")
+        if "baseline" in medians:
+            ratio = medians["gateway"] / medians["baseline"]
+            if metric == "first event":
+                ratio = 1 / ratio
+            print(
+                f"  gateway / baseline = {ratio:.2f}x   baseline / floor = {medians['baseline'] / medians['bare']:.2f}x"
+                f"   server CPU per run: gateway / baseline = {cpu['gateway'] / cpu['baseline']:.2f}x"
+            )
         if "memory" in medians:
             ratio = medians["gateway"] / medians["memory"]
             if metric == "first event":

@@ -35,6 +35,7 @@ class InstrumentedStore(ThreadStore):
         self.lease_seconds = inner.lease_seconds
         self.events = inner.events
         self.supports_adoption = inner.supports_adoption
+        self.answers_at_once = inner.answers_at_once
 
     async def _timed(self, operation: str, call: Callable[[], Awaitable[T]]) -> T:
         started = time.perf_counter()

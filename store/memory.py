@@ -18,6 +18,7 @@ _decoder = msgspec.msgpack.Decoder(ThreadState)
 
 class MemoryStore(DocumentStore):
     steps_wait = False  # its load and save never suspend, so a transaction needs no lock (a subclass that waits says so)
+    answers_at_once = True
 
     def __init__(
         self, retention_seconds: float, *, clock: Clock = time.time, lease_seconds: float | None = None, log_retention: float = 600.0

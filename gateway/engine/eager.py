@@ -1,9 +1,9 @@
 """Start a coroutine at once, in the caller's step: its result with no task when it never waits, else a task that
 goes on from its first wait (what Python 3.12's eager tasks do; the deployed image runs 3.11).
 
-A store that answers without waiting (the memory store) then admits a run with no task, no shield and no turn of
-the loop between the request and its first event; one that waits (file, Redis) goes on in a task of its own, which
-its caller may shield as it would any task."""
+The engine admits a run this way on a store that answers at once (the memory store): no task, no shield and no turn
+of the loop between the request and its first event; a call that waits after all goes on in a task of its own,
+which its caller may shield as it would any task."""
 
 from __future__ import annotations
 

@@ -257,8 +257,10 @@ class RunEngine:
             nonce=random_hex(16),
             restart_unstarted=retry and self.reattach,  # only where every run that starts leaves a log behind
         )
-        # A store that admits without waiting (memory) does so here, with no task, shield or turn of the loop.
-        admitting = start_eagerly(self.store.admit(admission))
+        # A store that answers at once (memory) admits here, with no task, shield or turn of the loop (a call of it
+        # that waits after all goes on in a task, shielded as any other).
+        admit = self.store.admit(admission)
+        admitting = start_eagerly(admit) if self.store.answers_at_once else asyncio.ensure_future(admit)
         try:
             result = admitting.result() if admitting.done() else await asyncio.shield(admitting)
         except STORE_FAILURES as exc:
