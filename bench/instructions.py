@@ -1,0 +1,81 @@
+"""Instructions per run, counted by valgrind: the gateway's whole run path in-process (its ASGI app called as uvicorn
+calls it, the body drained by a send that keeps nothing), beside the floor's route and, with --baseline, another
+checkout's gateway. A count, not a time: the same code counts the same whatever else the machine does, where the
+timed benchmarks of a shared machine drift by 20% from one run to the next.
+
+Usage: python -m bench.instructions [--events 20] [--runs 400] [--concurrency 200] [--baseline DIR]
+Each figure is a whole process run twice under callgrind, with no runs and with `--runs` runs, the difference
+divided by the runs; HTTP parsing and the socket writes are left out (the same parser for all; the gateway writes
+fewer times per run than the floor, which this count does not credit it). Needs valgrind (Debian: valgrind).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+RUNNER = os.path.join(ROOT, "bench", "instructions_runs.py")
+COLLECTED = re.compile(r"Collected : (\d+)")
+
+
+def count(app: str, root: str, events: int, runs: int, concurrency: int) -> int:
+    """Instructions of one process that makes `runs` runs of `/flood events` against `app` (gateway or floor)."""
+    with tempfile.TemporaryDirectory() as state:
+        done = subprocess.run(
+            [
+                "valgrind",
+                "--tool=callgrind",
+                f"--callgrind-out-file={os.path.join(state, 'callgrind.out')}",
+                sys.executable,
+                RUNNER,  # by its path: the checkout measured (PYTHONPATH) is where the gateway is imported from
+                app,
+                str(events),
+                str(runs),
+                str(concurrency),
+                state,
+            ],
+            cwd=root,
+            env={**os.environ, "PYTHONHASHSEED": "0", "PYTHONPATH": root},
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+    found = COLLECTED.search(done.stderr)
+    if found is None:
+        raise RuntimeError(f"callgrind printed no count: {done.stderr[-500:]}")
+    return int(found.group(1))
+
+
+def per_run(app: str, root: str, events: int, runs: int, concurrency: int) -> float:
+    return (count(app, root, events, runs, concurrency) - count(app, root, events, 0, concurrency)) / runs
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--events", type=int, default=20)
+    parser.add_argument("--runs", type=int, default=400)
+    parser.add_argument("--concurrency", type=int, default=200)
+    parser.add_argument("--baseline", metavar="DIR", help="also the gateway of another checkout")
+    args = parser.parse_args()
+    if shutil.which("valgrind") is None:
+        raise SystemExit("valgrind is needed (apt-get install valgrind)")
+    shape = (args.events, args.runs, args.concurrency)
+    figures = {"gateway": per_run("gateway", ROOT, *shape), "floor": per_run("floor", ROOT, *shape)}
+    if args.baseline:
+        figures["baseline"] = per_run("gateway", os.path.abspath(args.baseline), *shape)
+    print(f"/flood {args.events}, {args.runs} runs at C={args.concurrency}, in-process; instructions per run (valgrind)")
+    for name, value in figures.items():
+        print(f"  {name:9s} {value / 1e6:8.3f} M")
+    print(f"  gateway / floor = {figures['gateway'] / figures['floor']:.2f}x")
+    if "baseline" in figures:
+        print(f"  gateway / baseline = {figures['gateway'] / figures['baseline']:.2f}x")
+
+
+if __name__ == "__main__":
+    main()
