@@ -79,7 +79,7 @@ class LeaseKeeper:
     def check(self) -> bool:
         """`holds()`, and when it does not, the run is told at once (its timer may not have run yet: a process
         that was paused sees its work before its timers)."""
-        if not self._lost and self.timers.now() < self.proven_until:  # holds(), inline: asked before every event
+        if self.holds():
             return True
         self._expire()
         return False

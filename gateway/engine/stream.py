@@ -208,7 +208,7 @@ class EventStream:
             self._trim()
         if self.watcher is not None:
             self.watcher.stream_grew()
-        if grew and self._grew and self._readable() > readable:
+        if grew and self._readable() > readable:  # `grew` is still the waiters' list: nothing above replaces it
             self._wake_followers()
 
     def made_durable(self, position: int) -> None:

@@ -174,10 +174,8 @@ class Translator:
             self._own(message_id, subagent)
             self.texts[key] = message_id
             out.append(e.TextMessageStart(message_id=message_id, role=signal.role, name=signal.name, subagent_run_id=subagent))
-        elif self.owners:
-            subagent = self.owners.get(message_id)
         else:
-            subagent = None
+            subagent = self._owner(message_id)
         out.append(e.TextMessageContent(message_id=message_id, delta=signal.text, subagent_run_id=subagent))
 
     def _text_id(self, key: str | None) -> str:
