@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from prometheus_client import Counter, Gauge, Histogram
+from gateway.metric_values import Counter, Gauge, Histogram
 
 TRANSPORTS = ("sse", "invocations", "ws")
 _LATENCY = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
@@ -54,14 +54,6 @@ def outcome_kind(label: str) -> str:
     return label if label in ("completed", "interrupted", "cancelled", "disconnected") else "failed"
 
 
-_children: dict[tuple[int, tuple[str, ...]], Any] = {}
-
-
 def labelled(metric: Any, *values: str) -> Any:
-    """`metric.labels(*values)`, remembered: prometheus_client checks and locks on every `labels` call, and the label
-    sets here are small and closed (see the module docstring), so each child is looked up once."""
-    key = (id(metric), values)
-    child = _children.get(key)
-    if child is None:
-        child = _children[key] = metric.labels(*values)
-    return child
+    """`metric.labels(*values)`: the child for these label values (made at its first use)."""
+    return metric.labels(*values)
