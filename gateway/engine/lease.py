@@ -46,6 +46,7 @@ class LeaseKeeper:
         self.on_lost = on_lost
         self.on_cancel = on_cancel
         self.timers = timers
+        self._clock = timers.clock()  # read before every event the run publishes
         # The admission that granted the lease was sent before now: proven from here.
         self.proven_until = timers.now() + store.lease_seconds * PROOF_SHARE
         self._task: asyncio.Task[None] | None = None  # the renewals, from the first one on
@@ -74,7 +75,7 @@ class LeaseKeeper:
 
     def holds(self) -> bool:
         """Whether the lease is proven now: the run may publish an event or act on its backend."""
-        return not self._lost and self.timers.now() < self.proven_until
+        return not self._lost and self._clock() < self.proven_until
 
     def check(self) -> bool:
         """`holds()`, and when it does not, the run is told at once (its timer may not have run yet: a process

@@ -18,6 +18,11 @@ class Timers(Protocol):
         """Seconds on a monotonic clock: only differences mean anything."""
         ...
 
+    def clock(self) -> Callable[[], float]:
+        """`now` as a callable to keep, for a check made before every event: the running loop's own `time` is a
+        C call, where `now()` costs two Python calls more."""
+        ...
+
     def sleep(self, seconds: float) -> Awaitable[None]: ...
 
     def call_at(self, when: float, callback: Callable[[], object]) -> Timer:
@@ -32,6 +37,9 @@ class LoopTimers:
 
     def now(self) -> float:
         return asyncio.get_running_loop().time()
+
+    def clock(self) -> Callable[[], float]:
+        return asyncio.get_running_loop().time
 
     def sleep(self, seconds: float) -> Awaitable[None]:
         return asyncio.sleep(seconds)

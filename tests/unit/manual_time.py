@@ -34,6 +34,9 @@ class ManualTime:
     def now(self) -> float:
         return self.current
 
+    def clock(self) -> Callable[[], float]:
+        return self.now
+
     async def sleep(self, seconds: float) -> None:
         wake = asyncio.get_running_loop().create_future()
         heapq.heappush(self._due, (self.current + max(seconds, 0.0), next(self._order), wake))
