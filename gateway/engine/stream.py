@@ -171,22 +171,14 @@ class EventStream:
         before it publishes again."""
         if not events or self.ended:
             return False
-        self._publish(list(map(_encode, events)))  # map, not a comprehension: no frame of its own on Python 3.11
-        return self._paused()
+        return self._publish(list(map(_encode, events)))  # map, not a comprehension: no frame of its own on Python 3.11
 
     async def put_encoded(self, encoded: list[bytes]) -> None:
         """Publish events already encoded (the next positions are theirs)."""
         if not encoded or self.ended:
             return
-        self._publish(encoded)
-        if self._paused():
+        if self._publish(encoded):
             await self.room()
-
-    def _paused(self) -> bool:
-        """After a put: whether the producer must wait (a follower that paces it trails too far) or give the loop a
-        turn (a backend that never awaits must not starve the loop: the log writer, other runs)."""
-        self._puts += 1
-        return self.head > self._pause_at or not self._puts % YIELD_EVERY
 
     async def room(self) -> None:
         """Wait until the follower that paces the producer is back within MAX_LAG, or for one turn of the loop."""
@@ -197,7 +189,10 @@ class EventStream:
             self._advanced = self._advanced or asyncio.get_running_loop().create_future()
             await asyncio.shield(self._advanced)
 
-    def _publish(self, encoded: list[bytes]) -> None:
+    def _publish(self, encoded: list[bytes]) -> bool:
+        """Append and wake the followers; True when the producer must wait (a follower that paces it trails too
+        far) or give the loop a turn (a backend that never awaits must not starve the loop: the log writer, other
+        runs)."""
         grew = self._grew
         readable = self._readable() if grew else 0
         self._data.extend(encoded)
@@ -210,6 +205,8 @@ class EventStream:
             self.watcher.stream_grew()
         if grew and self._readable() > readable:  # `grew` is still the waiters' list: nothing above replaces it
             self._wake_followers()
+        self._puts += 1
+        return self.head > self._pause_at or not self._puts % YIELD_EVERY
 
     def made_durable(self, position: int) -> None:
         """The store's log holds every entry up to `position`: followers of a durable stream may read them."""
