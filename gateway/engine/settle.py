@@ -34,6 +34,7 @@ from store import ExecutionStatus, PendingInterrupt, Progress, Rejected, Rejecti
 
 if TYPE_CHECKING:
     from gateway.engine.run import Run
+    from store.eventlog import LogWrite
 
 log = logging.getLogger("agui.engine")
 FINISH_RETRY_SECONDS = 10.0
@@ -147,11 +148,11 @@ async def _finish(run: Run, status: ExecutionStatus | None, terminal: list[Entry
     try:
         while True:
             try:
-                async with asyncio.timeout(max(0.05, give_up - timers.now())):  # a hung store never holds the end longer
-                    if closing is not None:
-                        outcome = await store.finish_run_and_log(run.lease, status, _progress(run), closing)
-                    else:
-                        await store.finish_run(run.lease, status, _progress(run))
+                if store.answers_at_once:  # it never waits: no timer to arm and cancel
+                    outcome = await _record_end(run, status, closing)
+                else:
+                    async with asyncio.timeout(max(0.05, give_up - timers.now())):  # a hung store never holds the end longer
+                        outcome = await _record_end(run, status, closing)
                 return None
             except Rejected as exc:
                 log.warning("the end of run %s was refused (%s): another owner holds the thread", run.lease.run_id, exc.reason.name)
@@ -165,6 +166,15 @@ async def _finish(run: Run, status: ExecutionStatus | None, terminal: list[Entry
     finally:
         if writer is not None and closing is not None:
             writer.closed(closing, outcome)  # on any failure the writer writes its log afterwards, from the ring
+
+
+async def _record_end(run: Run, status: ExecutionStatus | None, closing: LogWrite | None) -> Exception | None:
+    """The run's end in the store, with its log's closing write when there is one (what that write met)."""
+    store = run.services.store
+    if closing is None:
+        await store.finish_run(run.lease, status, _progress(run))
+        return None
+    return await store.finish_run_and_log(run.lease, status, _progress(run), closing)
 
 
 def _expiry(now: float, ttl: float) -> tuple[float | None, str | None]:
