@@ -3,10 +3,12 @@ calls it, the body drained by a send that keeps nothing), beside the floor's rou
 checkout's gateway. A count, not a time: the same code counts the same whatever else the machine does, where the
 timed benchmarks of a shared machine drift by 20% from one run to the next.
 
-Usage: python -m bench.instructions [--events 20] [--runs 400] [--concurrency 200] [--baseline DIR]
+Usage: python -m bench.instructions [--events 20] [--runs 400] [--concurrency 200] [--store memory|file|URL] [--baseline DIR]
 Each figure is a whole process run twice under callgrind, with no runs and with `--runs` runs, the difference
 divided by the runs; HTTP parsing and the socket writes are left out (the same parser for all; the gateway writes
-fewer times per run than the floor, which this count does not credit it). Needs valgrind (Debian: valgrind).
+fewer times per run than the floor, which this count does not credit it). `--store` counts the gateway on another store
+(a Redis URL: that server's own work is not counted; the store's periodic work in the background is, for the longer
+time a process of many runs lasts under valgrind). Needs valgrind (Debian: valgrind).
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ RUNNER = os.path.join(ROOT, "bench", "instructions_runs.py")
 COLLECTED = re.compile(r"Collected : (\d+)")
 
 
-def count(app: str, root: str, events: int, runs: int, concurrency: int) -> int:
+def count(app: str, root: str, events: int, runs: int, concurrency: int, store: str) -> int:
     """Instructions of one process that makes `runs` runs of `/flood events` against `app` (gateway or floor)."""
     with tempfile.TemporaryDirectory() as state:
         done = subprocess.run(
@@ -39,6 +41,7 @@ def count(app: str, root: str, events: int, runs: int, concurrency: int) -> int:
                 str(runs),
                 str(concurrency),
                 state,
+                store,
             ],
             cwd=root,
             env={**os.environ, "PYTHONHASHSEED": "0", "PYTHONPATH": root},
@@ -52,8 +55,8 @@ def count(app: str, root: str, events: int, runs: int, concurrency: int) -> int:
     return int(found.group(1))
 
 
-def per_run(app: str, root: str, events: int, runs: int, concurrency: int) -> float:
-    return (count(app, root, events, runs, concurrency) - count(app, root, events, 0, concurrency)) / runs
+def per_run(app: str, root: str, events: int, runs: int, concurrency: int, store: str = "memory") -> float:
+    return (count(app, root, events, runs, concurrency, store) - count(app, root, events, 0, concurrency, store)) / runs
 
 
 def main() -> None:
@@ -61,15 +64,17 @@ def main() -> None:
     parser.add_argument("--events", type=int, default=20)
     parser.add_argument("--runs", type=int, default=400)
     parser.add_argument("--concurrency", type=int, default=200)
+    parser.add_argument("--store", default="memory", help="the gateway's store: memory (the default), file, or a Redis URL")
     parser.add_argument("--baseline", metavar="DIR", help="also the gateway of another checkout")
     args = parser.parse_args()
     if shutil.which("valgrind") is None:
         raise SystemExit("valgrind is needed (apt-get install valgrind)")
     shape = (args.events, args.runs, args.concurrency)
-    figures = {"gateway": per_run("gateway", ROOT, *shape), "floor": per_run("floor", ROOT, *shape)}
+    figures = {"gateway": per_run("gateway", ROOT, *shape, args.store), "floor": per_run("floor", ROOT, *shape)}
     if args.baseline:
-        figures["baseline"] = per_run("gateway", os.path.abspath(args.baseline), *shape)
-    print(f"/flood {args.events}, {args.runs} runs at C={args.concurrency}, in-process; instructions per run (valgrind)")
+        figures["baseline"] = per_run("gateway", os.path.abspath(args.baseline), *shape, args.store)
+    store = args.store.split("://")[0]
+    print(f"/flood {args.events}, {args.runs} runs at C={args.concurrency}, in-process, {store} store; instructions per run (valgrind)")
     for name, value in figures.items():
         print(f"  {name:9s} {value / 1e6:8.3f} M")
     print(f"  gateway / floor = {figures['gateway'] / figures['floor']:.2f}x")

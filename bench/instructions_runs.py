@@ -1,7 +1,8 @@
 """What bench/instructions.py counts: one process making K runs of `/flood N` at concurrency C in-process, against
 the gateway's app (imported from the checkout on PYTHONPATH) or the floor's route (bench/servers.py).
 
-Run by bench/instructions.py under valgrind: python bench/instructions_runs.py gateway|floor N K C STATE_DIR
+Run by bench/instructions.py under valgrind: python bench/instructions_runs.py gateway|floor N K C STATE_DIR [STORE]
+(STORE: the gateway's --store, memory unless given).
 """
 
 from __future__ import annotations
@@ -9,15 +10,18 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
+import uuid
 from typing import Any
 
 import uvloop
+
+PROCESS = uuid.uuid4().hex[:8]  # thread ids of their own: a shared store (Redis) keeps every earlier process's runs
 
 
 def body(events: int, index: int) -> bytes:
     return json.dumps(
         {
-            "threadId": f"bench-{index:08d}",
+            "threadId": f"bench-{PROCESS}-{index:08d}",
             "runId": f"run-{index:08d}",
             "state": {},
             "messages": [{"id": "m", "role": "user", "content": f"/flood {events}"}],
@@ -80,14 +84,14 @@ async def lifespan(app: Any) -> asyncio.Future[Any]:
     return task
 
 
-async def main(kind: str, events: int, runs: int, concurrency: int, state_dir: str) -> None:
+async def main(kind: str, events: int, runs: int, concurrency: int, state_dir: str, store: str = "memory") -> None:
     if kind == "gateway":
         from gateway.collector import tune_collector
         from server.app import create_app
         from server.cli import settings_from_args
         from transports.fast_path import Outermost
 
-        settings = settings_from_args(["--store", "memory", "--state-dir", state_dir, "--allowed-cwd", "/tmp", "--log-level", "warning"])
+        settings = settings_from_args(["--store", store, "--state-dir", state_dir, "--allowed-cwd", "/tmp", "--log-level", "warning"])
         litestar = create_app(settings)
         life = await lifespan(litestar)
         app: Any = Outermost(litestar)
@@ -119,4 +123,4 @@ async def main(kind: str, events: int, runs: int, concurrency: int, state_dir: s
 
 if __name__ == "__main__":
     uvloop.install()
-    asyncio.run(main(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]))
+    asyncio.run(main(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5], *sys.argv[6:7]))
