@@ -92,6 +92,8 @@ class _Family(Collector):
 
 
 class Counter(_Family):
+    exposed_as: type[CounterMetricFamily | GaugeMetricFamily] = CounterMetricFamily
+
     def _child(self) -> Value:
         return Value()
 
@@ -99,24 +101,20 @@ class Counter(_Family):
         self._unlabelled().inc(amount)
 
     def metric(self) -> Metric:
-        family = CounterMetricFamily(self.name, self.documentation, labels=self.labelnames)
+        family = self.exposed_as(self.name, self.documentation, labels=self.labelnames)
         for values, child in list(self.children.items()):
             family.add_metric(list(values), child.value)
         return family
 
 
 class Gauge(Counter):
+    exposed_as = GaugeMetricFamily
+
     def dec(self, amount: float = 1.0) -> None:
         self._unlabelled().dec(amount)
 
     def set(self, value: float) -> None:
         self._unlabelled().set(value)
-
-    def metric(self) -> Metric:
-        family = GaugeMetricFamily(self.name, self.documentation, labels=self.labelnames)
-        for values, child in list(self.children.items()):
-            family.add_metric(list(values), child.value)
-        return family
 
 
 class Histogram(_Family):
