@@ -106,6 +106,7 @@ class LogWriter:
         """New entries (live logs): written behind the run, coalesced while a write is in flight."""
         if self._task is not None or self._timer is not None or self.fenced or self._done or self._closing:
             return
+        self._stream.pause_watch()  # the write now due reads all that is new when it runs, and looks again after
         if self._created:
             self._start_drain()
         else:
@@ -121,6 +122,7 @@ class LogWriter:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
+            self._stream.resume_watch()
 
     def _unwritten(self) -> list[Entry]:
         """What the log does not have yet, as far as the ring still holds it."""
@@ -148,6 +150,7 @@ class LogWriter:
                     delay = min(delay * 2, 1.0)
         finally:
             self._task = None
+            self._stream.resume_watch()  # no put came since the loop's last look: nothing was awaited after it
 
     async def _write(self, batch: list[Entry], first: int, end: int | None = None) -> None:
         create = None if self._created else self._owner.log_meta()

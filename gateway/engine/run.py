@@ -147,7 +147,7 @@ class Run:
         stream = EventStream(self, policy.bounds, start=adoption.head if adoption is not None else 0)
         writer = LogWriter(events, ref, self, stream, fence=fence, created=opened, retained=services.retained, timers=services.timers)
         if events.live_writes:
-            stream.watcher = writer
+            stream.watch(writer)
             if services.agent.adoptable and services.store.supports_adoption:
                 # Another replica may go on with this run from its log: its followers see only what the log holds.
                 stream.durable = stream.head
@@ -174,7 +174,8 @@ class Run:
 
     def may_publish(self) -> bool:
         """Whether this replica still owns the run: its lease is proven (or needs no renewal)."""
-        return self.keeper is None or self.keeper.check()
+        keeper = self.keeper
+        return keeper is None or keeper.holds() or keeper.check()  # check(): the rare case, that also tells the run
 
     # -- what its event stream and log writer ask of the run (it is their StreamOwner and LogOwner) ----------
     def log_first(self) -> int:

@@ -50,6 +50,14 @@ class StreamWatcher(Protocol):
     def stream_grew(self) -> None: ...
 
 
+class _NoWatcher:
+    def stream_grew(self) -> None:
+        pass
+
+
+_NO_WATCHER = _NoWatcher()
+
+
 class PositionGone(Exception):
     """The position asked for is older than what the log still holds."""
 
@@ -94,10 +102,11 @@ class EventStream:
         "_quiet_from",
         "_released",
         "_wake_pending",
+        "_watcher",
+        "_watching",
         "durable",
         "ended",
         "head",
-        "watcher",
     )
 
     def __init__(
@@ -120,8 +129,10 @@ class EventStream:
         self._grew: list[asyncio.Future[None]] = []  # one future per follower waiting for the stream to grow
         self._advanced: asyncio.Future[None] | None = None
         self._owner = owner
-        # Told of each put (a call, no arguments): building the put's entries for it cost 0.6 us an event.
-        self.watcher: StreamWatcher | None = None
+        # Told of each put (a call, no arguments): building the put's entries for it cost 0.6 us an event. Not told
+        # while it says it needs not be (`pause_watch`: its write is already due, and will read all that is new).
+        self._watcher: StreamWatcher = _NO_WATCHER
+        self._watching = False
         self._puts = 0
         self._pause_at = math.inf  # the producer waits once the head passes this (slowest follower + MAX_LAG)
         # Heartbeats come from the loop's shared clock: `_beats` counts them, each follower yields None once per beat.
@@ -141,6 +152,17 @@ class EventStream:
     @property
     def followers(self) -> int:
         return len(self._cursors)
+
+    def watch(self, watcher: StreamWatcher) -> None:
+        """Tell `watcher` of each put from now on."""
+        self._watcher, self._watching = watcher, True
+
+    def pause_watch(self) -> None:
+        """Tell the watcher of no put until `resume_watch` (a call an event saved while it has nothing to do)."""
+        self._watching = False
+
+    def resume_watch(self) -> None:
+        self._watching = self._watcher is not _NO_WATCHER  # not once the stream let go of it
 
     def bounded_first(self, head: int) -> int:
         """The oldest position the bounds alone keep once the stream reaches `head` (followers that have not read
@@ -201,8 +223,8 @@ class EventStream:
         bounds = self._bounds
         if self.head - self._first >= bounds.max_events or self._bytes > bounds.max_bytes:
             self._trim()
-        if self.watcher is not None:
-            self.watcher.stream_grew()
+        if self._watching:
+            self._watcher.stream_grew()
         if grew and self._readable() > readable:  # `grew` is still the waiters' list: nothing above replaces it
             self._wake_followers()
         self._puts += 1
@@ -361,7 +383,7 @@ class EventStream:
         self._base = self._first = self.head + 1
         self._bytes = 0
         self._owner = _NOBODY
-        self.watcher = None
+        self._watcher, self._watching = _NO_WATCHER, False
 
     def _wake_followers(self) -> None:
         waiting, self._grew = self._grew, []

@@ -60,7 +60,7 @@ def live(log: FlakyLog, bounds: Bounds | None = None, time: ManualTime | None = 
     owner = Owner()
     stream = owner.stream = EventStream(owner, bounds or Bounds())
     writer = LogWriter(log, REF, owner, stream, timers=time or ManualTime())
-    stream.watcher = writer
+    stream.watch(writer)
     return stream, writer
 
 
@@ -171,3 +171,32 @@ async def test_the_last_write_is_retried_until_the_store_is_back():
     await finished(writer, time)
     events, got = await read(log)
     assert events == [(n, f"d{n}") for n in range(1, 6)] and got.ended
+
+
+async def test_a_put_after_a_write_behind_the_run_has_landed_starts_the_next_write():
+    """The writer is not told of puts while its write is due or out (that write reads all that is new); once it has
+    landed with nothing new, the next put is heard again."""
+    log, time = FlakyLog(), ManualTime()
+    stream, writer = live(log, time=time)
+    await put(stream, 1, 3)
+    await time.advance(FIRST_FLUSH_DELAY * 2)
+    assert [[position for position, _ in write.entries] for write in log.writes] == [[1, 2, 3]]
+    await put(stream, 4, 2)
+    await time.advance(0)
+    assert [[position for position, _ in write.entries] for write in log.writes] == [[1, 2, 3], [4, 5]]
+
+
+async def test_after_a_failed_closing_write_the_terminal_event_is_written_behind_the_run():
+    """The closing write took the first write's delay with it; once it failed, the writer hears puts again: the
+    terminal event, published all the same, is written from the ring without waiting for `finish`."""
+    log, time = FlakyLog(), ManualTime()
+    stream, writer = live(log, time=time)
+    await put(stream, 1, 5)  # the first write's delay is running
+    terminal = stream.next_entries([e.RunFinished(thread_id="t", run_id="run-1")])
+    closing = await writer.closing_write(terminal)
+    assert closing is not None
+    writer.closed(closing, StoreUnavailable("the end of the run was not recorded"))
+    await stream.put_encoded([data for _, data in terminal])
+    await time.advance(FIRST_FLUSH_DELAY * 2)
+    events, _ = await read(log)
+    assert events == [*[(n, f"d{n}") for n in range(1, 6)], (6, "RUN_FINISHED")]
