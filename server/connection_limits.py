@@ -243,16 +243,20 @@ class GuardedHttp(SendDeadline, asyncio.Protocol):
             self._refuse(_refusal(431, b"Request Header Fields Too Large", "INVALID_INPUT", message))
             return
         super().data_received(data)
-        if guard.head_started and not self.head_pending():
+        # The head's deadline runs only for a head still incomplete once its chunk is parsed: the common head, whole
+        # in one chunk, never adds and removes one.
+        if self.head_pending():
+            if guard.head_bytes and not guard.head_started:
+                guard.head_started = True
+                deadlines(self.limits.header_timeout).add(self, self._head_expired)
+        elif guard.head_bytes or guard.head_started:
+            if guard.head_started:
+                self._stop_head_deadline()
             guard.head_bytes, guard.tail, guard.head_started = 0, b"", False
-            self._stop_head_deadline()
 
     def _head_too_big(self, data: bytes) -> bool:
-        """Count the bytes of the head being read (body bytes in the same chunk do not count); start its deadline."""
+        """Count the bytes of the head being read (body bytes in the same chunk do not count)."""
         guard = self.guard
-        if not guard.head_started:
-            guard.head_started = True
-            deadlines(self.limits.header_timeout).add(self, self._head_expired)
         seen = guard.tail + data
         end = seen.find(b"\r\n\r\n")
         guard.head_bytes += len(data) if end < 0 else max(0, end + 4 - len(guard.tail))

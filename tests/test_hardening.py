@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import json
 import os
+import re
 import socket
 import threading
 import time
@@ -35,6 +36,11 @@ def normal_run_seconds(url: str) -> float:
 def assert_still_fast(url: str, baseline: float) -> None:
     during = normal_run_seconds(url)
     assert during < max(1.0, baseline * 10), f"a normal run took {during:.2f} s during the attack (baseline {baseline:.3f} s)"
+
+
+def content_length(head: bytes) -> int:
+    found = re.search(rb"(?i)\r\ncontent-length: *(\d+)", head)
+    return int(found.group(1)) if found else 0
 
 
 def read_all(raw: socket.socket) -> bytes:
@@ -186,6 +192,25 @@ def test_slowloris_connections_are_cut_and_do_not_starve_others(start_gateway, h
     finally:
         for raw in attackers:
             raw.close()
+
+
+@pytest.mark.parametrize("http", PARSERS)
+def test_a_head_trickled_on_a_kept_alive_connection_gets_408_at_its_deadline(start_gateway, http):
+    """A request answered whole, then the next head on the same connection stops halfway: its deadline runs from
+    that chunk (a head whole in one chunk starts none), and the client reads a 408, not a silent close."""
+    server = start_gateway("--http", http, "--header-timeout-seconds", "1")
+    with socket.create_connection(("127.0.0.1", server.port), timeout=10) as raw:
+        raw.sendall(b"GET /ping HTTP/1.1\r\nhost: x\r\n\r\n")
+        first = b""
+        while b"\r\n\r\n" not in first or len(first.partition(b"\r\n\r\n")[2]) < content_length(first):
+            first += raw.recv(65536)
+        assert first.startswith(b"HTTP/1.1 200 "), first[:100]
+        time.sleep(1.5)  # idle between requests longer than the head deadline: no head, no deadline
+        raw.sendall(b"GET /ping HTTP/1.1\r\nhost: x\r\nx-slow: ")
+        started = time.monotonic()
+        answer = read_all(raw)
+    assert answer.startswith(b"HTTP/1.1 408 ") and b'"code":"REQUEST_TIMEOUT"' in answer, answer[:200]
+    assert 0.5 < time.monotonic() - started < 5
 
 
 @pytest.mark.parametrize("http", PARSERS)
