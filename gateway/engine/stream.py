@@ -162,6 +162,7 @@ class EventStream:
         self._watching = False
 
     def resume_watch(self) -> None:
+        """Tell the watcher of each put again."""
         self._watching = self._watcher is not _NO_WATCHER  # not once the stream let go of it
 
     def bounded_first(self, head: int) -> int:
