@@ -288,7 +288,13 @@ def test_docker_kill_of_a_replica_mid_run_frees_its_thread_keeps_interrupts_and_
     before = len(stack.logs(lb).splitlines())
     for index in range(12):
         assert httpx.get(stack.url() + "/ping", headers={"x-request-id": f"after-kill-{index}"}, timeout=10).status_code == 200
-    lines = [json.loads(line) for line in stack.logs(lb).splitlines()[before:] if '"after-kill-' in line]
+
+    def logged() -> list[dict[str, Any]] | None:
+        # nginx writes a request's line after its answer, and docker shows it a moment later: wait for all twelve.
+        found = [json.loads(line) for line in stack.logs(lb).splitlines()[before:] if '"after-kill-' in line]
+        return found if len(found) >= 12 else None
+
+    lines = wait_for(logged, 10, "nginx logged the twelve requests")
     assert len(lines) == 12 and all(line["status"] == 200 for line in lines), lines
     assert not [line for line in lines if address in line["upstream"]], f"nginx still tries the dead replica {address}: {lines}"
     retried = [json.loads(line) for line in stack.logs(lb).splitlines() if line.startswith("{") and address in line]
