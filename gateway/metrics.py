@@ -55,6 +55,5 @@ def outcome_kind(label: str) -> str:
 
 
 def labelled(metric: Any, *values: str) -> Any:
-    """`metric.labels(*values)`: the child for these label values (made at its first use, then looked up here)."""
-    child = metric.children.get(values)
-    return child if child is not None else metric.labels(*values)
+    """`metric.labels(*values)`: the child for these label values, made at its first use."""
+    return metric.labels(*values)
