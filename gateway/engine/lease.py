@@ -29,6 +29,14 @@ from store import Lease, StoreUnavailable, ThreadStore
 PROOF_SHARE = 0.8  # of the lease's lifetime, from a successful renewal's sending
 
 
+def _ignore_loss(error: GatewayError) -> None:
+    return None
+
+
+def _ignore() -> None:
+    return None
+
+
 class LeaseKeeper:
     def __init__(
         self,
@@ -72,6 +80,11 @@ class LeaseKeeper:
         if self._deadline is not None:
             self._deadline.cancel()
             self._deadline = None
+
+    def release(self) -> None:
+        """The run has closed (the keeper was stopped before it settled): let go of the run's callbacks, a cycle
+        through the run that only Python's cyclic collector would free (logwriter.LogWriter.release says why not)."""
+        self.on_lost, self.on_cancel, self.on_renewed = _ignore_loss, _ignore, None
 
     def holds(self) -> bool:
         """Whether the lease is proven now: the run may publish an event or act on its backend."""

@@ -50,6 +50,22 @@ class LogOwner(Protocol):
         ...
 
 
+class _EndedRun:
+    """The owner of a writer whose run has closed: its log is complete (or handed on), so no write asks any more."""
+
+    def log_first(self) -> int:
+        raise RuntimeError("the run has closed: its log takes no more writes")
+
+    def log_meta(self) -> LogMeta:
+        raise RuntimeError("the run has closed: its log takes no more writes")
+
+    def log_fenced(self) -> None:
+        return None  # a newer owner writes the log, and this run is over already
+
+
+_ENDED_RUN = _EndedRun()
+
+
 class LogWriter:
     """A run's log, written from its event stream's ring: the writer keeps only the first position the log does not
     have yet; a write takes what the ring holds from there (entries the ring trimmed first are never written)."""
@@ -101,6 +117,12 @@ class LogWriter:
     @property
     def ref(self) -> LogRef:
         return self._ref
+
+    def release(self) -> None:
+        """The run has closed: let go of it. The run holds its writer and the writer its run, a cycle only Python's
+        cyclic collector would free: every run, its task and its input then stayed in memory until a collection,
+        which walked them all (tens of milliseconds at a time, a pause for every run under way)."""
+        self._owner = _ENDED_RUN
 
     def stream_grew(self) -> None:
         """New entries (live logs): written behind the run, coalesced while a write is in flight."""

@@ -315,4 +315,8 @@ class Run:
         self.span.set_attribute("agui.outcome", outcome_label(self.outcome or outcome))
         self.span.end()
         self.stream.release()
+        if self.writer is not None:
+            self.writer.release()
+        if self.keeper is not None:
+            self.keeper.release()
         self.services.on_end(self)

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 
 import pytest
 
 from gateway.agents import signals as s
 from gateway.engine import Caller
+from gateway.engine.logwriter import LogPolicy
+from gateway.engine.run import Run
 from gateway.errors import ErrorCode, GatewayError
 from store import Admission, Lease, RenewResult, StoreUnavailable
 from tests.unit.manual_time import ManualTime
@@ -305,3 +308,26 @@ async def test_a_caller_that_leaves_during_admission_leaves_no_orphan_lease():
         await asyncio.sleep(0)
     assert document["active"] is None and document["history"][-1]["status"] == "cancelled"
     assert harness.engine.in_flight == 0
+
+
+@pytest.mark.parametrize("lease_seconds", [None, 3.0], ids=["no-renewals", "lease-keeper"])
+async def test_a_closed_run_is_freed_at_once_not_left_to_the_cyclic_collector(lease_seconds):
+    """A run and its writer (and its lease keeper's callbacks) held each other: every ended run, with its task and
+    input, waited for Python's cyclic collector, whose passes over them paused the loop for tens of milliseconds."""
+    gc.collect()
+    gc.disable()  # unreachable objects stay listed by gc.get_objects() until a collection
+    try:
+        turn = [s.TextDelta(text="a"), s.Completed()]
+        harness = Harness(ScriptedAgent(turn, turn, turn), lease_seconds=lease_seconds, log_policy=LogPolicy())
+        for run in ("r1", "r2", "r3"):
+            events = await harness.run(body(run=run))
+            assert events[-1]["type"] == "RUN_FINISHED"
+        for _ in range(20):  # the last run's task closes it after its terminal event
+            if harness.engine.in_flight == 0:
+                break
+            await asyncio.sleep(0)
+        assert harness.engine.in_flight == 0
+        harness.agent.requests.clear()  # the scripted agent keeps each request it was given, and so its run
+        assert [o for o in gc.get_objects() if type(o) is Run] == []
+    finally:
+        gc.enable()
