@@ -23,6 +23,10 @@ def tune_collector() -> None:
 
 TRIM_AFTER_BYTES = 8 * 1024 * 1024  # memory let go since the last trim that makes the next one worth its cost
 TRIM_DELAY = 1.0  # seconds: the frees of one burst are trimmed together
+# A full collection walks every live object: tens of milliseconds, the loop stopped, on a replica that keeps many
+# ended runs' logs. Runs free themselves without it (no reference cycle outlives one), so it is only the net for
+# rarer garbage in cycles, at most this often, and once after a burst on a server that then goes idle.
+FULL_COLLECT_EVERY = 60.0
 
 
 class MemoryReturn:
@@ -34,6 +38,8 @@ class MemoryReturn:
         self._pending = 0
         self._scheduled = False
         self._trim = _malloc_trim()
+        self._collected_at = float("-inf")  # the loop's time of the last full collection
+        self._collect_later: asyncio.TimerHandle | None = None
 
     def released(self, size: int) -> None:
         if self._trim is None:
@@ -45,8 +51,23 @@ class MemoryReturn:
 
     def _run(self) -> None:
         self._scheduled, self._pending = False, 0
-        gc.collect()  # a run's objects in reference cycles wait for a full collection, which an idle server never makes
+        loop = asyncio.get_running_loop()
+        due = self._collected_at + FULL_COLLECT_EVERY
+        if loop.time() >= due:
+            self._collect_and_trim()
+            return
+        if self._collect_later is None:  # what a cycle still holds is collected then, and given back
+            self._collect_later = loop.call_at(due, self._collect_and_trim)
         if self._trim is not None:  # (for mypy: released() schedules this only when there is one)
+            self._trim(0)
+
+    def _collect_and_trim(self) -> None:
+        if self._collect_later is not None:
+            self._collect_later.cancel()
+            self._collect_later = None
+        gc.collect()
+        self._collected_at = asyncio.get_running_loop().time()
+        if self._trim is not None:
             self._trim(0)
 
 
