@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections import OrderedDict
 from dataclasses import dataclass, field
 
 from store.base import Clock
@@ -28,7 +29,9 @@ class MemoryEventLog(EventLog):
     def __init__(self, retention_seconds: float, *, clock: Clock = time.time) -> None:
         self.retention_seconds = retention_seconds
         self.clock = clock
-        self._logs: dict[LogRef, _Log] = {}
+        # Ordered for its O(1) popitem: a plain dict emptied from the front makes each `next(iter(...))` step over
+        # every slot deleted before it (7.8 us a call at 10,000 logs, and growing until the dict is resized).
+        self._logs: OrderedDict[LogRef, _Log] = OrderedDict()
 
     async def create(self, ref: LogRef, meta: LogMeta) -> None:
         self._logs[ref] = _Log(meta)
@@ -51,7 +54,7 @@ class MemoryEventLog(EventLog):
         if log is not None:
             log.ended_at, log.head = self.clock(), head
         while len(self._logs) > MAX_ENDED_LOGS:  # the oldest first (logs are created when their run ends)
-            del self._logs[next(iter(self._logs))]
+            self._logs.popitem(last=False)
 
     async def read(self, ref: LogRef, after: int, limit: int) -> LogRead | None:
         log = self._logs.get(ref)
