@@ -102,7 +102,7 @@ class _LingeringTransport:
 
     def __init__(self, transport: asyncio.Transport, protocol: GuardedHttp) -> None:
         self._transport = transport
-        self._protocol = protocol
+        self._protocol: GuardedHttp | None = protocol  # None once the connection is lost
         self._held: bytes | None = None
 
     def write(self, data: bytes) -> None:  # the hot path: no __getattr__ hop per write
@@ -132,10 +132,17 @@ class _LingeringTransport:
 
     def close(self) -> None:
         self.flush()
-        if not self._protocol.reading_request() and not self._protocol.guard.head_bytes:
+        protocol = self._protocol
+        if protocol is None or (not protocol.reading_request() and not protocol.guard.head_bytes):
             self._transport.close()
         else:
-            self._protocol.linger()
+            protocol.linger()
+
+    def lost(self) -> None:
+        """The connection is gone (nothing left to drain): let go of the protocol, which holds this transport. The
+        two held each other, so every closed connection waited for Python's cyclic collector, and one that had
+        lived long enough to reach its oldest generation waited for a full collection."""
+        self._protocol = None
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._transport, name)
@@ -221,6 +228,8 @@ class GuardedHttp(SendDeadline, asyncio.Protocol):
             release(self.guard.address)
             self.guard.counted = False
         super().connection_lost(exc)
+        if isinstance(self.transport, _LingeringTransport):  # else handed to the WebSocket protocol
+            self.transport.lost()
         lost = getattr(getattr(self, "cycle", None), LOST_HOOK, None)
         if lost is not None:  # a streaming response waits on this connection (transports/sse_response.py)
             lost()

@@ -156,6 +156,10 @@ class GatewayHttpToolsProtocol(GuardedHttp, HttpToolsProtocol):
     def handle_websocket_upgrade(self) -> None:
         self._hand_over_to_websocket()
         super().handle_websocket_upgrade()
+        # Done with this connection: its parser holds this protocol's callbacks, and uvicorn lets go of it only when
+        # the connection is lost, which the WebSocket protocol now hears instead (the two would wait for a full
+        # collection).
+        self.parser = None  # type: ignore[assignment]
 
 
 class GatewayWebSocketProtocol(SendDeadline, CorkedWebSocketsProtocol):
