@@ -4,7 +4,11 @@ one periodic task, instead of a timer per stream (10,000 idle runs hold no timer
 A stream asks to be woken at a time (`wake_at`); the clock looks every tick (a quarter of the shortest interval
 asked for, at most TICK) and calls `heartbeat_due(now, slack)` on each stream whose time has come (within half a
 tick); the stream beats or asks again for later. A heartbeat is late by at most about one tick. Its time and its
-sleep are the loop's unless a clock is installed with others (the unit tests step them by hand)."""
+sleep are the loop's unless a clock is installed with others (the unit tests step them by hand).
+
+The clock holds each stream by a weak reference: a short run's follower waits once, so its stream is due a
+heartbeat an interval later, long after the run ended (held strongly, 15 s of short runs at 2,000 a second
+kept 30,000 ended streams alive, and the collector walked them all)."""
 
 from __future__ import annotations
 
@@ -30,13 +34,13 @@ class HeartbeatClock:
         self.now = time or asyncio.get_running_loop().time
         self.sleep = sleep
         self.tick = TICK
-        self._due: list[tuple[float, int, Beating]] = []  # a heap of (when, order, stream)
+        self._due: list[tuple[float, int, weakref.ref[Beating]]] = []  # a heap of (when, order, stream)
         self._order = itertools.count()
         self._task: asyncio.Task[None] | None = None
 
     def wake_at(self, stream: Beating, when: float, interval: float) -> None:
         self.tick = min(self.tick, max(MIN_TICK, interval / 4))
-        heapq.heappush(self._due, (when, next(self._order), stream))
+        heapq.heappush(self._due, (when, next(self._order), weakref.ref(stream)))
         if self._task is None:
             self._task = asyncio.get_running_loop().create_task(self._run())
 
@@ -46,7 +50,9 @@ class HeartbeatClock:
                 await self.sleep(self.tick)
                 now, slack = self.now(), self.tick / 2
                 while self._due and self._due[0][0] <= now + slack:
-                    heapq.heappop(self._due)[2].heartbeat_due(now, slack)
+                    stream = heapq.heappop(self._due)[2]()
+                    if stream is not None:  # else it ended and nothing holds it any more
+                        stream.heartbeat_due(now, slack)
         finally:
             self._task = None
 

@@ -84,6 +84,7 @@ class FollowerCut(Exception):
 
 class EventStream:
     __slots__ = (
+        "__weakref__",  # the heartbeat clock's hold (engine/heartbeat.py)
         "_advanced",
         "_base",
         "_beats",

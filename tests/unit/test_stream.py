@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
+import weakref
 from collections.abc import Callable
 
 import pytest
@@ -191,6 +193,25 @@ async def test_heartbeats_come_after_the_interval_of_silence_and_data_restarts_i
     await beats.advance(0.1)
     assert beat.done() and beat.result() is None
     await reading.aclose()
+
+
+async def test_an_ended_stream_is_not_kept_until_its_next_heartbeat(beats):
+    """A short run's follower waits once, so its stream is due a heartbeat an interval later: the clock must not keep
+    it (and its run's objects) alive that long after the run ended."""
+    stream = EventStream(QUIET)
+    reading = stream.follow(stream.attach(0), 15)
+    waiting = asyncio.ensure_future(anext(reading))
+    await asyncio.sleep(0)  # the follower waits: its heartbeat is due in 15 s
+    await stream.put(text(1))
+    assert [position for position, _ in await waiting] == [1]
+    await stream.close()
+    stream.release()
+    assert [batch async for batch in reading] == []
+    gone = weakref.ref(stream)
+    del stream, reading, waiting
+    gc.collect()  # only what is still referenced survives
+    assert gone() is None, "the heartbeat clock held the ended stream"
+    await beats.advance(16)  # its heartbeat's time comes and goes: nothing to call
 
 
 async def test_thousands_of_silent_streams_share_one_clock_task_and_hold_no_timer_each(beats):
