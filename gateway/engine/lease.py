@@ -83,7 +83,8 @@ class LeaseKeeper:
 
     def release(self) -> None:
         """The run has closed (the keeper was stopped before it settled): let go of the run's callbacks, a cycle
-        through the run that only Python's cyclic collector would free (logwriter.LogWriter.release says why not)."""
+        through the run that only Python's cyclic collector would free (logwriter.LogWriter.release says what that
+        cost)."""
         self.on_lost, self.on_cancel, self.on_renewed = _ignore_loss, _ignore, None
 
     def holds(self) -> bool:
