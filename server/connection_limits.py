@@ -228,8 +228,7 @@ class GuardedHttp(SendDeadline, asyncio.Protocol):
             release(self.guard.address)
             self.guard.counted = False
         super().connection_lost(exc)
-        if isinstance(self.transport, _LingeringTransport):  # else handed to the WebSocket protocol
-            self.transport.lost()
+        self.transport.lost()  # connection_made wrapped it; a connection handed to a WebSocket is never lost here
         lost = getattr(getattr(self, "cycle", None), LOST_HOOK, None)
         if lost is not None:  # a streaming response waits on this connection (transports/sse_response.py)
             lost()
