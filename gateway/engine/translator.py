@@ -160,6 +160,12 @@ class Translator:
         return out
 
     def _text(self, signal: s.TextDelta, out: list[e.Event]) -> None:
+        message_id = self.texts.get(signal.message_id)
+        if message_id is not None and signal.text and self.reasoning_id is None:  # a message goes on: most deltas
+            owners = self.owners
+            owner = owners.get(message_id) if owners else None
+            out.append(e.TextMessageContent(message_id=message_id, delta=signal.text, subagent_run_id=owner))
+            return
         if not signal.text:
             return
         if self.reasoning_id is not None:
