@@ -26,7 +26,9 @@ if TYPE_CHECKING:
 log = logging.getLogger("agui.engine")
 
 
-_NOT_SHOWN = (*s.TERMINAL_SIGNALS, s.Adoptable)  # signals that are no events: the end, or the run's adoptable state
+# Signals that are no events: the end, or the run's adoptable state. Exact types, as the translator dispatches on:
+# one hash lookup an event where isinstance walked the signal's classes against each.
+_NOT_SHOWN = frozenset((*s.TERMINAL_SIGNALS, s.Adoptable))
 
 
 def _started(run: Run) -> list[e.Event]:
@@ -118,7 +120,7 @@ async def _consume(run: Run, signals: AsyncIterator[s.Signal], digests: dict[str
                 refused = await _accept(run, digests)
                 if refused is not None:
                     return refused
-            if isinstance(signal, not_shown):  # one check for the rare signals on the hot path
+            if type(signal) in not_shown:  # one check for the rare signals on the hot path
                 if isinstance(signal, s.Adoptable):
                     await run.note_adoptable(signal.state)
                     continue
