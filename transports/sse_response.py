@@ -56,7 +56,8 @@ def sse_records(entries: list[Entry], positions: bool, agentcore: bool = False) 
         entries = [(position, _agentcore(data)) for position, data in entries]
     if not positions:
         return b"".join([b"data: %s\n\n" % data for _, data in entries])
-    return b"".join([b"id: %d\ndata: %s\n\n" % (p, data) if p else b"data: %s\n\n" % data for p, data in entries])
+    # The entry is the format's own tuple: no unpacking and packing again per event.
+    return b"".join([b"id: %d\ndata: %s\n\n" % entry if entry[0] else b"data: %s\n\n" % entry[1] for entry in entries])
 
 
 class SseRecords:
