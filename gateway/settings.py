@@ -80,6 +80,7 @@ class Settings(Struct, kw_only=True):
     trusted_proxies: tuple[str, ...] = ()  # addresses/CIDRs whose X-Forwarded-For names the client (none by default)
     max_connections_per_client: int = 1000  # open connections per client address (0: no cap)
     backlog: int = 2048  # the listen backlog (the kernel caps it at net.core.somaxconn)
+    idle_poll_microseconds: int = 200  # the loop polls, not sleeps, this long after a response (server/awake.py)
     http_parser: str = "auto"  # httptools where installed, else h11 (server/http_protocol.py)
     event_loop: str = "auto"  # uvloop where installed, else asyncio's own
     ticket_ttl: float = 60.0

@@ -21,11 +21,12 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import msgspec
 
+from server.awake import Awake
 from transports.deadlines import deadlines
 from transports.lean import Flag
 from transports.sse_response import LOST_HOOK
@@ -45,6 +46,7 @@ class ConnectionLimits:
     send_timeout: float = 30.0  # 0 disables
     max_per_client: int = 1000  # 0 disables
     max_lingering: int = 256  # refused connections draining at once; past it, a refusal closes at once
+    awake: Awake = field(default_factory=lambda: Awake(0.0))  # the loop polls this long after a response (server/awake.py)
 
 
 OPEN_BY_ADDRESS: Counter[str] = Counter()  # open connections per client address, shared by HTTP and WebSocket
@@ -232,6 +234,10 @@ class GuardedHttp(SendDeadline, asyncio.Protocol):
         lost = getattr(getattr(self, "cycle", None), LOST_HOOK, None)
         if lost is not None:  # a streaming response waits on this connection (transports/sse_response.py)
             lost()
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()  # type: ignore[misc]  # uvicorn's protocol, next in the concrete classes
+        self.limits.awake.touch(self.loop)  # type: ignore[attr-defined]
 
     def _hand_over_to_websocket(self) -> None:
         """The WebSocket protocol takes over this connection (the raw transport), and with it the address's count."""

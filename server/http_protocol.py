@@ -174,6 +174,7 @@ class GatewayWebSocketProtocol(SendDeadline, CorkedWebSocketsProtocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         super().connection_made(transport)
         self._address = peer_address(transport)
+        self.transport.awake = self.limits.awake  # the corked transport tells it after each flush
 
     def connection_lost(self, exc: Exception | None) -> None:
         if self._send_timer is not None:

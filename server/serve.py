@@ -13,6 +13,7 @@ import uvicorn
 from gateway.fds import descriptor_share, per_client_cap
 from gateway.protocol.validate import MAX_BODY_BYTES
 from gateway.settings import Settings
+from server.awake import Awake
 from server.connection_limits import MAX_HEAD_BYTES, ConnectionLimits
 from server.http_protocol import protocols
 from transports.services import TransportServices
@@ -61,6 +62,7 @@ def uvicorn_options(settings: Settings) -> dict:
         send_timeout=settings.send_timeout_seconds,
         max_per_client=per_client_cap(settings.max_connections_per_client),
         max_lingering=descriptor_share() or ConnectionLimits.max_lingering,
+        awake=Awake(settings.idle_poll_microseconds / 1e6),
     )
     http, ws = protocols(limits, "h11" if settings.http_parser == "h11" else "httptools")
     return {

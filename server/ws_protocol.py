@@ -25,6 +25,7 @@ from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIO
 from websockets.protocol import OPEN, Protocol
 from websockets.streams import StreamReader
 
+from server.awake import Awake
 from transports.lean import Flag, Inbox
 from transports.ws_framing import TEXT_BATCH_EXTENSION
 
@@ -45,13 +46,14 @@ def text_frame(payload: bytes) -> bytes:
 class CorkedTransport:
     """Buffers `write` calls and flushes them together on the next loop iteration (or before closing)."""
 
-    __slots__ = ("_buffer", "_loop", "_scheduled", "_transport")
+    __slots__ = ("_buffer", "_loop", "_scheduled", "_transport", "awake")
 
     def __init__(self, transport: asyncio.Transport, loop: asyncio.AbstractEventLoop) -> None:
         self._transport = transport
         self._loop = loop
         self._buffer: list[bytes] = []
         self._scheduled = False
+        self.awake: Awake | None = None  # told after each flush: a run's last events may leave the loop idle
 
     def write(self, data: bytes) -> None:
         if not data:
@@ -68,6 +70,8 @@ class CorkedTransport:
             self._buffer.clear()
             if not self._transport.is_closing():
                 self._transport.write(data)
+            if self.awake is not None:
+                self.awake.touch(self._loop)
 
     def close(self) -> None:
         self.flush()

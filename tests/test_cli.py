@@ -92,6 +92,7 @@ CONFIG_ERRORS = [
     (["--redis-durability", "replicated:0"], {}, ["--redis-durability", "AGUI_GATEWAY_REDIS_DURABILITY", "replicated:0"]),
     (["--max-reattach-grace-seconds", "-1"], {}, ["--max-reattach-grace-seconds", "-1"]),
     (["--event-log-retention", "later"], {}, ["--event-log-retention", "later"]),
+    (["--idle-poll-microseconds", "10001"], {}, ["--idle-poll-microseconds", "AGUI_GATEWAY_IDLE_POLL_MICROSECONDS", "0 to 10000"]),
 ]
 
 
