@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Awaitable, Callable
 
 import pytest
 import websockets
@@ -15,23 +16,9 @@ from uvicorn.server import ServerState
 from server.awake import Awake
 from server.connection_limits import ConnectionLimits
 from server.http_protocol import protocols
+from tests.unit.test_connection_release import app  # answers GET with ok; accepts a WebSocket until it closes
 
 WINDOW = 0.05
-
-
-async def app(scope, receive, send) -> None:
-    if scope["type"] == "websocket":
-        await receive()  # the handshake
-        await send({"type": "websocket.accept"})
-        await send({"type": "websocket.send", "text": "ok"})
-        while (await receive())["type"] != "websocket.disconnect":
-            pass
-        return
-    if scope["type"] != "http":
-        return
-    await receive()
-    await send({"type": "http.response.start", "status": 200, "headers": [(b"content-length", b"2")]})
-    await send({"type": "http.response.body", "body": b"ok"})
 
 
 async def _serve(window: float, http: str = "httptools") -> tuple[asyncio.Server, int]:
@@ -57,42 +44,31 @@ async def _http_request(port: int) -> None:
     writer.close()
 
 
-@pytest.mark.parametrize("http", ["httptools", "h11"])
-async def test_the_loop_polls_for_the_window_after_a_response_then_sleeps(http):
-    server, port = await _serve(WINDOW, http)
+async def _websocket_ping(port: int) -> None:
+    async with websockets.connect(f"ws://127.0.0.1:{port}/ws") as socket:
+        await socket.ping()  # the pong, then the closing handshake: writes of the server's WebSocket protocol
+
+
+async def _cpu_after(window: float, http: str, answered: Callable[[int], Awaitable[None]]) -> tuple[float, float]:
+    """The loop thread's CPU time in the window's length thrice after an answer, then as long again."""
+    await asyncio.sleep(WINDOW * 2)  # a window another test's server opened on this loop has passed
+    server, port = await _serve(window, http)
     try:
-        await _http_request(port)
-        polled = await _quiet_cpu(WINDOW * 3)
-        slept = await _quiet_cpu(WINDOW * 3)  # the window has passed: nothing keeps the loop awake
+        await answered(port)
+        return await _quiet_cpu(WINDOW * 3), await _quiet_cpu(WINDOW * 3)
     finally:
         server.close()
         await server.wait_closed()
+
+
+@pytest.mark.parametrize(("http", "answered"), [("httptools", _http_request), ("h11", _http_request), ("httptools", _websocket_ping)])
+async def test_the_loop_polls_for_the_window_after_an_answer_then_sleeps(http, answered):
+    polled, slept = await _cpu_after(WINDOW, http, answered)
     # Polling spends the thread's time (each turn a poll without a wait); a sleeping loop spends almost none.
     assert polled >= WINDOW * 0.3, polled
     assert slept < WINDOW * 0.2, slept
 
 
-async def test_a_websocket_send_keeps_the_loop_awake_for_the_window():
-    server, port = await _serve(WINDOW)
-    try:
-        async with websockets.connect(f"ws://127.0.0.1:{port}/ws") as socket:
-            assert await socket.recv() == "ok"
-            polled = await _quiet_cpu(WINDOW * 3)
-            slept = await _quiet_cpu(WINDOW * 3)
-    finally:
-        server.close()
-        await server.wait_closed()
-    assert polled >= WINDOW * 0.3, polled
-    assert slept < WINDOW * 0.2, slept
-
-
 async def test_a_window_of_zero_sleeps_at_once():
-    await asyncio.sleep(WINDOW * 2)  # a window another test's server opened on this loop (closing writes) has passed
-    server, port = await _serve(0.0)
-    try:
-        await _http_request(port)
-        quiet = await _quiet_cpu(WINDOW * 3)
-    finally:
-        server.close()
-        await server.wait_closed()
+    quiet, _ = await _cpu_after(0.0, "httptools", _http_request)
     assert quiet < WINDOW * 0.2, quiet
