@@ -80,7 +80,8 @@ class Segments:
         name = digest.encode()
         parts = [_meta_line(b"M", name, entry.meta)] if create is not None else []
         at = self.sizes[self.active] + sum(map(len, parts))
-        lines = b"".join(b"V %s %d %s\n" % (name, position, data) for position, data in entries)
+        line = b"V " + name + b" %d %s\n"  # the digest is hex, no % in it: each entry is the format's own tuple
+        lines = b"".join([line % entry for entry in entries])
         parts.append(lines)
         ended = None
         if end is not None:
