@@ -246,6 +246,7 @@ class GuardedHttp(SendDeadline, asyncio.Protocol):
         self.transport = self.transport._transport
 
     def data_received(self, data: bytes) -> None:
+        self.limits.awake.arrived(self.loop)  # type: ignore[attr-defined]
         guard = self.guard
         if guard.draining:
             guard.draining += len(data)

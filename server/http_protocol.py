@@ -176,6 +176,10 @@ class GatewayWebSocketProtocol(SendDeadline, CorkedWebSocketsProtocol):
         self._address = peer_address(transport)
         self.transport.awake = self.limits.awake  # the corked transport tells it after each flush
 
+    def data_received(self, data: bytes) -> None:
+        self.limits.awake.arrived(self.loop)
+        super().data_received(data)
+
     def connection_lost(self, exc: Exception | None) -> None:
         if self._send_timer is not None:
             self._send_timer.cancel()

@@ -72,3 +72,26 @@ async def test_the_loop_polls_for_the_window_after_an_answer_then_sleeps(http, a
 async def test_a_window_of_zero_sleeps_at_once():
     quiet, _ = await _cpu_after(0.0, "httptools", _http_request)
     assert quiet < WINDOW * 0.2, quiet
+
+
+async def test_polls_that_no_request_interrupts_shrink_to_none_and_a_request_that_follows_closely_restores_them():
+    await asyncio.sleep(WINDOW * 2)
+    server, port = await _serve(WINDOW)
+    try:
+        for _ in range(6):  # each answer's poll ends with no request: each halves the next, the sixth polls none
+            await _http_request(port)
+            await asyncio.sleep(WINDOW * 1.5)
+        await _http_request(port)
+        given_up = await _quiet_cpu(WINDOW * 3)
+        # A request right after the answer before it (the client's own turnaround) shows that polling would pay.
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        for _ in range(2):
+            writer.write(b"GET / HTTP/1.1\r\nHost: test\r\n\r\n")
+            assert (await reader.readuntil(b"ok")).startswith(b"HTTP/1.1 200")
+        restored = await _quiet_cpu(WINDOW * 3)
+        writer.close()
+    finally:
+        server.close()
+        await server.wait_closed()
+    assert given_up < WINDOW * 0.2, given_up
+    assert restored >= WINDOW * 0.3, restored
