@@ -5,38 +5,44 @@ On a virtual machine whose idle vCPU halts (Firecracker and most cloud guests wi
 process that blocks in epoll is woken by an interrupt that crosses the hypervisor: about 100 µs before the next
 request's first byte is even read. A client that sends its next request within the window finds the loop awake.
 
-The window adapts, as the kernel's haltpoll governor does for a whole guest: a poll that no request interrupts
-halves it (down to none: a server whose requests come seldom, or a stream whose client says nothing, spends
-nothing polling), and a request that comes within the limit of the last answer restores it. So polling costs at
-most the window after an answer, and only while requests have lately followed answers that closely; under load the
-loop never idles and it costs one callback a turn."""
+A poll pays only when a request follows the answer within the window; otherwise it is a core's time spent for
+nothing. So the loop polls only while most answers lately were followed that closely (PAYS of them, on an
+exponential average over about SAMPLES answers): a client that sends its next request as soon as it has the answer
+(a sidecar, a proxy's pool, a UI's follow-up on loopback), or a load dense enough that the loop hardly idles. Requests
+that come seldom, or at a moderate rate that a poll catches only now and then, leave the loop to sleep."""
 
 from __future__ import annotations
 
 import asyncio
 
-SHRINK_TO_NONE = 16  # a window under the limit's 1/16th is no window: five polls in vain stop polling
+SAMPLES = 16  # answers the share of those a request followed closely is averaged over
+PAYS = 0.8  # the share above which polling pays: four misses in a row from a trusted start stop it
 
 
 class Awake:
-    """How long the loop polls after an answer: `limit` at most (0: never), `window` now."""
+    """After an answer, the loop polls for `limit` seconds (0: never) while `paid` (the share of recent answers that
+    a request followed within `limit`) is at least PAYS."""
 
-    __slots__ = ("_caught", "_ended_at", "_loop", "_touched", "_until", "limit", "window")
+    __slots__ = ("_ended_at", "_loop", "_touched", "_until", "limit", "paid")
 
     def __init__(self, limit: float) -> None:
-        self.limit = self.window = limit
+        self.limit = limit
+        self.paid = 1.0
         self._loop: asyncio.AbstractEventLoop | None = None  # the loop polling now (None: none)
         self._touched = False  # an answer went out since the poll last looked
         self._until = 0.0
-        self._caught = False  # a request came in during this poll
         self._ended_at: float | None = None  # when the last answer went out, until a request comes in
 
     def touch(self, loop: asyncio.AbstractEventLoop) -> None:
-        """An answer went out: poll for the window from now."""
+        """An answer went out: poll for the window from now, if polling pays."""
         if not self.limit:
             return
-        self._ended_at = loop.time()
-        if not self.window:
+        now = loop.time()
+        ended = self._ended_at
+        if ended is not None and now - ended > self.limit:
+            self._sample(False)  # nothing came after the answer before this one
+        self._ended_at = now
+        if self.paid < PAYS:
             return
         self._touched = True
         polling = self._loop
@@ -47,10 +53,11 @@ class Awake:
     def arrived(self, loop: asyncio.AbstractEventLoop) -> None:
         """Bytes of a request (or a client's WebSocket message) came in."""
         ended, self._ended_at = self._ended_at, None
-        if self._loop is not None:
-            self._caught = True
-        elif ended is not None and loop.time() - ended <= self.limit:
-            self.window = self.limit  # a longer poll would have caught it: the next answer polls in full
+        if ended is not None:
+            self._sample(loop.time() - ended <= self.limit)
+
+    def _sample(self, followed: bool) -> None:
+        self.paid += (followed - self.paid) / SAMPLES
 
     def _poll(self) -> None:
         loop = self._loop
@@ -58,14 +65,8 @@ class Awake:
         now = loop.time()
         if self._touched:
             self._touched = False
-            self._until = now + self.window
+            self._until = now + self.limit
         if now < self._until and not loop.is_closed():
             loop.call_soon(self._poll)  # a callback due: the loop's next wait for its sockets does not block
-            return
-        self._loop = None
-        if self._caught:
-            self._caught = False
-            self.window = self.limit
         else:
-            half = self.window / 2
-            self.window = half if half >= self.limit / SHRINK_TO_NONE else 0.0
+            self._loop = None

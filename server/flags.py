@@ -259,9 +259,9 @@ FLAGS: tuple[Flag, ...] = (
         "--idle-poll-microseconds",
         "200",
         "after each response the event loop keeps polling its sockets up to this long before it sleeps: on a virtual "
-        "machine whose idle CPU halts, waking a sleeping server costs the next request about 100 µs. Each poll that no "
-        "request interrupts halves the next (down to none), a request that follows an answer within this long restores "
-        "it; at most this much CPU time after each response (0 = sleep at once)",
+        "machine whose idle CPU halts, waking a sleeping server costs the next request about 100 µs. It polls only while at "
+        "least four in five recent answers were followed by a request within this long; at most this much CPU time after "
+        "each response (0 = sleep at once)",
         integer("--idle-poll-microseconds", 0, 10_000),
     ),
     Flag(
