@@ -1,6 +1,7 @@
-"""After a response the event loop polls for the idle-poll window instead of sleeping, then sleeps: uvicorn's
-protocols with the gateway's connection limits, served on a real loopback socket in this process, answering a real
-client. What is measured is the loop thread's own CPU time while nothing happens: spent polling, or not."""
+"""After an answer the event loop polls for the idle-poll window instead of sleeping, then sleeps, and it stops
+polling while answers go unfollowed: uvicorn's protocols with the gateway's connection limits, served on a real
+loopback socket in this process, answering a real client. What is measured is the loop thread's own CPU time while
+nothing happens: spent polling, or not."""
 
 from __future__ import annotations
 
@@ -78,7 +79,7 @@ async def test_answers_that_no_request_follows_stop_the_polls_and_requests_that_
     await asyncio.sleep(WINDOW * 2)
     server, port = await _serve(WINDOW)
     try:
-        for _ in range(5):  # four answers that nothing follows within the window: polling no longer pays
+        for _ in range(5):  # answers that nothing follows within the window: four in a row and polling no longer pays
             await _http_request(port)
             await asyncio.sleep(WINDOW * 1.5)
         await _http_request(port)
