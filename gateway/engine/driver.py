@@ -125,7 +125,7 @@ async def _consume(run: Run, signals: AsyncIterator[s.Signal], digests: dict[str
                     await run.note_adoptable(signal.state)
                     continue
                 return await _terminal(run, signal)
-            if run.keeper is not None and not run.may_publish():  # the lease is no longer proven: nothing more is shown
+            if not run.may_publish():  # the lease is no longer proven: the run was stopped; nothing more is shown
                 raise asyncio.CancelledError
             try:
                 events = run.translator.translate(signal)

@@ -160,29 +160,23 @@ class Translator:
         return out
 
     def _text(self, signal: s.TextDelta, out: list[e.Event]) -> None:
-        message_id = self.texts.get(signal.message_id)
-        if message_id is not None and signal.text and self.reasoning_id is None:  # a message goes on: most deltas
-            owners = self.owners
-            owner = owners.get(message_id) if owners else None
-            out.append(e.TextMessageContent(message_id=message_id, delta=signal.text, subagent_run_id=owner))
-            return
-        if not signal.text:
+        text = signal.text
+        if not text:
             return
         if self.reasoning_id is not None:
             self._close_reasoning(out)
         key = signal.message_id
         message_id = self.texts.get(key)
-        subagent = signal.subagent_run_id
-        if message_id is None:
+        if message_id is None:  # the message starts: its owner is the sub-agent the signal names
             if signal.role not in TEXT_ROLES:
                 raise refused(f"a text message's role must be one of {sorted(TEXT_ROLES)}, not {signal.role[:40]!r}")
             message_id = self._text_id(key)
-            self._own(message_id, subagent)
+            self._own(message_id, signal.subagent_run_id)
             self.texts[key] = message_id
-            out.append(e.TextMessageStart(message_id=message_id, role=signal.role, name=signal.name, subagent_run_id=subagent))
-        else:
-            subagent = self._owner(message_id)
-        out.append(e.TextMessageContent(message_id=message_id, delta=signal.text, subagent_run_id=subagent))
+            out.append(
+                e.TextMessageStart(message_id=message_id, role=signal.role, name=signal.name, subagent_run_id=signal.subagent_run_id)
+            )
+        out.append(e.TextMessageContent(message_id=message_id, delta=text, subagent_run_id=self._owner(message_id)))
 
     def _text_id(self, key: str | None) -> str:
         """The agent's id when it names one, made unique if that message was already closed in this run."""
