@@ -97,7 +97,7 @@ def restore(translator: Translator, state: Replayed) -> None:
     translator.session.update(state.session)
     translator.session_sent = state.session_sent
     translator.sequence = max(translator.sequence, state.sequence)
-    translator.texts = {_key(message_id): message_id for message_id in state.texts}
+    translator.texts = {_key(message_id): (message_id, None) for message_id in state.texts}
     translator.text_ids_used = dict.fromkeys(state.text_ids)
     translator.reasoning_id = state.reasoning
     translator.tools = tuple(state.tools)

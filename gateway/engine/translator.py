@@ -59,12 +59,14 @@ class Translator:
         self.session = session
         self.state = state
         self.activities: dict[str, Any] | None = None  # activity message id -> its content (created on first use)
-        self.owners: dict[str, str] | None = None  # AG-UI message or tool call id -> the sub-agent that owns it
+        self.owners: dict[str, str] | None = None  # tool call id -> the sub-agent that owns it
         self.subagents: dict[str, bool] | None = None  # sub-agent run id -> still active
         self.awaits = awaits  # the identities the session event waits for (the backend's `session_keys`)
         self.sequence = sequence
         self.session_sent = False
-        self.texts: dict[str | None, str] = {}  # open messages: the agent's message id (None: unnamed) -> AG-UI id
+        # Open messages: the agent's message id (None: unnamed) -> the AG-UI id and the sub-agent that owns it, read
+        # together for each delta.
+        self.texts: dict[str | None, tuple[str, str | None]] = {}
         self.text_ids_used: dict[str, None] = {}  # ids the agent named, in order (a dict: an empty set is 216 bytes)
         self.reasoning_id: str | None = None
         # Open tool calls and steps, and the usage reports, as tuples: few and rarely changed, and a run with none
@@ -77,18 +79,21 @@ class Translator:
     def _owner(self, entity_id: str) -> str | None:
         return self.owners.get(entity_id) if self.owners else None
 
+    def _check_active(self, subagent: str | None) -> None:
+        if subagent is not None and not (self.subagents or {}).get(subagent):
+            raise refused(f"sub-agent {subagent[:80]!r} is not active")
+
     def _own(self, entity_id: str, subagent: str | None) -> None:
+        self._check_active(subagent)
         if subagent is None:
             return
-        if not (self.subagents or {}).get(subagent):
-            raise refused(f"sub-agent {subagent[:80]!r} is not active")
         if self.owners is None:
             self.owners = {}
         self.owners[entity_id] = subagent
 
     def _close_text(self, out: list[e.Event]) -> None:
-        for message_id in self.texts.values():
-            out.append(e.TextMessageEnd(message_id=message_id, subagent_run_id=self._owner(message_id)))
+        for message_id, owner in self.texts.values():
+            out.append(e.TextMessageEnd(message_id=message_id, subagent_run_id=owner))
         self.texts.clear()
 
     def _close_reasoning(self, out: list[e.Event]) -> None:
@@ -166,17 +171,18 @@ class Translator:
         if self.reasoning_id is not None:
             self._close_reasoning(out)
         key = signal.message_id
-        message_id = self.texts.get(key)
-        if message_id is None:  # the message starts: its owner is the sub-agent the signal names
+        open_message = self.texts.get(key)
+        if open_message is None:  # the message starts: its owner is the sub-agent the signal names
             if signal.role not in TEXT_ROLES:
                 raise refused(f"a text message's role must be one of {sorted(TEXT_ROLES)}, not {signal.role[:40]!r}")
+            self._check_active(signal.subagent_run_id)
             message_id = self._text_id(key)
-            self._own(message_id, signal.subagent_run_id)
-            self.texts[key] = message_id
+            open_message = self.texts[key] = (message_id, signal.subagent_run_id)
             out.append(
                 e.TextMessageStart(message_id=message_id, role=signal.role, name=signal.name, subagent_run_id=signal.subagent_run_id)
             )
-        out.append(e.TextMessageContent(message_id=message_id, delta=text, subagent_run_id=self._owner(message_id)))
+        message_id, owner = open_message
+        out.append(e.TextMessageContent(message_id=message_id, delta=text, subagent_run_id=owner))
 
     def _text_id(self, key: str | None) -> str:
         """The agent's id when it names one, made unique if that message was already closed in this run."""
@@ -193,8 +199,8 @@ class Translator:
         if signal.message_id is None:
             self._close_text(out)
         elif signal.message_id in self.texts:
-            message_id = self.texts.pop(signal.message_id)
-            out.append(e.TextMessageEnd(message_id=message_id, subagent_run_id=self._owner(message_id)))
+            message_id, owner = self.texts.pop(signal.message_id)
+            out.append(e.TextMessageEnd(message_id=message_id, subagent_run_id=owner))
 
     def _reasoning(self, signal: s.ReasoningDelta, out: list[e.Event]) -> None:
         if not signal.text:
@@ -345,8 +351,8 @@ class Translator:
 
     def _close_owned(self, subagent: str, out: list[e.Event]) -> None:
         """The sub-agent's open messages and tool calls end with it."""
-        for key, message_id in list(self.texts.items()):
-            if self._owner(message_id) == subagent:
+        for key, (message_id, owner) in list(self.texts.items()):
+            if owner == subagent:
                 del self.texts[key]
                 out.append(e.TextMessageEnd(message_id=message_id, subagent_run_id=subagent))
         for call_id in self.tools:
