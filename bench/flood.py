@@ -8,6 +8,8 @@ redis, the gateway on the memory store runs beside it, for the ratio of the two 
 (bench/node/load_client.mjs), so that it is not the bottleneck; rounds interleave the servers so drift hits all alike.
 --baseline DIR adds the gateway of another checkout (e.g. `git worktree add /tmp/before <commit>`) on the same
 store, for a before/after measured in one run: on a shared machine, figures of two runs apart drift by 20%.
+Each ratio is given twice: of the servers' medians, and round by round (the median of each round's ratio, and its range),
+which a drift of the machine's speed from one round to the next does not move.
 """
 
 from __future__ import annotations
@@ -185,6 +187,15 @@ def figure(result: dict, metric: str) -> float:
     return result["ttfe"]["p50"]
 
 
+def paired(rows: list[dict], base: list[dict], metric: str, *, shorter_better: bool = False) -> str:
+    """The ratio of two servers round by round (each round runs them back to back, so a drift of the machine's speed
+    between rounds cancels out): its median and its range over the rounds."""
+    ratios = sorted(figure(row, metric) / figure(other, metric) for row, other in zip(rows, base, strict=True))
+    if shorter_better:
+        ratios = sorted(1 / ratio for ratio in ratios)
+    return f"round by round {statistics.median(ratios):.2f}x ({ratios[0]:.2f}-{ratios[-1]:.2f}x)"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--store", choices=["memory", "file", "redis"], default="memory")
@@ -241,8 +252,10 @@ def main() -> None:
                 f"  {kind:8s} {medians[kind]:>12,.1f}   first event p50 {p50:6.2f} ms p99 {p99:7.2f} ms"
                 f"   server CPU {cpu[kind]:6.0f} us/run   failed runs {failed}"
             )
+        rows = results[name]
         print(
-            f"  gateway / floor = {medians['gateway'] / medians['bare']:.2f}x   gateway / sdk = {medians['gateway'] / medians['sdk']:.2f}x"
+            f"  gateway / floor = {medians['gateway'] / medians['bare']:.2f}x, {paired(rows['gateway'], rows['bare'], metric)}"
+            f"   gateway / sdk = {medians['gateway'] / medians['sdk']:.2f}x"
             f"   server CPU per run: gateway / floor = {cpu['gateway'] / cpu['bare']:.2f}x"
         )
         if "h11" in medians:
@@ -252,14 +265,18 @@ def main() -> None:
             if metric == "first event":
                 ratio = 1 / ratio
             print(
-                f"  gateway / baseline = {ratio:.2f}x   baseline / floor = {medians['baseline'] / medians['bare']:.2f}x"
+                f"  gateway / baseline = {ratio:.2f}x, {paired(rows['gateway'], rows['baseline'], metric, shorter_better=metric == 'first event')}"
+                f"   baseline / floor = {medians['baseline'] / medians['bare']:.2f}x"
                 f"   server CPU per run: gateway / baseline = {cpu['gateway'] / cpu['baseline']:.2f}x"
             )
         if "memory" in medians:
             ratio = medians["gateway"] / medians["memory"]
             if metric == "first event":
                 ratio = 1 / ratio  # a shorter first event is better
-            print(f"  {args.store} store / memory store = {ratio:.2f}x")
+            print(
+                f"  {args.store} store / memory store = {ratio:.2f}x,"
+                f" {paired(rows['gateway'], rows['memory'], metric, shorter_better=metric == 'first event')}"
+            )
 
 
 if __name__ == "__main__":
