@@ -1,5 +1,6 @@
-"""Reads a run's logged events back into what its translator knew: the spans still open, the custom-event
-sequence, the session mapping, and the text each message already showed (an adopter goes on from there)."""
+"""Reads a run's logged events back into what its translator knew: the spans still open and the sub-agents that
+own them, the custom-event sequence, the session mapping, and the text each message already showed (an adopter goes
+on from there)."""
 
 from __future__ import annotations
 
@@ -30,6 +31,8 @@ class Replayed:
     shown: dict[str, str] = field(default_factory=dict)  # the agent's message id -> the text shown under it
     agent_events: list[str] = field(default_factory=list)  # eventIds of the agent's own envelopes (CUSTOM values)
     agent_sequence: int = 0  # the highest sequence among them
+    subagents: dict[str, bool] = field(default_factory=dict)  # sub-agent run id -> still active
+    owners: dict[str, str] = field(default_factory=dict)  # message or tool call id -> the sub-agent that started it
 
 
 def _key(message_id: str) -> str | None:
@@ -52,6 +55,7 @@ def replay(events: list[bytes]) -> Replayed:
         elif kind == "TEXT_MESSAGE_START":
             state.texts[event["messageId"]] = event["messageId"]
             state.text_ids.add(event["messageId"])
+            _owned(state, event["messageId"], event)
         elif kind == "TEXT_MESSAGE_CONTENT":
             key = _key(event["messageId"])
             if key is not None:
@@ -64,15 +68,26 @@ def replay(events: list[bytes]) -> Replayed:
             state.reasoning = None
         elif kind == "TOOL_CALL_START":
             state.tools.append(event["toolCallId"])
+            _owned(state, event["toolCallId"], event)
         elif kind in ("TOOL_CALL_END", "TOOL_CALL_RESULT") and event.get("toolCallId") in state.tools:
             state.tools.remove(event["toolCallId"])
         elif kind == "STEP_STARTED" and event["stepName"] not in state.steps:
             state.steps.append(event["stepName"])
         elif kind == "STEP_FINISHED" and event["stepName"] in state.steps:
             state.steps.remove(event["stepName"])
+        elif kind == "SUBAGENT_STARTED":
+            state.subagents[event["subagentRunId"]] = True
+        elif kind in ("SUBAGENT_FINISHED", "SUBAGENT_ERROR"):
+            state.subagents[event["subagentRunId"]] = False
         elif kind == "CUSTOM":
             _custom(state, event)
     return state
+
+
+def _owned(state: Replayed, span_id: str, event: dict[str, Any]) -> None:
+    subagent = event.get("subagentRunId")
+    if isinstance(subagent, str):
+        state.owners[span_id] = subagent
 
 
 def _custom(state: Replayed, event: dict[str, Any]) -> None:
@@ -97,8 +112,10 @@ def restore(translator: Translator, state: Replayed) -> None:
     translator.session.update(state.session)
     translator.session_sent = state.session_sent
     translator.sequence = max(translator.sequence, state.sequence)
-    translator.texts = {_key(message_id): (message_id, None) for message_id in state.texts}
+    translator.texts = {_key(message_id): (message_id, state.owners.get(message_id)) for message_id in state.texts}
     translator.text_ids_used = dict.fromkeys(state.text_ids)
     translator.reasoning_id = state.reasoning
     translator.tools = tuple(state.tools)
+    translator.owners = {call_id: state.owners[call_id] for call_id in state.tools if call_id in state.owners} or None
+    translator.subagents = dict(state.subagents) or None
     translator.steps = tuple(state.steps)

@@ -6,6 +6,7 @@ from gateway.agents import signals as s
 from gateway.agents.a2a.frames import FrameReader
 from gateway.engine.replay import replay, restore
 from gateway.engine.translator import Translator
+from gateway.errors import ErrorCode, GatewayError
 from gateway.protocol import events as e
 
 
@@ -78,3 +79,31 @@ def test_pipeline_text_the_log_shows_is_not_sent_again():
         }
         reader.envelope(envelope, out, recovered=True)
     assert "".join(x.text for x in out if isinstance(x, s.TextDelta)) == "cd"
+
+
+def test_an_adopter_knows_the_sub_agents_and_what_each_has_open():
+    first = Translator({"executionId": "x"}, 0, [])
+    log: list[e.Event] = [e.RunStarted(thread_id="t", run_id="r", protocol_version="1.0")]
+    for signal in (
+        s.SubagentStart(subagent_run_id="done", name="planner"),
+        s.SubagentFinish(subagent_run_id="done"),
+        s.SubagentStart(subagent_run_id="sa", name="researcher"),
+        s.ToolStart(tool_call_id="c1", name="search", subagent_run_id="sa"),
+        s.TextDelta(text="found ", message_id="m1", subagent_run_id="sa"),
+    ):
+        log.extend(first.translate(signal))
+    adopter = Translator({"executionId": "x"}, 0, [])
+    restore(adopter, replay(logged(*log)))
+
+    going_on = adopter.translate(s.TextDelta(text="more", message_id="m1"))
+    assert going_on == [e.TextMessageContent(message_id="m1", delta="more", subagent_run_id="sa")], "its owner goes on"
+    ended = adopter.translate(s.SubagentFinish(subagent_run_id="sa"))
+    assert ended[:2] == [e.TextMessageEnd(message_id="m1", subagent_run_id="sa"), e.ToolCallEnd(tool_call_id="c1", subagent_run_id="sa")]
+    assert isinstance(ended[2], e.SubagentFinished) and ended[2].subagent_run_id == "sa"
+    for refused_signal in (s.SubagentStart(subagent_run_id="done", name="planner"), s.TextDelta(text="late", subagent_run_id="done")):
+        try:
+            adopter.translate(refused_signal)
+        except GatewayError as error:
+            assert error.code == ErrorCode.AGENT_PROTOCOL_ERROR
+        else:
+            raise AssertionError(f"{refused_signal!r}: a finished sub-agent stays finished after adoption")
