@@ -1,8 +1,10 @@
-"""Where a short run's CPU goes: the gateway under the C=200 (or --concurrency) short-run load of bench/flood.py (N=20), sampled from
+"""Where a short run's CPU goes: the gateway under the C=200 (or --concurrency) short-run load of bench/flood.py (N=20, or
+--events), sampled from
 outside by py-spy, each sample given to the component of its innermost frame that belongs to one, and printed as
 shares of the gateway's busy time beside its CPU per run and the floor's.
 
 Usage: pip install -e '.[bench]' && (cd bench/node && npm ci) && python -m bench.profile [--seconds 8] [--store memory]
+       [--concurrency 200] [--events 20]
 Needs ptrace rights over the gateway process (root, or kernel.yama.ptrace_scope=0). Samples taken while the loop
 waits in epoll are not counted: the shares are of busy time. BENCH_PROFILE_SAMPLES=path keeps py-spy's raw
 samples there, for a finer look (one stack a line, root first, its count last).
@@ -55,6 +57,7 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=8)
     parser.add_argument("--store", choices=["memory", "file", "redis"], default="memory")
     parser.add_argument("--concurrency", type=int, default=200, help="streams at once (1: the first-event case)")
+    parser.add_argument("--events", type=int, default=20, help="events a run (200: the C=50 long-stream case)")
     args = parser.parse_args()
     spy = shutil.which("py-spy") or os.path.join(os.path.dirname(sys.executable), "py-spy")
     with tempfile.TemporaryDirectory() as state_dir:
@@ -70,7 +73,9 @@ def main() -> None:
             def keep_loading() -> None:
                 while not stop.is_set():
                     subprocess.run(
-                        ["node", NODE_CLIENT, gateway[1], "200", "20", "2000"], capture_output=True, preexec_fn=pinned(CLIENT_CORE)
+                        ["node", NODE_CLIENT, gateway[1], str(args.concurrency), str(args.events), "2000"],
+                        capture_output=True,
+                        preexec_fn=pinned(CLIENT_CORE),
                     )
 
             loader = threading.Thread(target=keep_loading)
@@ -98,8 +103,8 @@ def main() -> None:
             finally:
                 stop.set()
                 loader.join()
-            gateway_run = load(gateway[1], args.concurrency, 20, 3000, gateway[0].pid)
-            floor_run = load(floor[1], args.concurrency, 20, 3000, floor[0].pid)
+            gateway_run = load(gateway[1], args.concurrency, args.events, 3000, gateway[0].pid)
+            floor_run = load(floor[1], args.concurrency, args.events, 3000, floor[0].pid)
         finally:
             for proc, _ in [gateway, floor, *([redis] if redis else [])]:
                 proc.terminate()
@@ -113,7 +118,7 @@ def main() -> None:
     total = sum(shares.values())
     per_run = gateway_run["cpu_us_per_run"]
     print(
-        f"C={args.concurrency} N=20 short runs, {args.store} store: gateway {per_run:.0f} us of CPU per run, floor {floor_run['cpu_us_per_run']:.0f} us"
+        f"C={args.concurrency} N={args.events} runs, {args.store} store: gateway {per_run:.0f} us of CPU per run, floor {floor_run['cpu_us_per_run']:.0f} us"
     )
     print(f"{total} busy samples over {args.seconds:g} s")
     for name, count in shares.most_common():
