@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from gateway.agents import signals as s
 from gateway.agents.a2a.frames import FrameReader
 from gateway.engine.replay import replay, restore
@@ -101,9 +103,6 @@ def test_an_adopter_knows_the_sub_agents_and_what_each_has_open():
     assert ended[:2] == [e.TextMessageEnd(message_id="m1", subagent_run_id="sa"), e.ToolCallEnd(tool_call_id="c1", subagent_run_id="sa")]
     assert isinstance(ended[2], e.SubagentFinished) and ended[2].subagent_run_id == "sa"
     for refused_signal in (s.SubagentStart(subagent_run_id="done", name="planner"), s.TextDelta(text="late", subagent_run_id="done")):
-        try:
+        with pytest.raises(GatewayError) as refused:  # a finished sub-agent stays finished after adoption
             adopter.translate(refused_signal)
-        except GatewayError as error:
-            assert error.code == ErrorCode.AGENT_PROTOCOL_ERROR
-        else:
-            raise AssertionError(f"{refused_signal!r}: a finished sub-agent stays finished after adoption")
+        assert refused.value.code == ErrorCode.AGENT_PROTOCOL_ERROR
