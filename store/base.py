@@ -9,8 +9,9 @@ from __future__ import annotations
 import abc
 import enum
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any, Literal
+
+import msgspec
 
 from store.eventlog import EventLog, LogFenced, LogWrite
 from store.records import Execution, ExecutionStatus, PendingInterrupt
@@ -48,8 +49,7 @@ class StoreUnavailable(Exception):
         self.retryable = retryable
 
 
-@dataclass(frozen=True, slots=True)
-class Admission:
+class Admission(msgspec.Struct, frozen=True):
     thread_id: str
     run_id: str
     digest: str
@@ -63,8 +63,7 @@ class Admission:
     restart_unstarted: bool = False  # a run admitted but never started (no lease, no events) may be admitted again
 
 
-@dataclass(frozen=True, slots=True)
-class Lease:
+class Lease(msgspec.Struct, frozen=True):
     """What a run holds after admission; every later write presents it and is refused once it is stale."""
 
     thread_id: str
@@ -73,30 +72,26 @@ class Lease:
     fence: int
 
 
-@dataclass(frozen=True, slots=True)
-class Progress:
+class Progress(msgspec.Struct, frozen=True):
     """How far an execution got: its last custom-event sequence and the backend identities it learned."""
 
     sequence: int
     identities: dict[str, str]
 
 
-@dataclass(slots=True)
-class AdmitResult:
+class AdmitResult(msgspec.Struct):
     execution: Execution | None  # the execution this run works on (a copy)
     history: list[Execution]  # recent finished executions (copies), for resume diagnostics
     expired: Execution | None = None  # an execution whose interrupts expired during this admission
     fence: int = 0
 
 
-@dataclass(slots=True)
-class RenewResult:
+class RenewResult(msgspec.Struct):
     ok: bool  # False: the run lost its lease (expired, or fenced off by a newer run)
     cancel_requested: bool = False
 
 
-@dataclass(frozen=True, slots=True)
-class Adopted:
+class Adopted(msgspec.Struct, frozen=True):
     """A run this replica adopted: its new lease, the record its first owner left, and its execution (a copy)."""
 
     lease: Lease
@@ -104,8 +99,7 @@ class Adopted:
     execution: Execution | None
 
 
-@dataclass(slots=True)
-class CancelResult:
+class CancelResult(msgspec.Struct):
     status: Literal["cancelled", "already_terminal", "not_found", "lost"]
     running_owner: str | None = None
     execution: Execution | None = None
@@ -114,8 +108,7 @@ class CancelResult:
 RESTART_WINDOW_SECONDS = 3600.0  # how long after its admission a never-started run may be admitted again
 
 
-@dataclass(frozen=True, slots=True)
-class LatestRun:
+class LatestRun(msgspec.Struct, frozen=True):
     """A thread's newest run (the one in flight, else the last admitted) and the userId the thread is bound to."""
 
     run_id: str

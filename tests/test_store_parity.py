@@ -6,11 +6,11 @@ out of the comparison; everything else, including which run records and executio
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import json
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import msgspec
 import pytest
 
 from store import Admission, Lease, PendingInterrupt, Progress, Rejected, Rejection
@@ -88,17 +88,17 @@ async def expiry_and_lost_lease(store, advance: Advance) -> None:
 
 
 async def retried_and_unstarted_admissions(store, advance: Advance) -> None:
-    tried = dataclasses.replace(admission(store, "r1", "e1"), nonce="n1", restart_unstarted=True)
+    tried = msgspec.structs.replace(admission(store, "r1", "e1"), nonce="n1", restart_unstarted=True)
     first = await store.admit(tried)
     assert (await store.admit(tried)).fence == first.fence  # the same try again: the grant it made, nothing new
-    retry = dataclasses.replace(tried, nonce="n2", new_execution_id="e2")  # the client's retry after a lost answer
+    retry = msgspec.structs.replace(tried, nonce="n2", new_execution_id="e2")  # the client's retry after a lost answer
     with pytest.raises(Rejected) as busy:
         await store.admit(retry)
     assert busy.value.reason is Rejection.THREAD_BUSY  # the orphaned lease still holds the thread
     await advance(0.4)  # it runs out
     assert (await store.admit(retry)).fence == first.fence + 1  # never started: admitted again
     with pytest.raises(Rejected) as duplicate:
-        await store.admit(dataclasses.replace(retry, nonce="n3", restart_unstarted=False))
+        await store.admit(msgspec.structs.replace(retry, nonce="n3", restart_unstarted=False))
     assert duplicate.value.reason is Rejection.DUPLICATE_RUN_ID
 
 

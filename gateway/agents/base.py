@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import abc
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass
 from typing import Any, Literal
+
+import msgspec
 
 from gateway.agents.signals import Signal
 
@@ -18,8 +19,7 @@ def _never() -> bool:
     return False
 
 
-@dataclass(frozen=True, slots=True)
-class CloudCredentials:
+class CloudCredentials(msgspec.Struct, frozen=True):
     """Short-lived cloud credentials of the caller: a secret, used for this run only and never kept."""
 
     access_key_id: str | None = None
@@ -31,8 +31,7 @@ class CloudCredentials:
         return f"CloudCredentials(region_id={self.region_id!r}, <secrets redacted>)"
 
 
-@dataclass(frozen=True, slots=True)
-class AgentOptions:
+class AgentOptions(msgspec.Struct, frozen=True):
     """What the caller asked of the agent for this run. `api_key` and `cloud` are secrets: use, never keep."""
 
     invocation_id: str
@@ -55,8 +54,7 @@ class AgentOptions:
         return f"AgentOptions(invocation_id={self.invocation_id!r}, <other fields redacted>)"
 
 
-@dataclass(frozen=True, slots=True)
-class ResumeAnswer:
+class ResumeAnswer(msgspec.Struct, frozen=True):
     interrupt_id: str
     status: Literal["resolved", "cancelled"]
     payload: Any
@@ -64,8 +62,7 @@ class ResumeAnswer:
     tool_call_id: str | None
 
 
-@dataclass(frozen=True, slots=True)
-class AgentRequest:
+class AgentRequest(msgspec.Struct, frozen=True):
     """One run as the backend sees it. `options` may hold request secrets: use them, never keep them."""
 
     thread_id: str

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass, field
 from typing import Any
+
+import msgspec
 
 from gateway.errors import ErrorCode, GatewayError
 
 
-@dataclass(frozen=True, slots=True)
-class Principal:
+class Principal(msgspec.Struct, frozen=True):
     """The caller. `key` identifies it for rate limits (never the token itself). `owner` is the identity
     threads are bound to: None without authentication; one value for every holder of the static token;
     the issuer and subject (or client id, when the token has no subject) of an OAuth token. `user_id` is
@@ -21,7 +21,7 @@ class Principal:
     key: str
     subject: str | None = None
     client_id: str | None = None
-    scopes: frozenset[str] = field(default_factory=frozenset)
+    scopes: frozenset[str] = msgspec.field(default_factory=frozenset)
     owner: str | None = None
     user_id: str | None = None
     expires_at: float | None = None

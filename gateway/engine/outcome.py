@@ -2,43 +2,38 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
+
+import msgspec
 
 from gateway.agents import signals as s
 from gateway.errors import GatewayError
 from gateway.protocol import events as e
 
 
-@dataclass(frozen=True, slots=True)
-class Completed:
+class Completed(msgspec.Struct, frozen=True):
     result: Any = None
     pending_tool_call_ids: tuple[str, ...] = ()  # client tools the client is to run (RUN_FINISHED success states them)
 
 
-@dataclass(frozen=True, slots=True)
-class Interrupted:
+class Interrupted(msgspec.Struct, frozen=True):
     request: s.InputRequired
     announced: tuple[e.Interrupt, ...] = ()  # the interrupts as RUN_FINISHED states them, once they are saved
 
 
-@dataclass(frozen=True, slots=True)
-class Cancelled:
+class Cancelled(msgspec.Struct, frozen=True):
     """Cancelled on purpose (cancel extension, cross-replica intent, drain): RUN_FINISHED cancelled."""
 
 
-@dataclass(frozen=True, slots=True)
-class Failed:
+class Failed(msgspec.Struct, frozen=True):
     error: GatewayError
 
 
-@dataclass(frozen=True, slots=True)
-class Disconnected:
+class Disconnected(msgspec.Struct, frozen=True):
     """The client went away: the backend is cancelled and no terminal event is written."""
 
 
-@dataclass(frozen=True, slots=True)
-class HandedOff:
+class HandedOff(msgspec.Struct, frozen=True):
     """Another replica goes on with the run (a drain's hand-off, or an adopter took the lease): this one writes
     no end, sends no terminal event, and leaves the backend's task running."""
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import msgspec
@@ -14,8 +13,7 @@ from gateway.protocol import validate
 from gateway.protocol.input import RunAgentInput, decode_forwarded_props, decode_run_input
 
 
-@dataclass(slots=True)
-class PreparedRun:
+class PreparedRun(msgspec.Struct):
     run: RunAgentInput
     workspace: validate.Workspace
     digest: str

@@ -8,7 +8,6 @@ import functools
 import os
 import posixpath
 import re
-from dataclasses import dataclass
 
 import msgspec
 
@@ -54,8 +53,7 @@ def error_from_msgspec(exc: msgspec.MsgspecError) -> GatewayError:
     return invalid(path or "body", detail if detail.endswith(".") else detail + ".")
 
 
-@dataclass(frozen=True, slots=True)
-class Workspace:
+class Workspace(msgspec.Struct, frozen=True):
     """Where and for whom a run works, after normalisation."""
 
     extension: IacCode

@@ -7,23 +7,22 @@ from __future__ import annotations
 
 import abc
 import hashlib
-from dataclasses import dataclass
+
+import msgspec
 
 Entry = tuple[int, bytes]  # (position, the event's JSON)
 TOMBSTONE_SECONDS = 86_400.0
 READ_LIMIT = 1000  # entries a follower, an attach or an adopter asks of one read
 
 
-@dataclass(frozen=True, slots=True)
-class LogRef:
+class LogRef(msgspec.Struct, frozen=True):
     """One run's log: the store's thread key (it carries the caller's scope) and the run id."""
 
     thread_key: str
     run_id: str
 
 
-@dataclass(frozen=True, slots=True)
-class LogMeta:
+class LogMeta(msgspec.Struct, frozen=True):
     """What an attacher must match: the run's rosInvocationId and request (as digests), and who wrote it."""
 
     ros_digest: str
@@ -32,8 +31,7 @@ class LogMeta:
     execution_id: str = ""  # so that an attacher on another replica can cancel the run
 
 
-@dataclass(slots=True)
-class LogRead:
+class LogRead(msgspec.Struct):
     meta: LogMeta
     entries: list[Entry]
     first: int  # the oldest position the log still holds (head + 1 when it holds none)
@@ -57,8 +55,7 @@ class LogFenced(Exception):
     """A newer owner (an adopter, with a higher fence) writes this log now: this writer must stop."""
 
 
-@dataclass(frozen=True, slots=True)
-class LogWrite:
+class LogWrite(msgspec.Struct, frozen=True):
     """One `EventLog.write`, described, so that a store can send it in the same round trip as another write."""
 
     ref: LogRef

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import time
 from collections import OrderedDict
-from dataclasses import dataclass, field
 from operator import itemgetter
+
+import msgspec
 
 from store.base import Clock
 from store.eventlog import TOMBSTONE_SECONDS, Entry, EventLog, LogMeta, LogRead, LogRef
@@ -14,13 +15,12 @@ MAX_ENDED_LOGS = 10_000  # ended runs kept for replay; the oldest go first
 _DATA = itemgetter(1)  # an entry's event (no frame of its own, as a comprehension has on Python 3.11)
 
 
-@dataclass(slots=True)
-class _Log:
+class _Log(msgspec.Struct):
     """Positions are implicit (`first` + index): thousands of kept logs must not mean millions of tuples."""
 
     meta: LogMeta
     first: int = 1
-    data: list[bytes] = field(default_factory=list)
+    data: list[bytes] = msgspec.field(default_factory=list)
     ended_at: float | None = None
     head: int = 0
 
