@@ -3,11 +3,8 @@
 from __future__ import annotations
 
 import abc
-import asyncio
-import contextlib
 import time
 import uuid
-import weakref
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -16,12 +13,12 @@ import msgspec
 from store import rules
 from store.base import Admission, AdmitResult, CancelResult, Clock, Lease, Progress, Rejected, RenewResult, ThreadStore
 from store.eventlog import LogRef
+from store.keylocks import KeyedLocks
 from store.records import ExecutionStatus, PendingInterrupt, ThreadState
 
 T = TypeVar("T")
 MAX_TICKETS = 10_000  # unredeemed WebSocket tickets kept in memory
 MAX_BUCKETS = 100_000  # rate-limit buckets kept in memory
-_UNLOCKED = contextlib.nullcontext()  # stateless: one serves every transaction that needs no lock
 
 
 class DocumentStore(ThreadStore):
@@ -39,7 +36,7 @@ class DocumentStore(ThreadStore):
             self.lease_seconds = lease_seconds
             self.needs_renewal = True
         self.owner_id = f"proc-{uuid.uuid4().hex}"
-        self._locks: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
+        self._locks = KeyedLocks()
         self._tickets: dict[str, tuple[float, str]] = {}  # single process: digest -> (expiry, value) in memory
         self._buckets: dict[str, tuple[float, float]] = {}  # caller -> (tokens, clock time)
 
@@ -57,16 +54,18 @@ class DocumentStore(ThreadStore):
         then: Callable[[], None] | None = None,
     ) -> T:
         """Apply one rule under the thread's lock; save what it returns (then `then`); raise a refusal after saving."""
-        lock: contextlib.AbstractAsyncContextManager[object] = _UNLOCKED
-        if self.steps_wait:
-            held = self._locks.get(thread_id)
-            if held is None:
-                held = self._locks[thread_id] = asyncio.Lock()
-            lock = held
-        async with lock:  # the memory store's steps run whole between two turns of the loop: nothing comes between
+        locks = self._locks if self.steps_wait else None  # the memory store's steps run whole between two turns
+        if locks is not None:
+            turn = locks.take(thread_id)
+            if turn is not None:
+                await locks.wait(thread_id, turn)
+        try:
             new_state, result = change(await self._load(thread_id), self.clock())
             if new_state is not None:
                 await self._save(thread_id, new_state, then)
+        finally:
+            if locks is not None:
+                locks.release(thread_id)
         if isinstance(result, Rejected):
             raise result
         return result
