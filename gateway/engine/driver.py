@@ -112,6 +112,9 @@ async def _follow(run: Run) -> Coroutine[Any, Any, Outcome]:
 async def _consume(run: Run, signals: AsyncIterator[s.Signal], digests: dict[str, str]) -> Outcome:
     # No bound methods cached in locals: an idle run's frame would keep them (two objects) for its whole life.
     not_shown = _NOT_SHOWN
+    # The lease proof, before each event: None where the store needs none (memory, file). Asked of the keeper here,
+    # not through a method of the run: a frame less for every event.
+    keeper = run.keeper
     awaiting = run.state is RunState.AWAITING_ACCEPTANCE
     try:
         async for signal in signals:
@@ -125,8 +128,8 @@ async def _consume(run: Run, signals: AsyncIterator[s.Signal], digests: dict[str
                     await run.note_adoptable(signal.state)
                     continue
                 return await _terminal(run, signal)
-            if not run.may_publish():  # the lease is no longer proven: the run was stopped; nothing more is shown
-                raise asyncio.CancelledError
+            if keeper is not None and not keeper.holds() and not keeper.check():
+                raise asyncio.CancelledError  # the lease is no longer proven: the run was stopped; nothing more is shown
             try:
                 events = run.translator.translate(signal)
             except GatewayError as error:  # the backend broke the protocol: none of this signal is shown

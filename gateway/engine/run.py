@@ -172,11 +172,6 @@ class Run:
         """Another replica can go on with this run: the store holds its adoption record."""
         return self._adopt_written is not None
 
-    def may_publish(self) -> bool:
-        """Whether this replica still owns the run: its lease is proven (or needs no renewal)."""
-        keeper = self.keeper
-        return keeper is None or keeper.holds() or keeper.check()  # check(): the rare case, that also tells the run
-
     # -- what its event stream and log writer ask of the run (it is their StreamOwner and LogOwner) ----------
     def log_first(self) -> int:
         """The log's first position: an adopter keeps its predecessor's entries until its own ring trims past its
