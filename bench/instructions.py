@@ -8,7 +8,10 @@ Each figure is a whole process run twice under callgrind, with no runs and with 
 divided by the runs; HTTP parsing and the socket writes are left out (the same parser for all; the gateway writes
 fewer times per run than the floor, which this count does not credit it). `--store` counts the gateway on another store
 (a Redis URL: that server's own work is not counted; the store's periodic work in the background is, for the longer
-time a process of many runs lasts under valgrind). Needs valgrind (Debian: valgrind).
+time a process of many runs lasts under valgrind). Under valgrind a run lasts about fifty times longer, so on the file
+and Redis stores every run outlives its log's first-write delay (20 ms) and writes behind, which the timed server at
+C=200 N=20 never does: `--log-delay 30` counts what that server does (the delay, in seconds). Needs valgrind (Debian:
+valgrind).
 """
 
 from __future__ import annotations
@@ -24,9 +27,10 @@ import tempfile
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RUNNER = os.path.join(ROOT, "bench", "instructions_runs.py")
 COLLECTED = re.compile(r"Collected : (\d+)")
+LOG_DELAY = "BENCH_LOG_DELAY"  # the runner's log writer's first-write delay, in seconds ("": the gateway's own)
 
 
-def count(app: str, root: str, events: int, runs: int, concurrency: int, store: str) -> int:
+def count(app: str, root: str, events: int, runs: int, concurrency: int, store: str, log_delay: str = "") -> int:
     """Instructions of one process that makes `runs` runs of `/flood events` against `app` (gateway or floor)."""
     with tempfile.TemporaryDirectory() as state:
         done = subprocess.run(
@@ -44,7 +48,7 @@ def count(app: str, root: str, events: int, runs: int, concurrency: int, store: 
                 store,
             ],
             cwd=root,
-            env={**os.environ, "PYTHONHASHSEED": "0", "PYTHONPATH": root},
+            env={**os.environ, "PYTHONHASHSEED": "0", "PYTHONPATH": root, LOG_DELAY: log_delay},
             capture_output=True,
             text=True,
             check=True,
@@ -55,8 +59,9 @@ def count(app: str, root: str, events: int, runs: int, concurrency: int, store: 
     return int(found.group(1))
 
 
-def per_run(app: str, root: str, events: int, runs: int, concurrency: int, store: str = "memory") -> float:
-    return (count(app, root, events, runs, concurrency, store) - count(app, root, events, 0, concurrency, store)) / runs
+def per_run(app: str, root: str, events: int, runs: int, concurrency: int, store: str = "memory", log_delay: str = "") -> float:
+    made, none = (count(app, root, events, n, concurrency, store, log_delay) for n in (runs, 0))
+    return (made - none) / runs
 
 
 def main() -> None:
@@ -66,13 +71,14 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=200)
     parser.add_argument("--store", default="memory", help="the gateway's store: memory (the default), file, or a Redis URL")
     parser.add_argument("--baseline", metavar="DIR", help="also the gateway of another checkout")
+    parser.add_argument("--log-delay", default="", metavar="SECONDS", help="the event log's first-write delay (default: the gateway's)")
     args = parser.parse_args()
     if shutil.which("valgrind") is None:
         raise SystemExit("valgrind is needed (apt-get install valgrind)")
     shape = (args.events, args.runs, args.concurrency)
-    figures = {"gateway": per_run("gateway", ROOT, *shape, args.store), "floor": per_run("floor", ROOT, *shape)}
+    figures = {"gateway": per_run("gateway", ROOT, *shape, args.store, args.log_delay), "floor": per_run("floor", ROOT, *shape)}
     if args.baseline:
-        figures["baseline"] = per_run("gateway", os.path.abspath(args.baseline), *shape, args.store)
+        figures["baseline"] = per_run("gateway", os.path.abspath(args.baseline), *shape, args.store, args.log_delay)
     store = args.store.split("://")[0]
     print(f"/flood {args.events}, {args.runs} runs at C={args.concurrency}, in-process, {store} store; instructions per run (valgrind)")
     for name, value in figures.items():

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sys
 import uuid
 from typing import Any
@@ -91,6 +92,10 @@ async def main(kind: str, events: int, runs: int, concurrency: int, state_dir: s
         from server.cli import settings_from_args
         from transports.fast_path import Outermost
 
+        if os.environ.get("BENCH_LOG_DELAY"):  # bench/instructions.py --log-delay
+            from gateway.engine import logwriter
+
+            logwriter.FIRST_FLUSH_DELAY = float(os.environ["BENCH_LOG_DELAY"])
         settings = settings_from_args(["--store", store, "--state-dir", state_dir, "--allowed-cwd", "/tmp", "--log-level", "warning"])
         litestar = create_app(settings)
         life = await lifespan(litestar)
