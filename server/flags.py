@@ -217,7 +217,8 @@ FLAGS: tuple[Flag, ...] = (
     Flag(
         "--redis-max-connections",
         "64",
-        "Redis store: commands in flight per replica; more wait up to 5 s for a free connection instead of failing",
+        "Redis store: commands on pooled connections in flight per replica (the scripts pipelined on the store's own connection"
+        " are not counted); more wait up to 5 s for a free connection instead of failing",
         integer("--redis-max-connections", 1),
     ),
     Flag(

@@ -1,7 +1,7 @@
 """The Redis store's pipelined wire against a real redis-server: many callers share one connection and each gets its
 own replies in order, error replies stay in their place, a connection killed under the callers costs them one more
 try on a new one, a stalled server fails the commands in flight after the socket timeout, and a lost script is
-loaded again."""
+loaded again; and the store's scripts take no slot of its pool while its pooled commands wait for one."""
 
 from __future__ import annotations
 
@@ -14,6 +14,8 @@ import redis.asyncio as aioredis
 from redis.exceptions import NoScriptError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from store import Admission
+from store.redis import RedisStore
 from store.redis.wire import Wire, pack
 from tests.support import RedisServer
 
@@ -112,3 +114,26 @@ async def test_a_script_the_server_lost_is_loaded_again_through_redis_py(redis_s
         assert await wire.script(script, [], ["y"]) == b"fresh-y"
     finally:
         await client.aclose()
+
+
+async def test_the_stores_scripts_go_out_together_on_the_wire_while_its_pooled_commands_wait_for_a_slot(redis_server):
+    """A store of one slot: 200 admissions at once go out together on the wire's one connection, outside the slots
+    (Redis reads them in a few reads, not one apiece); then 200 document reads at once, each of which takes a
+    pooled connection, wait for the slot in turn instead of failing for want of connections (the pool holds 10)."""
+    store = RedisStore(redis_server.url, retention_seconds=3600, max_connections=1)
+    observer = aioredis.Redis.from_url(redis_server.url)
+    threads = [f"slot-{index}" for index in range(200)]
+    try:
+        await store.admit(Admission("slot-warm", "r", "d", "/w", None, "inv", False, "e", store.owner_id))  # the wire's connection
+        before = int((await observer.info("stats"))["total_reads_processed"])
+        admitted = await asyncio.gather(
+            *(store.admit(Admission(thread, "r1", "d1", "/w", None, "inv", False, f"e-{thread}", store.owner_id)) for thread in threads)
+        )
+        reads = int((await observer.info("stats"))["total_reads_processed"]) - before
+        assert [result.execution.execution_id for result in admitted] == [f"e-{thread}" for thread in threads]
+        assert reads < 20, f"{reads} reads for 200 admissions: they went out one by one"
+        documents = await asyncio.gather(*(store.read_document(thread) for thread in threads))
+        assert [document["active"]["run_id"] for document in documents] == ["r1"] * 200
+    finally:
+        await store.close()
+        await observer.aclose()

@@ -231,8 +231,9 @@ def test_no_secret_reaches_redis(replicas, own_redis, client):
 
 
 def test_400_concurrent_short_runs_on_one_redis_never_fail(tmp_path, own_redis):
-    """Load alone never fails a run: commands wait for a free connection instead of failing when the pool is busy
-    (16 here, so that waiting really happens), and the end of every run is recorded."""
+    """Load alone never fails a run: 400 runs at once on a replica whose pool takes 16 commands at a time (the runs'
+    scripts share the wire's own connection; tests/test_redis_wire.py shows pooled commands waiting for a slot),
+    and the end of every run is recorded."""
     import asyncio
 
     server = Gateway(

@@ -78,7 +78,7 @@ class RedisEventLog(EventLog):
         self._blocking_factory = blocking
         self._blocking: Any = None
         self._command = command  # the store's gate: bounded wait for a pooled connection, errors as StoreUnavailable
-        self._script = script  # the store's way to run a script (inside the gate)
+        self._script = script  # the store's way to run a script, through its gate
         self._state_key = state_key
         self._retention_ms = max(1, int(retention_seconds * 1000))
         with open(os.path.join(LUA_DIR, "log_append.lua")) as source:
@@ -107,7 +107,7 @@ class RedisEventLog(EventLog):
     async def apply(self, write: LogWrite) -> None:
         """One script call whatever it does (open, append a flushed batch, end): one command to encode, one trip."""
         keys, args = self.script_call(write)
-        if await self._command(lambda: self._script(self._append, keys, args)) == -1:
+        if await self._script(self._append, keys, args) == -1:
             raise LogFenced(f"run {write.ref.run_id}: a newer owner writes this log")
 
     def script_call(self, write: LogWrite) -> tuple[list[str], list[int | bytes]]:

@@ -96,8 +96,8 @@ class RedisStore(ThreadStore):
         self.min_replicas = min_replicas  # 0: asynchronous replication (a failover can lose acknowledged writes)
         self.lease_seconds = lease_seconds
         self.owner_id = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
-        # Commands wait for one of `max_connections` slots (at most SLOT_WAIT_SECONDS) instead of failing when
-        # every pooled connection is busy: load alone never turns into STATE_PERSISTENCE_FAILED.
+        # Commands on pooled connections wait for one of `max_connections` slots (at most SLOT_WAIT_SECONDS) instead
+        # of failing when every one is busy: load alone never turns into STATE_PERSISTENCE_FAILED.
         self._slots = asyncio.Semaphore(max_connections)
         self.client = connect(url, max_connections=max_connections + WIRE_CONNECTIONS + POOL_HEADROOM)
         bounds = {
@@ -125,21 +125,22 @@ class RedisStore(ThreadStore):
         )
         self.events = self._log
 
-    async def _command(self, operation: Callable[[], Awaitable[T]]) -> T:
-        """One command through the gate: wait while a Sentinel failover is under way and for a free slot (both
-        bounded), run it; Redis errors become StoreUnavailable."""
+    async def _command(self, operation: Callable[[], Awaitable[T]], *, pooled: bool = True) -> T:
+        """One command through the gate: wait while a Sentinel failover is under way and, when it takes a pooled
+        connection (`pooled`), for a free slot (both bounded); run it; Redis errors become StoreUnavailable."""
         failover = self._failover
         if failover is not None and not failover.writes_open.is_set():  # state and event-log writes alike must
             await failover.writes_reopened()  # reach the new master
-        slots = self._slots
-        if not slots.locked():  # a slot is free: taken at once, no deadline armed (its timer would linger 5 s)
-            await slots.acquire()
-        else:
-            try:
-                async with asyncio.timeout(SLOT_WAIT_SECONDS):
-                    await slots.acquire()
-            except TimeoutError:
-                raise StoreUnavailable("redis: every connection stayed busy") from None
+        slots = self._slots if pooled else None
+        if slots is not None:
+            if not slots.locked():  # a slot is free: taken at once, no deadline armed (its timer would linger 5 s)
+                await slots.acquire()
+            else:
+                try:
+                    async with asyncio.timeout(SLOT_WAIT_SECONDS):
+                        await slots.acquire()
+                except TimeoutError:
+                    raise StoreUnavailable("redis: every connection stayed busy") from None
         try:
             return await (self._through_reshards(operation) if self._cluster else operation())
         except RedisError as exc:
@@ -150,7 +151,8 @@ class RedisStore(ThreadStore):
             log.debug("redis command on a torn connection", exc_info=True)
             raise StoreUnavailable(f"redis: connection lost ({type(exc).__name__})", retryable=True) from None
         finally:
-            slots.release()
+            if slots is not None:
+                slots.release()
 
     @staticmethod
     async def _through_reshards(operation: Callable[[], Awaitable[T]]) -> T:
@@ -172,11 +174,16 @@ class RedisStore(ThreadStore):
         script, args, keys = self.scripts[name], [_encoder.encode(argument)], [key, *extra_keys]
         if self.min_replicas and name in DURABLE_SCRIPTS:
             return await self._command(lambda: self._replicated(script, keys, args))
-        return await self._command(lambda: self._script(script, keys, args))
+        return await self._script(script, keys, args)
 
     def _script(self, script: Any, keys: list[str], args: list[Any]) -> Awaitable[Any]:
-        """A script call (inside the gate): on the wire's short way where there is one."""
-        return self._wire.script(script, keys, args) if self._wire is not None else script(keys=keys, args=args)
+        """A script through the gate: on the wire where there is one, which holds its one connection outside the
+        slots (its callers share it, pipelined: a slot apiece would only queue them behind one another), else on
+        a pooled connection, in a slot."""
+        wire = self._wire
+        if wire is None:
+            return self._command(lambda: script(keys=keys, args=args))
+        return self._command(lambda: wire.script(script, keys, args), pooled=False)
 
     async def _replicated(self, script: Any, keys: list[str], args: list[bytes]) -> Any:
         """The script, then WAIT on the same connection: the reply counts only once `min_replicas` replicas have
@@ -257,7 +264,7 @@ class RedisStore(ThreadStore):
             evalsha(self.scripts["finish_run"], [thread_key(lease.thread_id)], [argument]),
             evalsha(self._log.append_script, log_keys, log_args),
         ]
-        finished, logged = await self._command(lambda: wire.exchange(commands))
+        finished, logged = await self._command(lambda: wire.exchange(commands), pooled=False)
         if isinstance(finished, NoScriptError) or isinstance(logged, NoScriptError):
             # The scripts are not loaded (a restarted or flushed Redis): the ordinary calls load them. The finish
             # is fenced, so running it again after it landed changes nothing.
