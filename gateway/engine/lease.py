@@ -63,12 +63,17 @@ class LeaseKeeper:
         self._lost = False
 
     def start(self) -> None:
+        """One timer until the first renewal is due: the proof's own is armed then, since it ends later (at
+        PROOF_SHARE of the lease's lifetime, past the third when renewals start) and most runs end before."""
         timers = self.timers
         self._first = timers.call_at(timers.now() + self.store.lease_seconds / 3, self._start_renewing)
-        self._arm()
 
     def _start_renewing(self) -> None:
         self._first = None
+        if self.timers.now() >= self.proven_until:  # a process paused past the proof: it ends before any renewal
+            self._expire()
+            return
+        self._arm()
         self._task = asyncio.get_running_loop().create_task(self.keep(), name=f"lease:{self.lease.run_id}")
 
     def stop(self) -> None:

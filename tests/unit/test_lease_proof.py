@@ -102,6 +102,30 @@ async def test_a_run_that_finds_its_proof_run_out_as_it_publishes_still_records_
     assert document["active"] is None and document["history"][-1]["status"] == "failed", "its end is recorded"
 
 
+async def test_a_process_paused_past_its_proof_before_its_first_renewal_stops_the_run_without_renewing():
+    """Until the first renewal is due the keeper holds one timer; a process that wakes past the proof's end finds
+    that timer due first, and it ends the run instead of renewing a lease it can no longer prove."""
+    time = ManualTime()
+    go = asyncio.Event()
+    harness = Harness(ScriptedAgentAfter(go), lease_seconds=LEASE, timers=time)  # type: ignore[arg-type]
+    renewed: list[Lease] = []
+
+    async def record(lease: Lease) -> RenewResult:
+        renewed.append(lease)
+        return RenewResult(True, False)
+
+    harness.store.renew = record  # type: ignore[method-assign]
+    running = asyncio.ensure_future(harness.run(body()))
+    await time.advance(0)
+    time.current += LEASE  # paused past the proof: every timer is due at once on waking
+    await time.advance(0)
+    go.set()
+    events = await asyncio.wait_for(running, 5)
+    assert events[-1]["type"] == "RUN_ERROR" and events[-1]["code"] == "STATE_PERSISTENCE_FAILED", events[-1]
+    assert [e["delta"] for e in events if e["type"] == "TEXT_MESSAGE_CONTENT"] == []
+    assert renewed == [], "no renewal was sent after the proof ran out"
+
+
 class ScriptedAgentAfter(AgentBackend):
     """One delta once the test says so, then success."""
 
