@@ -5,6 +5,7 @@ never the pool that admission uses."""
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 from collections.abc import Awaitable, Callable
@@ -23,6 +24,7 @@ _json = msgspec.json.Encoder().encode  # the control argument (cjson reads it); 
 LIVE_TTL_MS = 86_400_000  # a live run's log outlives a silent day; when the run ends the retention applies
 
 
+@functools.lru_cache(maxsize=1024)  # a run's log is written a few times, within its few hundred ms
 def _keys(ref: LogRef, state_key: str) -> tuple[str, str, str]:
     """The stream, meta and watch keys, with the hash tag of the thread's state key (`agui:{t:…}:state`)."""
     tag = state_key[: -len(":state")]
@@ -110,7 +112,7 @@ class RedisEventLog(EventLog):
         if await self._script(self._append, keys, args) == -1:
             raise LogFenced(f"run {write.ref.run_id}: a newer owner writes this log")
 
-    def script_call(self, write: LogWrite) -> tuple[list[str], list[int | bytes]]:
+    def script_call(self, write: LogWrite) -> tuple[list[str], list[bytes]]:
         """The append script's keys and arguments for this write (the store may pipeline it with its own)."""
         stream, info, _ = self._keys(write.ref)
         control: dict[str, object] = {"first_kept": write.first_kept, "live_ttl_ms": LIVE_TTL_MS, "fence": write.fence}

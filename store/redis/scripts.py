@@ -3,6 +3,7 @@ on, and the encodings of their arguments and replies."""
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -20,6 +21,7 @@ _LIST_FIELDS = ("pending", "answered_ids", "open_steps")
 _decode = msgspec.json.Decoder().decode
 
 
+@functools.lru_cache(maxsize=1024)  # a run asks four times (admission, end), within its few hundred ms
 def thread_key(thread_id: str) -> str:
     """Every key of a thread carries the hash tag {t:<digest>} so scripts work on Redis Cluster."""
     digest = hashlib.sha256(thread_id.encode("utf-8", "surrogatepass")).hexdigest()[:32]
