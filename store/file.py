@@ -97,22 +97,25 @@ class FileStore(DocumentStore):
             self._written.popitem(last=False)
 
     def _append(self, writes: list[tuple[str, bytes, float, Callable[[], None] | None]]) -> list[None]:
-        """On the lane: one batch into the journal, then what waits on each write (the end of a run's log)."""
+        """On the lane: one batch into the journal, then what waits on each write (the end of a run's log, queued
+        and written with the others of the batch)."""
         self.journal.append([(thread_id, line, at) for thread_id, line, at, _ in writes])
         for *_, then in writes:
             if then is not None:
                 then()
+        self.file_events.write_queued()
         if self.journal.due():
             self.journal.compact()
         return [None] * len(writes)
 
     async def finish_run_and_log(self, lease: Lease, status: ExecutionStatus | None, progress: Progress, log: LogWrite) -> Exception | None:
         """`finish_run`, and the run's last event-log write on the lane right after the journal made the finish
-        durable: one trip to the lane for both, and the log is never written when the finish failed."""
+        durable: one trip to the lane for both, and the log is never written when the finish failed. The ends of
+        the runs in one batch of the lane go to the log's segment in one write."""
         written: list[Exception | None] = []
-        write = self.file_events.deferred(log)
+        events = self.file_events
         await self._transact(
-            lease.thread_id, lambda s, now: (rules.finish_run(s, lease, status, progress, now), None), lambda: written.append(write())
+            lease.thread_id, lambda s, now: (rules.finish_run(s, lease, status, progress, now), None), lambda: events.queue(log, written)
         )
         if written:
             return written[0]

@@ -17,11 +17,12 @@ import time
 
 import httpx
 import pytest
+from msgspec.structs import replace
 
 import store.eventlog.segments as segments_module
 import store.journal as journal_module
 from store import Admission, Lease, PendingInterrupt, Progress, Rejected, Rejection, StoreUnavailable
-from store.eventlog import LogMeta, LogRef, ref_digest
+from store.eventlog import LogMeta, LogRef, LogWrite, ref_digest
 from store.file import FileStore
 from store.legacy import thread_file_name
 from store.memory import MemoryStore
@@ -427,6 +428,63 @@ async def test_file_store_group_commit_shares_flushes_and_keeps_each_write(tmp_p
     reopened = FileStore(str(tmp_path / "state"), retention_seconds=3600)  # read back from the journal itself
     for i in range(200):
         assert (await reopened.read_document(f"t{i}"))["thread_id"] == f"t{i}"
+
+
+async def test_the_file_store_writes_the_ends_of_runs_finished_together_in_one_segment_write(tmp_path, monkeypatch):
+    """200 runs whose ends (finish and whole log) arrive together: their logs go to the segment in a few writes, not
+    one apiece, and each reads back whole, before and after a restart. A batch whose segment write fails answers
+    each of its runs with the failure, keeps their finishes, and leaves no trace of their logs in the index."""
+    directory = str(tmp_path / "state")
+    store = FileStore(directory, retention_seconds=3600)
+    segments = store.file_events._segments
+    appended: list[int] = []
+    real = segments._append
+
+    def counting(data: bytes) -> None:
+        appended.append(len(data))
+        real(data)
+
+    monkeypatch.setattr(segments, "_append", counting)
+    meta = LogMeta("ros", "digest", store.owner_id, "e1")
+    admitted = await asyncio.gather(*(store.admit(admission(store, thread=f"t{i}")) for i in range(200)))
+
+    def end_of(i: int, fence: int) -> LogWrite:
+        events = [(p, b'{"run":%d,"n":%d}' % (i, p)) for p in range(1, 11)]
+        return LogWrite(LogRef(f"t{i}", "r1"), events, 1, create=meta, end=10, fence=fence)
+
+    answers = await asyncio.gather(
+        *(store.finish_run_and_log(lease(a, thread=f"t{i}"), "completed", NO_PROGRESS, end_of(i, a.fence)) for i, a in enumerate(admitted))
+    )
+    assert answers == [None] * 200
+    assert len(appended) < 50, f"{len(appended)} segment writes for 200 runs' ends"
+    for i in (0, 77, 199):
+        read = await store.events.read(LogRef(f"t{i}", "r1"), 0, 100)
+        assert read is not None and read.ended and read.entries == end_of(i, 0).entries
+    await store.close()
+
+    reopened = FileStore(directory, retention_seconds=3600)
+    for i in range(200):
+        read = await reopened.events.read(LogRef(f"t{i}", "r1"), 0, 100)
+        assert read is not None and read.ended and read.entries == end_of(i, 0).entries, i
+
+    def full(data: bytes) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(reopened.file_events._segments, "_append", full)
+    again = await asyncio.gather(*(reopened.admit(admission(reopened, thread=f"u{i}")) for i in range(20)))
+    failed = await asyncio.gather(
+        *(
+            reopened.finish_run_and_log(
+                lease(a, thread=f"u{i}"), "completed", NO_PROGRESS, replace(end_of(i, a.fence), ref=LogRef(f"u{i}", "r1"))
+            )
+            for i, a in enumerate(again)
+        )
+    )
+    assert all(isinstance(answer, StoreUnavailable) and "No space left" in str(answer) for answer in failed), failed
+    for i in range(20):
+        assert (await reopened.read_document(f"u{i}"))["active"] is None, "the finish is kept"
+        assert await reopened.events.read(LogRef(f"u{i}", "r1"), 0, 100) is None, "no trace of a log never written"
+    await reopened.close()
 
 
 def test_file_store_loses_no_acknowledged_run_when_the_process_is_killed_mid_batch(tmp_path):

@@ -10,18 +10,23 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable
 
 from store.base import Clock, StoreUnavailable
 from store.eventlog import Entry, EventLog, LogMeta, LogRead, LogRef, LogWrite, ref_digest
 from store.eventlog.legacy import import_run_files
-from store.eventlog.segments import Meta, Segments
+from store.eventlog.segments import Meta, Segments, Write
 from store.lane import IoLane
 
 
 def unavailable(exc: OSError) -> StoreUnavailable:
     """How a failed event-log file operation reaches callers: the store's error, with the system's reason."""
     return StoreUnavailable(f"event log: {exc.strerror}")
+
+
+def _described(write: LogWrite) -> Write:
+    create = write.create
+    meta = None if create is None else Meta(create.ros_digest, create.request_digest, create.owner, create.execution_id)
+    return ref_digest(write.ref), meta, write.entries, write.first_kept, write.end
 
 
 class FileEventLog(EventLog):
@@ -33,6 +38,7 @@ class FileEventLog(EventLog):
         self._segments = Segments(directory, retention_seconds, clock)
         import_run_files(self._segments)
         self._lane = lane or IoLane()  # every file operation, one at a time on one thread (shared with the journal)
+        self._queued: list[tuple[LogWrite, list[Exception | None]]] = []  # on the lane, until the batch ends
 
     async def _io(self, work: object, *args: object) -> object:
         try:
@@ -50,27 +56,37 @@ class FileEventLog(EventLog):
         await self.apply(LogWrite(ref, [], head + 1, end=head))
 
     async def apply(self, write: LogWrite) -> None:
-        """Open, append and end as one write of the active segment."""
-        await self._io(self._write, write)
+        """Open, append and end as one write of the active segment, joined by the other runs' writes that wait for
+        the lane at the same time (one system call for all of them; a failure is every one's)."""
+        try:
+            await self._lane.join(self._write_many, write)
+        except OSError as exc:
+            raise unavailable(exc) from None
 
-    def _write(self, write: LogWrite) -> None:
-        create = write.create
-        meta = None if create is None else Meta(create.ros_digest, create.request_digest, create.owner, create.execution_id)
-        self._segments.write(ref_digest(write.ref), meta, write.entries, write.first_kept, write.end)
+    def _write_many(self, writes: list[LogWrite]) -> list[None]:
+        self._segments.write_many([_described(write) for write in writes])
+        return [None] * len(writes)
 
-    def deferred(self, write: LogWrite) -> Callable[[], Exception | None]:
-        """`write` as a call for the lane to make after another of its works (it returns its failure, never raises)."""
+    def queue(self, write: LogWrite, answer: list[Exception | None]) -> None:
+        """On the lane: `write` waits for `write_queued`, which appends its answer (None, or its failure) to
+        `answer`."""
+        self._queued.append((write, answer))
 
-        def run() -> Exception | None:
-            try:
-                self._write(write)
-            except OSError as exc:
-                return unavailable(exc)
-            except Exception as exc:  # noqa: BLE001 (the finish it follows is durable already: report, never raise)
-                return StoreUnavailable(f"event log: {exc}")
-            return None
-
-        return run
+    def write_queued(self) -> None:
+        """On the lane, at the end of one of its batches: the writes queued meanwhile (the last of the runs that
+        batch finished) in one system call. It never raises: the finishes they follow are durable already."""
+        queued, self._queued = self._queued, []
+        if not queued:
+            return
+        failure: Exception | None = None
+        try:
+            self._segments.write_many([_described(write) for write, _ in queued])
+        except OSError as exc:
+            failure = unavailable(exc)
+        except Exception as exc:  # noqa: BLE001 (reported to each writer, never raised)
+            failure = StoreUnavailable(f"event log: {exc}")
+        for _, answer in queued:
+            answer.append(failure)
 
     async def read(self, ref: LogRef, after: int, limit: int) -> LogRead | None:
         found = await self._io(self._read, ref_digest(ref), after, limit)

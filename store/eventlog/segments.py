@@ -32,6 +32,7 @@ class Meta(msgspec.Struct):
 
 
 _encode = msgspec.json.Encoder().encode
+Write = tuple[str, "Meta | None", list[Entry], int, "int | None"]  # a log's digest, and what `Segments.write` takes
 decode_meta = msgspec.json.Decoder(Meta).decode
 
 
@@ -73,31 +74,60 @@ class Segments:
 
     def write(self, digest: str, create: Meta | None, entries: list[Entry], first_kept: int, end: int | None) -> None:
         """Open (`create`: a log made again starts empty), append and end one log with one write."""
+        self.write_many([(digest, create, entries, first_kept, end)])
+
+    def write_many(self, writes: list[Write]) -> None:
+        """Several `write`s in one system call (the ends of the runs that one batch of the lane finished). A log
+        written twice starts another call, so that its second write is made from what the first left."""
+        group: list[Write] = []
+        digests: set[str] = set()
+        for write in writes:
+            if write[0] in digests:
+                self._write_group(group)
+                group, digests = [], set()
+            group.append(write)
+            digests.add(write[0])
+        self._write_group(group)
+
+    def _write_group(self, writes: list[Write]) -> None:
+        """Writes of distinct logs: their lines made, then written at once; the index learns of them only then."""
         now = self.clock()
-        entry = Log(create, self.active, now) if create is not None else self.logs.get(digest)
-        if entry is None:
-            return  # never opened here, or removed since: nothing to add to
-        name = digest.encode()
-        parts = [_meta_line(b"M", name, entry.meta)] if create is not None else []
-        at = self.sizes[self.active] + sum(map(len, parts))
-        line = b"V " + name + b" %d %s\n"  # the digest is hex, no % in it: each entry is the format's own tuple
-        lines = b"".join([line % entry for entry in entries])
-        parts.append(lines)
-        ended = None
-        if end is not None:
-            ended = msgspec.structs.replace(entry.meta, ended_at=now, head=end, first=max(entry.meta.first, first_kept))
-            parts.append(_meta_line(b"E", name, ended))
+        at = self.sizes[self.active]
+        parts: list[bytes] = []
+        made: list[tuple[str, Log, bool, list[int] | None, int, Meta | None]] = []
+        for digest, create, entries, first_kept, end in writes:
+            entry = Log(create, self.active, now) if create is not None else self.logs.get(digest)
+            if entry is None:
+                continue  # never opened here, or removed since: nothing to add to
+            name = digest.encode()
+            if create is not None:
+                parts.append(_meta_line(b"M", name, entry.meta))
+                at += len(parts[-1])
+            line = b"V " + name + b" %d %s\n"  # the digest is hex, no % in it: each entry is the format's own tuple
+            lines = b"".join([line % entry for entry in entries])
+            parts.append(lines)
+            chunk = [self.active, at, len(lines), entries[0][0], entries[-1][0]] if entries else None
+            at += len(lines)
+            ended = None
+            if end is not None:
+                ended = msgspec.structs.replace(entry.meta, ended_at=now, head=end, first=max(entry.meta.first, first_kept))
+                parts.append(_meta_line(b"E", name, ended))
+                at += len(parts[-1])
+            made.append((digest, entry, create is not None, chunk, first_kept, ended))
+        if not made:
+            return
         self._append(b"".join(parts))
-        if create is not None:
-            self.logs[digest] = entry
-        if entries:
-            entry.chunks.append([self.active, at, len(lines), entries[0][0], entries[-1][0]])
-        if first_kept > entry.meta.first:
-            entry.meta.first = first_kept
-            entry.chunks = [chunk for chunk in entry.chunks if chunk[4] >= first_kept]
-        if ended is not None:
-            entry.meta, entry.home = ended, self.active
-        entry.touched = now
+        for digest, entry, created, chunk, first_kept, ended in made:
+            if created:
+                self.logs[digest] = entry
+            if chunk is not None:
+                entry.chunks.append(chunk)
+            if first_kept > entry.meta.first:
+                entry.meta.first = first_kept
+                entry.chunks = [held for held in entry.chunks if held[4] >= first_kept]
+            if ended is not None:
+                entry.meta, entry.home = ended, self.active
+            entry.touched = now
         if self.sizes[self.active] >= SEGMENT_BYTES:
             self._rotate()
 
