@@ -16,7 +16,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from store import Admission
 from store.redis import RedisStore
-from store.redis.wire import Wire, pack
+from store.redis.wire import SCRIPT_LOST, Wire, pack
 from tests.support import RedisServer
 
 pytestmark = pytest.mark.redis
@@ -103,16 +103,27 @@ async def test_a_stalled_server_fails_the_commands_in_flight_after_the_socket_ti
         server.stop()
 
 
-async def test_a_script_the_server_lost_is_loaded_again_through_redis_py(redis_server):
+async def test_a_script_the_server_lost_is_loaded_again_through_redis_py_in_a_slot(redis_server):
+    """The wire says that the server lost a script; the store then runs it through redis-py, which loads it, on a
+    pooled connection in a slot: 300 callers at once after a flush, on a store of one slot (its pool holds 10),
+    take it in turn and are every one admitted."""
     client = aioredis.Redis.from_url(redis_server.url)
+    store = RedisStore(redis_server.url, retention_seconds=3600, max_connections=1)
     try:
         script = client.register_script("return 'fresh-' .. ARGV[1]")
         wire = Wire(client)
         await client.script_flush()
         [reply] = await wire.exchange([pack(b"EVALSHA", script.sha, 0, "x")])
         assert isinstance(reply, NoScriptError), "an error reply in its place, never raised from the read"
-        assert await wire.script(script, [], ["y"]) == b"fresh-y"
+        assert await wire.script(script, [], ["y"]) is SCRIPT_LOST
+        await store.admit(Admission("lost-warm", "r", "d", "/w", None, "inv", False, "e", store.owner_id))  # the wire's connection
+        await client.script_flush()
+        admitted = await asyncio.gather(
+            *(store.admit(Admission(f"lost-{i}", "r1", "d1", "/w", None, "inv", False, f"e{i}", store.owner_id)) for i in range(300))
+        )
+        assert [result.execution.execution_id for result in admitted] == [f"e{i}" for i in range(300)]
     finally:
+        await store.close()
         await client.aclose()
 
 

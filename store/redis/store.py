@@ -58,7 +58,7 @@ from store.redis.scripts import (
     thread_key,
 )
 from store.redis.sentinel import FailoverWatch
-from store.redis.wire import WIRE_CONNECTIONS, Wire, evalsha
+from store.redis.wire import SCRIPT_LOST, WIRE_CONNECTIONS, Wire, evalsha
 
 log = logging.getLogger("agui.store.redis")
 ADOPT_INDEX = "agui:adoptable"  # sorted set: [thread key, run id] of adoptable live runs, scored by lease end
@@ -176,14 +176,17 @@ class RedisStore(ThreadStore):
             return await self._command(lambda: self._replicated(script, keys, args))
         return await self._script(script, keys, args)
 
-    def _script(self, script: Any, keys: list[str], args: list[Any]) -> Awaitable[Any]:
+    async def _script(self, script: Any, keys: list[str], args: list[Any]) -> Any:
         """A script through the gate: on the wire where there is one, which holds its one connection outside the
-        slots (its callers share it, pipelined: a slot apiece would only queue them behind one another), else on
-        a pooled connection, in a slot."""
+        slots (its callers share it, pipelined: a slot apiece would only queue them behind one another); else,
+        and when the server lost the script (redis-py loads it: every caller at once after a restart), on a
+        pooled connection, in a slot."""
         wire = self._wire
-        if wire is None:
-            return self._command(lambda: script(keys=keys, args=args))
-        return self._command(lambda: wire.script(script, keys, args), pooled=False)
+        if wire is not None:
+            reply = await self._command(lambda: wire.script(script, keys, args), pooled=False)
+            if reply is not SCRIPT_LOST:
+                return reply
+        return await self._command(lambda: script(keys=keys, args=args))
 
     async def _replicated(self, script: Any, keys: list[str], args: list[bytes]) -> Any:
         """The script, then WAIT on the same connection: the reply counts only once `min_replicas` replicas have

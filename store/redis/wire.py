@@ -37,6 +37,7 @@ log = logging.getLogger("agui.store.redis")
 Arg = bytes | str | int
 _MORE = object()  # hiredis' answer while a reply is incomplete (False is a reply: RESP3's boolean)
 WIRE_CONNECTIONS = 1  # pooled connections the wire holds (one at a time; a broken one is given back)
+SCRIPT_LOST = object()  # `Wire.script`'s answer when the server does not have the script
 
 
 def _bulk(arg: Arg) -> bytes:
@@ -222,11 +223,11 @@ class Wire:
             raise
 
     async def script(self, script: Any, keys: list[str], args: list[Any]) -> Any:
-        """One script by its digest; a server that lost it (restarted, flushed) gets it through redis-py, which
-        loads it and runs it."""
+        """One script by its digest: its reply, or SCRIPT_LOST when the server does not have it (restarted,
+        flushed), for the caller to run it through redis-py, which loads it (on a pooled connection)."""
         [reply] = await self.exchange([evalsha(script, keys, args)])
         if isinstance(reply, NoScriptError):
-            return await script(keys=keys, args=args)
+            return SCRIPT_LOST
         if isinstance(reply, ResponseError):
             raise reply
         return reply
