@@ -80,7 +80,7 @@ class FileEventLog(EventLog):
             return
         failure: Exception | None = None
         try:
-            self._segments.write_many([_described(write) for write, _ in queued])
+            self._write_many([write for write, _ in queued])
         except OSError as exc:
             failure = unavailable(exc)
         except Exception as exc:  # noqa: BLE001 (reported to each writer, never raised)
