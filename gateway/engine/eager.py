@@ -3,14 +3,16 @@ goes on from its first wait (what Python 3.12's eager tasks do; the deployed ima
 
 The engine admits a run this way on a store that answers at once (the memory store): no task, no shield and no turn
 of the loop between the request and its first event; a call that waits after all goes on in a task of its own,
-which its caller may shield as it would any task."""
+which its caller may shield as it would any task. The driver takes each step of a backend's signals this way too
+(engine/driver.py), and a step that waits goes on through `resumed` in the run's own task."""
 
 from __future__ import annotations
 
 import asyncio
 import contextvars
-from collections.abc import Callable, Coroutine, Generator
-from typing import Any, Generic, TypeVar
+import types
+from collections.abc import Coroutine, Generator
+from typing import Any, TypeVar, cast
 
 T = TypeVar("T")
 
@@ -30,38 +32,29 @@ def start_eagerly(coro: Coroutine[Any, Any, T]) -> asyncio.Future[T]:
         failed = loop.create_future()
         failed.set_exception(exc)
         return failed
-    return loop.create_task(_go_on(_Resumed(coro, waiting_on)), context=context)
+    return loop.create_task(_go_on(coro, waiting_on), context=context)
 
 
-async def _go_on(resumed: _Resumed[T]) -> T:
-    return await resumed
+async def _go_on(coro: Coroutine[Any, Any, T], waiting_on: Any) -> T:
+    return cast(T, await resumed(coro, waiting_on))
 
 
-class _Resumed(Generic[T]):
-    """The rest of a coroutine whose first step already ran and yielded `waiting_on` (the future it waits for):
-    the task that awaits this sees that future, and sends or throws into the coroutine what the task is given."""
-
-    __slots__ = ("_coro", "_waiting_on")
-
-    def __init__(self, coro: Coroutine[Any, Any, T], waiting_on: Any) -> None:
-        self._coro = coro
-        self._waiting_on = waiting_on
-
-    def __await__(self) -> Generator[Any, Any, T]:
-        coro, waiting_on = self._coro, self._waiting_on
-        self._waiting_on = None
-        step: Callable[[Any], Any]
-        while True:
+@types.coroutine
+def resumed(coro: Any, waiting_on: Any) -> Generator[Any, Any, Any]:
+    """The rest of a coroutine (or of an async generator's step) whose first step already ran and yielded
+    `waiting_on`: the task that awaits this waits for that first, then goes on with the coroutine itself, whose
+    later waits, sends and throws pass straight through (`yield from`: no frame of ours per wait). What the task
+    throws in meanwhile (a cancel) goes to the coroutine. The task sends None after each wait, as asyncio's do."""
+    while True:
+        try:
+            yield waiting_on
+        except GeneratorExit:
+            coro.close()
+            raise
+        except BaseException as exc:  # noqa: BLE001 - a cancel (or anything thrown in) goes to the coroutine
             try:
-                sent = yield waiting_on
-            except GeneratorExit:
-                coro.close()
-                raise
-            except BaseException as exc:  # noqa: BLE001 - a cancel (or anything thrown in) goes to the coroutine
-                step, value = coro.throw, exc
-            else:
-                step, value = coro.send, sent
-            try:
-                waiting_on = step(value)
+                waiting_on = coro.throw(exc)
             except StopIteration as stop:
-                return stop.value  # type: ignore[no-any-return]
+                return stop.value
+            continue
+        return (yield from coro)

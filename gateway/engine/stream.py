@@ -24,7 +24,7 @@ Entry = tuple[int, bytes]  # (position, the event's JSON)
 _encode = e.encode_json
 MAX_LAG = 1024  # events the pacing follower may trail the producer by before the backend is slowed down
 MAX_FOLLOWERS = 128  # followers of one run at once (its own request included); one more is refused
-YIELD_EVERY = 256  # puts between two turns given to the rest of the loop
+YIELD_EVERY = 256  # events published between two turns given to the rest of the loop
 MAX_BATCH = 1024  # entries one follower takes at once: what a follower whose socket stalled holds is bounded
 _COMPACT_AT = 1024  # trimmed entries physically dropped in chunks of at least this many
 
@@ -99,9 +99,9 @@ class EventStream:
         "_owner",
         "_pacing",
         "_pause_at",
-        "_puts",
         "_quiet_from",
         "_released",
+        "_unyielded",
         "_wake_pending",
         "_watcher",
         "_watching",
@@ -134,7 +134,7 @@ class EventStream:
         # while it says it needs not be (`pause_watch`: its write is already due, and will read all that is new).
         self._watcher: StreamWatcher = _NO_WATCHER
         self._watching = False
-        self._puts = 0
+        self._unyielded = 0  # events published since the producer last gave the loop a turn
         self._pause_at = math.inf  # the producer waits once the head passes this (slowest follower + MAX_LAG)
         # Heartbeats come from the loop's shared clock: `_beats` counts them, each follower yields None once per beat.
         self._quiet_from = 0.0  # the heartbeat clock's time of the last batch or heartbeat given out
@@ -229,8 +229,11 @@ class EventStream:
             self._watcher.stream_grew()
         if grew and self._readable() > readable:  # `grew` is still the waiters' list: nothing above replaces it
             self._wake_followers()
-        self._puts += 1
-        return self.head > self._pause_at or not self._puts % YIELD_EVERY
+        unyielded = self._unyielded = self._unyielded + len(encoded)
+        if unyielded >= YIELD_EVERY:
+            self._unyielded = 0
+            return True
+        return self.head > self._pause_at
 
     def made_durable(self, position: int) -> None:
         """The store's log holds every entry up to `position`: followers of a durable stream may read them."""

@@ -1,0 +1,121 @@
+"""The driver's bursts: the signals a backend had ready at once are published together, and nothing it had ready
+waits for its next step, its failure, a stop or the end of a backend that is not a native generator."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+from gateway.agents import signals as s
+from gateway.agents.base import AgentBackend, AgentRequest
+from gateway.engine.stream import YIELD_EVERY
+from tests.unit.scripted import Harness, ScriptedAgent, body, collect, types
+
+
+def texts(events: list[dict[str, Any]]) -> list[str]:
+    return [event["delta"] for event in events if event["type"] == "TEXT_MESSAGE_CONTENT"]
+
+
+async def read_until(stream: AsyncIterator[Any], seen: list[dict[str, Any]], wanted: str) -> None:
+    """Read batches into `seen` until a TEXT_MESSAGE_CONTENT with `wanted` arrived (a second at most)."""
+    async with asyncio.timeout(1):
+        while wanted not in texts(seen):
+            batch = await anext(stream)
+            seen.extend(json.loads(data) for _, data in batch or [])
+
+
+async def test_what_a_backend_had_ready_reaches_the_client_before_the_backend_waits_again():
+    cue = asyncio.Event()
+    agent = ScriptedAgent([s.TextDelta(text="a"), s.TextDelta(text="b"), cue, s.TextDelta(text="c"), s.Completed()])
+    harness = Harness(agent)
+    handle = await harness.start(body())
+    stream = handle.events(30)
+    seen: list[dict[str, Any]] = []
+    await read_until(stream, seen, "b")
+    assert not cue.is_set() and texts(seen) == ["a", "b"], "the burst went out while the backend still waits"
+    cue.set()
+    await read_until(stream, seen, "c")
+    seen.extend(json.loads(data) for batch in [b async for b in stream] for _, data in batch or [])
+    assert types(seen)[-2:] == ["TEXT_MESSAGE_END", "RUN_FINISHED"] and texts(seen) == ["a", "b", "c"]
+
+
+async def test_what_a_backend_had_ready_before_it_raised_is_shown_before_the_error():
+    agent = ScriptedAgent([s.TextDelta(text="a"), s.TextDelta(text="b"), RuntimeError("the backend broke")])
+    events = await Harness(agent).run(body())
+    assert texts(events) == ["a", "b"] and events[-1]["type"] == "RUN_ERROR"
+    assert agent.closed == 1
+
+
+async def test_a_stop_while_the_backend_waits_reaches_the_backend_and_closes_it():
+    """The driver takes the backend's steps by hand: a stop that arrives while a step waits is thrown into that
+    step, as a task would, and the backend's generator is closed (its `finally` runs) before the run settles."""
+    never = asyncio.Event()
+    agent = ScriptedAgent([s.TextDelta(text="a"), never, s.Completed()])
+    harness = Harness(agent)
+    handle = await harness.start(body())
+    reader = asyncio.create_task(collect(handle))
+    for _ in range(10):
+        await asyncio.sleep(0)
+    execution = (await harness.store.read_document("t1"))["execution"]["execution_id"]
+    assert await harness.engine.cancel("t1", execution, "inv-1") == "cancelled"
+    events = await reader
+    assert texts(events) == ["a"] and events[-1]["outcome"] == {"type": "cancelled"}
+    assert agent.closed == 1 and harness.engine.in_flight == 0
+
+
+class CountedSignals:
+    """A backend's own async iterator, not a generator: signals with a wait between them, and its close counted."""
+
+    def __init__(self, signals: list[s.Signal]) -> None:
+        self.signals = signals
+        self.closed = 0
+
+    def __aiter__(self) -> CountedSignals:
+        return self
+
+    async def __anext__(self) -> s.Signal:
+        await asyncio.sleep(0)
+        if not self.signals:
+            raise StopAsyncIteration
+        return self.signals.pop(0)
+
+    async def aclose(self) -> None:
+        self.closed += 1
+
+
+class IteratorAgent(AgentBackend):
+    name = "iterator"
+
+    def __init__(self, signals: CountedSignals) -> None:
+        self.signals = signals
+
+    def run(self, request: AgentRequest) -> AsyncIterator[s.Signal]:
+        return self.signals
+
+
+async def test_a_backend_that_returns_its_own_iterator_is_read_to_its_end_and_closed():
+    signals = CountedSignals([s.TextDelta(text="a"), s.TextDelta(text="b"), s.Completed()])
+    events = await Harness(IteratorAgent(signals)).run(body())  # type: ignore[arg-type]
+    assert texts(events) == ["a", "b"] and events[-1]["type"] == "RUN_FINISHED"
+    assert signals.closed == 1
+
+
+async def test_a_backend_that_never_waits_still_gives_the_loop_a_turn_every_few_hundred_events():
+    count = 20 * YIELD_EVERY
+    agent = ScriptedAgent([*[s.TextDelta(text="x")] * count, s.Completed()])
+    turns = 0
+
+    async def other_work() -> None:
+        nonlocal turns
+        while True:
+            await asyncio.sleep(0)
+            turns += 1
+
+    other = asyncio.create_task(other_work())
+    await asyncio.sleep(0)
+    events = await Harness(agent).run(body())
+    other.cancel()
+    assert len(texts(events)) == count
+    assert turns >= count // YIELD_EVERY, f"the rest of the loop ran {turns} times during {count} events"
