@@ -130,23 +130,29 @@ async def _consume(run: Run, signals: AsyncIterator[s.Signal], digests: dict[str
     try:
         while True:
             step: Any = source.__anext__()
-            try:
-                waiting_on = step.send(None)
-            except StopIteration as ready:
-                signal = ready.value
-            except StopAsyncIteration:
-                break
-            except BaseException:  # the backend failed (or was stopped): what it had ready was shown before
-                run.stream.publish(held)
-                raise
-            else:  # the backend waits: what it had ready goes out first, and no wait of ours comes between its steps
-                paced = _release(run, held)
-                try:
-                    signal = await resumed(step, waiting_on)
+            if not held:  # nothing to publish before the backend waits: its step is awaited as any (an idle run
+                try:  # waits with no object of ours between its task and the backend)
+                    signal = await step
                 except StopAsyncIteration:
                     break
-                if paced:
-                    await run.stream.room()
+            else:
+                try:
+                    waiting_on = step.send(None)
+                except StopIteration as ready:
+                    signal = ready.value
+                except StopAsyncIteration:
+                    break
+                except BaseException:  # the backend failed (or was stopped): what it had ready was shown before
+                    run.stream.publish(held)
+                    raise
+                else:  # the backend waits: what it had ready goes out first; no wait of ours comes between its steps
+                    paced = _release(run, held)
+                    try:
+                        signal = await resumed(step, waiting_on)
+                    except StopAsyncIteration:
+                        break
+                    if paced:
+                        await run.stream.room()
             if awaiting and not isinstance(signal, s.Failed):
                 awaiting = False
                 refused = await _accept(run, digests)
