@@ -118,7 +118,7 @@ async def _consume(run: Run, signals: AsyncIterator[s.Signal], digests: dict[str
     """Feed the backend's signals to the stream. Its steps are taken by hand, so that the driver knows which signals
     were ready at once (a burst: an agent's loop, or one network read of a remote agent's events): their events are
     published together, at the backend's next wait or every MAX_HELD events, where each publish costs about half a
-    microsecond. What was ready always goes out before the driver waits on anything."""
+    microsecond. What was ready goes out before the driver waits on anything, if the lease proof still holds then."""
     # No bound methods cached in locals: an idle run's frame would keep them (two objects) for its whole life.
     not_shown = _NOT_SHOWN
     # The lease proof, before each event: None where the store needs none (memory, file). Asked of the keeper here,
@@ -143,7 +143,7 @@ async def _consume(run: Run, signals: AsyncIterator[s.Signal], digests: dict[str
                 except StopAsyncIteration:
                     break
                 except BaseException:  # the backend failed (or was stopped): what it had ready was shown before
-                    run.stream.publish(held)
+                    _release(run, held)
                     raise
                 else:  # the backend waits: what it had ready goes out first; no wait of ours comes between its steps
                     paced = _release(run, held)
@@ -167,18 +167,17 @@ async def _consume(run: Run, signals: AsyncIterator[s.Signal], digests: dict[str
                     continue
                 return await _terminal(run, signal)
             if keeper is not None and not keeper.holds() and not keeper.check():
-                run.stream.publish(held)  # shown while the proof held, as each event was checked
                 raise asyncio.CancelledError  # the lease is no longer proven: the run was stopped; nothing more is shown
             try:
                 held += run.translator.translate(signal)
             except GatewayError as error:  # the backend broke the protocol: none of this signal is shown
-                run.stream.publish(held)
+                _release(run, held)
                 metrics.labelled(metrics.SIGNALS_REFUSED, type(signal).__name__).inc()
                 log.warning("run %s: %s", run.lease.run_id, error.detail)
                 return Failed(error)
             if len(held) >= MAX_HELD and _release(run, held):
                 await run.stream.room()
-        run.stream.publish(held)
+        _release(run, held)
         return Completed()
     finally:
         await _close(source)
@@ -187,7 +186,13 @@ async def _consume(run: Run, signals: AsyncIterator[s.Signal], digests: dict[str
 
 
 def _release(run: Run, held: list[e.Event]) -> bool:
-    """Publish the events held; True when the producer must wait for room before it publishes again."""
+    """Publish the events held, if the lease proof still holds: the backend's own code ran since they were checked,
+    and an event is shown only while the proof holds (else the run is stopped, and they are dropped). True when
+    the producer must wait for room before it publishes again."""
+    keeper = run.keeper
+    if held and keeper is not None and not keeper.holds() and not keeper.check():
+        held.clear()
+        return False
     paced = run.stream.publish(held)
     held.clear()
     return paced

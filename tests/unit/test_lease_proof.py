@@ -138,3 +138,40 @@ class ScriptedAgentAfter(AgentBackend):
         await self.go.wait()
         yield s.TextDelta(text="late ")
         yield s.Completed()
+
+
+class RunsPastTheProof(AgentBackend):
+    """A delta, then its own code runs past the lease proof before it waits (a long computation, or a pause of the
+    process) and goes on."""
+
+    name = "runs-past-the-proof"
+
+    def __init__(self, time: ManualTime) -> None:
+        self.time = time
+        self.closed = False
+
+    async def run(self, request: AgentRequest) -> AsyncIterator[s.Signal]:  # type: ignore[override]
+        try:
+            await self.time.sleep(0.01)
+            yield s.TextDelta(text="before ")
+            self.time.current += LEASE  # no wait: the driver holds the delta while this runs
+            await self.time.sleep(0.01)
+            yield s.TextDelta(text="after ")
+            yield s.Completed()
+        finally:
+            self.closed = True
+
+
+async def test_events_held_while_the_backend_ran_past_the_proof_are_never_shown():
+    """The driver publishes a burst when the backend next waits: by then the proof may have run out, and then the
+    burst is dropped with the run, never shown late."""
+    time = ManualTime()
+    agent = RunsPastTheProof(time)
+    harness = Harness(agent, lease_seconds=LEASE, timers=time)  # type: ignore[arg-type]
+    harness.store.renew = hang  # type: ignore[method-assign]
+    running = asyncio.ensure_future(harness.run(body()))
+    await time.run_until(running, step=0.005)
+    events = running.result()
+    assert events[-1]["type"] == "RUN_ERROR" and events[-1]["code"] == "STATE_PERSISTENCE_FAILED", events[-1]
+    assert [e["delta"] for e in events if e["type"] == "TEXT_MESSAGE_CONTENT"] == []
+    assert agent.closed, "the backend was stopped"
