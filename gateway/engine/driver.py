@@ -5,6 +5,7 @@ outcome."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import AsyncGenerator, AsyncIterator, Coroutine
 from types import AsyncGeneratorType
@@ -146,7 +147,11 @@ async def _consume(run: Run, signals: AsyncIterator[s.Signal], digests: dict[str
                     _release(run, held)
                     raise
                 else:  # the backend waits: what it had ready goes out first; no wait of ours comes between its steps
-                    paced = _release(run, held)
+                    try:
+                        paced = _release(run, held)
+                    except asyncio.CancelledError:  # the run was stopped: its backend hears it where it waits
+                        await _end_step(step, waiting_on)
+                        raise
                     try:
                         signal = await resumed(step, waiting_on)
                     except StopAsyncIteration:
@@ -186,16 +191,24 @@ async def _consume(run: Run, signals: AsyncIterator[s.Signal], digests: dict[str
 
 
 def _release(run: Run, held: list[e.Event]) -> bool:
-    """Publish the events held, if the lease proof still holds: the backend's own code ran since they were checked,
-    and an event is shown only while the proof holds (else the run is stopped, and they are dropped). True when
-    the producer must wait for room before it publishes again."""
+    """Publish the events held; True when the producer must wait for room before it publishes again. The backend's
+    own code ran since they were checked against the lease proof, and an event is shown only while the proof holds:
+    when it no longer does, the run was stopped, and they are dropped with it (CancelledError, as for an event
+    checked in the loop: the run never ends as though they had been shown)."""
     keeper = run.keeper
     if held and keeper is not None and not keeper.holds() and not keeper.check():
         held.clear()
-        return False
+        raise asyncio.CancelledError
     paced = run.stream.publish(held)
     held.clear()
     return paced
+
+
+async def _end_step(step: Any, waiting_on: Any) -> None:
+    """Let a step the backend is waiting in run to its end, for a run stopped meanwhile (its task's cancel reaches the
+    backend there): a generator left in the middle of a step could not be closed."""
+    with contextlib.suppress(Exception, asyncio.CancelledError):
+        await resumed(step, waiting_on)
 
 
 async def _stepped(signals: AsyncIterator[s.Signal]) -> AsyncGenerator[s.Signal, None]:

@@ -175,3 +175,31 @@ async def test_events_held_while_the_backend_ran_past_the_proof_are_never_shown(
     assert events[-1]["type"] == "RUN_ERROR" and events[-1]["code"] == "STATE_PERSISTENCE_FAILED", events[-1]
     assert [e["delta"] for e in events if e["type"] == "TEXT_MESSAGE_CONTENT"] == []
     assert agent.closed, "the backend was stopped"
+
+
+class EndsPastTheProof(AgentBackend):
+    """A delta and the end in one burst, its own code running past the lease proof between them."""
+
+    name = "ends-past-the-proof"
+
+    def __init__(self, time: ManualTime) -> None:
+        self.time = time
+
+    async def run(self, request: AgentRequest) -> AsyncIterator[s.Signal]:  # type: ignore[override]
+        await self.time.sleep(0.01)
+        yield s.TextDelta(text="held ")
+        self.time.current += LEASE
+        yield s.Completed()
+
+
+async def test_a_burst_the_proof_no_longer_covers_never_ends_the_run_as_a_success():
+    """Its events are dropped with the run: the client hears the run stop, not a success with a message whose start
+    it never saw."""
+    time = ManualTime()
+    harness = Harness(EndsPastTheProof(time), lease_seconds=LEASE, timers=time)  # type: ignore[arg-type]
+    harness.store.renew = hang  # type: ignore[method-assign]
+    running = asyncio.ensure_future(harness.run(body()))
+    await time.run_until(running, step=0.005)
+    events = running.result()
+    assert [e["type"] for e in events if e["type"].startswith(("RUN_", "TEXT_"))] == ["RUN_STARTED", "RUN_ERROR"], events
+    assert events[-1]["code"] == "STATE_PERSISTENCE_FAILED"
