@@ -196,7 +196,7 @@ def _release(run: Run, held: list[e.Event]) -> bool:
     when it no longer does, the run was stopped, and they are dropped with it (CancelledError, as for an event
     checked in the loop: the run never ends as though they had been shown)."""
     keeper = run.keeper
-    if held and keeper is not None and not keeper.holds() and not keeper.check():
+    if held and keeper is not None and not keeper.check():
         held.clear()
         raise asyncio.CancelledError
     paced = run.stream.publish(held)
