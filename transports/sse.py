@@ -33,7 +33,7 @@ from transports.http_input import (
 )
 from transports.render import json_error, sse_error
 from transports.services import TransportServices
-from transports.sse_response import SseBody, SseRecords
+from transports.sse_response import BUSY_RUNS, SseBody, SseRecords
 
 log = logging.getLogger("agui.sse")
 SESSION_HEADER = "x-amzn-bedrock-agentcore-runtime-session-id"
@@ -111,7 +111,8 @@ async def _run(request: Request, services: TransportServices, agentcore: bool) -
             echo.get("X-Amzn-Bedrock-AgentCore-Runtime-Session-Id"),
         )
         return sse_error(error, language, echo) if agentcore else json_error(error, language, echo)
-    return SseBody(SseRecords(run, settings.heartbeat_seconds, agentcore, transport, arrived), echo)
+    busy = services.engine.in_flight >= BUSY_RUNS
+    return SseBody(SseRecords(run, settings.heartbeat_seconds, agentcore, transport, arrived), echo, busy=busy)
 
 
 async def serve_run(scope: Scope, receive: Receive, send: Send, agentcore: bool) -> Coroutine[Any, Any, None] | None:

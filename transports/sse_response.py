@@ -41,6 +41,11 @@ _CONTENT_TYPE = f"{SSE_MEDIA_TYPE}; charset=utf-8"  # what Litestar's Stream say
 _RUN_ERROR = b'{"type":"RUN_ERROR"'
 _TERMINAL = (b'{"type":"RUN_FINISHED"', _RUN_ERROR)  # a run's last event: the response ends with it
 DEFER_HOOK = "defer_next_write"  # what our server's transport offers: hold a write until the next (the head)
+# Runs in flight from which a new stream's first write waits one turn of the loop, so that its run's first step
+# (often the whole of a short run) goes out in that write: on a busy process a write (a system call, and on
+# loopback the peer's receive with it) costs more than the turn, which the loop's other work makes long anyway.
+# With fewer runs the loop has time to spare, and the first event goes out at once.
+BUSY_RUNS = 8
 
 
 def _agentcore(data: bytes) -> bytes:
@@ -100,15 +105,16 @@ class SseBody:
     """A run's SSE response as a plain ASGI app (the run routes send it directly; the reattach route through
     `SseReply`): its start with the headers Litestar's `Stream` would send, then the body as below."""
 
-    __slots__ = ("echo", "records")
+    __slots__ = ("busy", "echo", "records")
 
-    def __init__(self, records: SseRecords, echo: dict[str, str]) -> None:
+    def __init__(self, records: SseRecords, echo: dict[str, str], *, busy: bool = False) -> None:
         self.records = records
         self.echo = echo  # headers of the request echoed on the response
+        self.busy = busy  # the process had BUSY_RUNS in flight: the first write waits for the run's first step
 
     def __call__(self, scope: Scope, receive: Receive, send: Send) -> Coroutine[Any, Any, None]:
         # The body's coroutine itself, not one awaiting it: an idle stream holds one frame fewer.
-        return stream_body(self.records, send, receive, self._start(), scope)
+        return stream_body(self.records, send, receive, self._start(), scope, self.busy)
 
     def _start(self) -> HTTPResponseStartEvent:
         headers = {**SSE_HEADERS, "Content-Type": _CONTENT_TYPE, **self.echo}
@@ -143,12 +149,18 @@ class ClientLost:
             self.task.cancel()
 
 
-async def stream_body(records: SseRecords, send: Send, receive: Receive, start: HTTPResponseStartEvent, scope: Scope) -> None:
+async def stream_body(
+    records: SseRecords, send: Send, receive: Receive, start: HTTPResponseStartEvent, scope: Scope, busy: bool = False
+) -> None:
     """The start, every chunk, then the end; the client's disconnect cancels this task and the response simply
     ends. What only the start read is dropped from the scope once it is sent (transports/lean.py).
 
     On our own server the start goes out in one write with the first records (a run's RUN_STARTED is ready as it
-    is admitted), and the run's terminal event in one write with the response's end."""
+    is admitted), and the run's terminal event in one write with the response's end. `busy`: the first records
+    wait one turn of the loop, in which the run's task takes its first step (it was made before this task goes
+    on), so that what that step publishes goes out in the same write (BUSY_RUNS)."""
+    if busy:
+        await asyncio.sleep(0)
     cycle = getattr(receive, "__self__", None)
     defer = getattr(getattr(cycle, "transport", None), DEFER_HOOK, None)
     if defer is not None:

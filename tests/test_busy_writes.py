@@ -1,0 +1,87 @@
+"""How a short run's SSE response reaches the socket, counted by the server's own write calls (`syscw` of
+/proc/<pid>/io: uvloop writes a stream socket with write or writev): with few runs in flight its first event goes out
+at once, ahead of the rest; on a busy process (BUSY_RUNS in flight) the response waits one turn of the loop and goes
+out whole in one write. The gateway runs on the memory store with warnings only and a long heartbeat, so that
+nothing else of it writes while a run is counted."""
+
+from __future__ import annotations
+
+import json
+import socket
+
+import pytest
+
+from tests.support import Gateway, assert_well_formed_run, parse_sse, run_body
+from transports.sse_response import BUSY_RUNS
+
+
+def _request(port: int, text: str) -> bytes:
+    body = json.dumps(run_body(text)).encode()
+    head = (
+        f"POST / HTTP/1.1\r\nhost: 127.0.0.1:{port}\r\ncontent-type: application/json\r\n"
+        f"accept: text/event-stream\r\ncontent-length: {len(body)}\r\n\r\n"
+    )
+    return head.encode() + body
+
+
+def _writes(gateway: Gateway) -> int:
+    assert gateway.proc is not None
+    with open(f"/proc/{gateway.proc.pid}/io") as io:
+        return next(int(line.split()[1]) for line in io if line.startswith("syscw:"))
+
+
+def _dechunk(raw: bytes) -> bytes:
+    body, rest = b"", raw.split(b"\r\n\r\n", 1)[1]
+    while True:
+        size_line, rest = rest.split(b"\r\n", 1)
+        size = int(size_line, 16)
+        if size == 0:
+            return body
+        body, rest = body + rest[:size], rest[size + 2 :]
+
+
+def _flood(gateway: Gateway) -> tuple[list[dict], int]:
+    """A /flood 20 run read to its end; its events and the write calls the server made meanwhile."""
+    with socket.create_connection(("127.0.0.1", gateway.port)) as sock:
+        before = _writes(gateway)
+        sock.sendall(_request(gateway.port, "/flood 20"))
+        raw = b""
+        while not raw.endswith(b"0\r\n\r\n"):
+            chunk = sock.recv(65536)
+            assert chunk, "the connection closed before the response ended"
+            raw += chunk
+        written = _writes(gateway) - before
+    events, _, _ = parse_sse(_dechunk(raw))
+    return events, written
+
+
+@pytest.fixture
+def quiet_gateway(tmp_path):
+    # The last --log-level given wins: warnings only, so that no log line is written while a run is counted.
+    server = Gateway(tmp_path, "--store", "memory", "--heartbeat-seconds", "60", "--allowed-cwd", "/tmp", "--log-level", "warning")
+    yield server.start()
+    server.stop()
+
+
+def test_an_idle_process_sends_a_runs_first_event_before_the_rest(quiet_gateway):
+    events, written = _flood(quiet_gateway)
+    assert_well_formed_run(events)
+    assert len([e for e in events if e["type"] == "TEXT_MESSAGE_CONTENT"]) == 20
+    assert written == 2, "the head with RUN_STARTED at once, then the rest with the response's end"
+
+
+def test_a_busy_process_sends_a_short_run_whole_in_one_write(quiet_gateway):
+    sleepers = []
+    try:
+        for _ in range(BUSY_RUNS):
+            sock = socket.create_connection(("127.0.0.1", quiet_gateway.port))
+            sock.sendall(_request(quiet_gateway.port, "/sleep 60"))
+            assert b"RUN_STARTED" in sock.recv(65536)
+            sleepers.append(sock)
+        events, written = _flood(quiet_gateway)
+        assert_well_formed_run(events)
+        assert len([e for e in events if e["type"] == "TEXT_MESSAGE_CONTENT"]) == 20
+        assert written == 1, "the head, every event and the response's end in one write"
+    finally:
+        for sock in sleepers:
+            sock.close()
