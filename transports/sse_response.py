@@ -59,10 +59,11 @@ def sse_records(entries: list[Entry], positions: bool, agentcore: bool = False) 
     """SSE records, with `id:` lines when the events have positions a client can reattach from."""
     if agentcore:
         entries = [(position, _agentcore(data)) for position, data in entries]
-    if not positions:
+    # An event without a position (0) comes alone: a follower's EXECUTION_LOST.
+    if not positions or (entries and not entries[0][0]):
         return b"".join([b"data: %s\n\n" % data for _, data in entries])
     # The entry is the format's own tuple: no unpacking and packing again per event.
-    return b"".join([b"id: %d\ndata: %s\n\n" % entry if entry[0] else b"data: %s\n\n" % entry[1] for entry in entries])
+    return b"".join([b"id: %d\ndata: %s\n\n" % entry for entry in entries])
 
 
 class SseRecords:

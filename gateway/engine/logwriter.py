@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass, field
-from operator import itemgetter
 from typing import Protocol
 
 from gateway import metrics
@@ -205,14 +204,26 @@ class LogWriter:
         else:
             start, create = self._next, None
         self._closing = True
-        written = stream.entries(max(start, first, stream.first) - 1) + terminal
+        written = stream.entries(max(start, first, stream.first) - 1)
+        written += terminal
         return LogWrite(self._ref, written, first, create=create, end=terminal[-1][0], fence=self._fence)
 
-    def _count_retained(self, head: int, written: int) -> None:
-        """The log is complete: its bytes (what the ring holds, or what the last write carried when the ring does not
-        hold it all yet) count against the replica's budget for retained logs."""
+    def _count_retained(self, head: int, unpublished: int) -> None:
+        """The log is complete: its bytes (what the ring holds, with the `unpublished` bytes of the events the last
+        write carried that the ring does not hold yet: the terminal ones) count against the replica's budget for
+        retained logs."""
         if self._retained is not None:
-            self._retained.ended(self._ref, head, max(self._stream.held_bytes, written))
+            self._retained.ended(self._ref, head, self._stream.held_bytes + unpublished)
+
+    def _unpublished_bytes(self, entries: list[Entry]) -> int:
+        """The bytes of the entries past the ring's head: they are last, as entries are in the order of positions
+        (counted from the end: a long run's write holds many entries, its terminal ones are few)."""
+        head, size = self._stream.head, 0
+        for position, data in reversed(entries):
+            if position <= head:
+                break
+            size += len(data)
+        return size
 
     def closed(self, write: LogWrite, failure: Exception | None) -> None:
         """How the closing write went: done; fenced; or failed, and then what it held is written the usual way, from the
@@ -223,7 +234,7 @@ class LogWriter:
             if write.entries:
                 self._stream.made_durable(write.entries[-1][0])
             if write.end is not None:
-                self._count_retained(write.end, sum(map(len, map(itemgetter(1), write.entries))))
+                self._count_retained(write.end, self._unpublished_bytes(write.entries))
         elif isinstance(failure, LogFenced):
             self._fenced()
 
