@@ -117,11 +117,13 @@ class _LingeringTransport:
             self._held = None
             self._transport.writelines((held, data))  # one system call for both
 
-    def defer_next_write(self) -> None:
+    def defer_next_write(self, until_next: bool = False) -> None:
         """Hold the next write until the one after it, or the end of this turn of the loop at the latest: a
-        response head written alone costs the server a system call and the client a packet more."""
+        response head written alone costs the server a system call and the client a packet more. `until_next`:
+        however late it comes (the caller knows it comes soon: a run's one write, once its end is recorded)."""
         self._held = _DEFERRED
-        asyncio.get_running_loop().call_soon(self.flush)
+        if not until_next:
+            asyncio.get_running_loop().call_soon(self.flush)
 
     def flush(self) -> None:
         """Write what is held now (nothing when the next write already took it)."""

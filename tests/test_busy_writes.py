@@ -1,8 +1,10 @@
 """How a short run's SSE response reaches the socket, counted by the server's own write calls (`syscw` of
-/proc/<pid>/io: uvloop writes a stream socket with write or writev): with few runs in flight its first event goes out
-at once, ahead of the rest; on a busy process (BUSY_RUNS in flight) the response waits one turn of the loop and goes
-out whole in one write. The gateway runs on the memory store with warnings only and a long heartbeat, so that
-nothing else of it writes while a run is counted."""
+/proc/<pid>/task/<pid>/io, the event loop's thread: uvloop writes a stream socket with write or writev, and the file
+store writes its files from a thread of its own): with few runs in flight its first event goes out at once, ahead of
+the rest; on a busy process (BUSY_RUNS in flight) the response waits one turn of the loop and goes out whole in one
+write. On a store that waits (the file store) the run's last events wait for its end to be recorded and leave with
+it. The gateway runs with warnings only and a long heartbeat, so that nothing else of it writes while a run is
+counted."""
 
 from __future__ import annotations
 
@@ -26,7 +28,7 @@ def _request(port: int, text: str) -> bytes:
 
 def _writes(gateway: Gateway) -> int:
     assert gateway.proc is not None
-    with open(f"/proc/{gateway.proc.pid}/io") as io:
+    with open(f"/proc/{gateway.proc.pid}/task/{gateway.proc.pid}/io") as io:
         return next(int(line.split()[1]) for line in io if line.startswith("syscw:"))
 
 
@@ -55,10 +57,11 @@ def _flood(gateway: Gateway) -> tuple[list[dict], int]:
     return events, written
 
 
-@pytest.fixture
-def quiet_gateway(tmp_path):
+@pytest.fixture(params=["memory", "file"])
+def quiet_gateway(tmp_path, request):
     # The last --log-level given wins: warnings only, so that no log line is written while a run is counted.
-    server = Gateway(tmp_path, "--store", "memory", "--heartbeat-seconds", "60", "--allowed-cwd", "/tmp", "--log-level", "warning")
+    store = ["--store", "memory"] if request.param == "memory" else ["--store", "file", "--state-dir", str(tmp_path / "state")]
+    server = Gateway(tmp_path, *store, "--heartbeat-seconds", "60", "--allowed-cwd", "/tmp", "--log-level", "warning")
     yield server.start()
     server.stop()
 

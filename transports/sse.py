@@ -111,7 +111,7 @@ async def _run(request: Request, services: TransportServices, agentcore: bool) -
             echo.get("X-Amzn-Bedrock-AgentCore-Runtime-Session-Id"),
         )
         return sse_error(error, language, echo) if agentcore else json_error(error, language, echo)
-    busy = services.engine.in_flight >= BUSY_RUNS
+    busy = run if services.engine.in_flight >= BUSY_RUNS else None
     return SseBody(SseRecords(run, settings.heartbeat_seconds, agentcore, transport, arrived), echo, busy=busy)
 
 

@@ -40,7 +40,7 @@ _CONTENT_TYPE = f"{SSE_MEDIA_TYPE}; charset=utf-8"  # what Litestar's Stream say
 
 _RUN_ERROR = b'{"type":"RUN_ERROR"'
 _TERMINAL = (b'{"type":"RUN_FINISHED"', _RUN_ERROR)  # a run's last event: the response ends with it
-DEFER_HOOK = "defer_next_write"  # what our server's transport offers: hold a write until the next (the head)
+DEFER_HOOK = "defer_next_write"  # what our server's transport offers: hold a write (the head) until the next
 # Runs in flight from which a new stream's first write waits one turn of the loop, so that its run's first step
 # (often the whole of a short run) goes out in that write: on a busy process a write (a system call, and on
 # loopback the peer's receive with it) costs more than the turn, which the loop's other work makes long anyway.
@@ -108,10 +108,10 @@ class SseBody:
 
     __slots__ = ("busy", "echo", "records")
 
-    def __init__(self, records: SseRecords, echo: dict[str, str], *, busy: bool = False) -> None:
+    def __init__(self, records: SseRecords, echo: dict[str, str], *, busy: RunHandle | None = None) -> None:
         self.records = records
         self.echo = echo  # headers of the request echoed on the response
-        self.busy = busy  # the process had BUSY_RUNS in flight: the first write waits for the run's first step
+        self.busy = busy  # the run, when the process had BUSY_RUNS in flight: the first write waits for its first step
 
     def __call__(self, scope: Scope, receive: Receive, send: Send) -> Coroutine[Any, Any, None]:
         # The body's coroutine itself, not one awaiting it: an idle stream holds one frame fewer.
@@ -151,7 +151,7 @@ class ClientLost:
 
 
 async def stream_body(
-    records: SseRecords, send: Send, receive: Receive, start: HTTPResponseStartEvent, scope: Scope, busy: bool = False
+    records: SseRecords, send: Send, receive: Receive, start: HTTPResponseStartEvent, scope: Scope, busy: RunHandle | None = None
 ) -> None:
     """The start, every chunk, then the end; the client's disconnect cancels this task and the response simply
     ends. What only the start read is dropped from the scope once it is sent (transports/lean.py).
@@ -159,13 +159,17 @@ async def stream_body(
     On our own server the start goes out in one write with the first records (a run's RUN_STARTED is ready as it
     is admitted), and the run's terminal event in one write with the response's end. `busy`: the first records
     wait one turn of the loop, in which the run's task takes its first step (it was made before this task goes
-    on), so that what that step publishes goes out in the same write (BUSY_RUNS)."""
-    if busy:
+    on), so that what that step publishes goes out in the same write (BUSY_RUNS). When that step ended the run and
+    its end is being recorded (a store that waits), the start waits for that write too: the run is one write."""
+    whole = False
+    if busy is not None:
         await asyncio.sleep(0)
+        whole = busy.ending
+        busy = None  # an idle stream keeps no reference to its run's handle
     cycle = getattr(receive, "__self__", None)
     defer = getattr(getattr(cycle, "transport", None), DEFER_HOOK, None)
     if defer is not None:
-        defer()
+        defer(whole)
     await send(start)
     forget_request(scope)
     del start, scope, defer  # the frame lives as long as the stream: it keeps none of the headers

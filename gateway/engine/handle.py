@@ -21,6 +21,11 @@ class RunHandle:
     positions = True  # whether events carry positions a client can reattach from
     finished = False  # the run ended and the follower has every event up to its terminal one: nothing will come
 
+    @property
+    def ending(self) -> bool:
+        """The run's end is being recorded (one store call): what it has left to send leaves with it."""
+        return False
+
     def events(self, heartbeat_seconds: float) -> AsyncGenerator[list[Entry] | None, None]:
         """Batches of (position, event JSON), or None after `heartbeat_seconds` of silence. Position 0 marks an
         event that is not in the log (an attacher's own error). Leaving early detaches from the run."""
@@ -49,6 +54,10 @@ class LiveHandle(RunHandle):
         if self._follower is None:
             return _nothing()
         return self._run.stream.follow(self._follower, heartbeat_seconds)
+
+    @property
+    def ending(self) -> bool:
+        return self._run.stream.held_for_end
 
     def cancel(self) -> None:
         self._run.stop(Cancelled())

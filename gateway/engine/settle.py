@@ -139,13 +139,18 @@ async def _finish(run: Run, status: ExecutionStatus | None, terminal: list[Entry
     The run's event log, `terminal` included, is completed in the same store call where it can be (one round
     trip for both on Redis); a log write that fails there is left to the log writer, which then writes the
     terminal events actually published. None when the end was recorded, else the error the client hears."""
-    store, timers = run.services.store, run.services.timers
+    store, timers, stream = run.services.store, run.services.timers, run.stream
     give_up = timers.now() + min(store.lease_seconds, FINISH_RETRY_SECONDS)
     delay = 0.05
     writer = run.writer
-    closing = await writer.closing_write(terminal) if writer is not None else None
+    if not store.answers_at_once:
+        # The run's last events leave with its end, in one write, not in a write of their own just ahead of it (at
+        # C=200 on the file or Redis store that write was a tenth of the process's time); for one attempt only.
+        stream.hold_for_end()
     outcome: Exception | None = StoreUnavailable("the end of the run was not recorded")
+    closing: LogWrite | None = None
     try:
+        closing = await writer.closing_write(terminal) if writer is not None else None
         while True:
             try:
                 if store.answers_at_once:  # it never waits: no timer to arm and cancel
@@ -158,12 +163,14 @@ async def _finish(run: Run, status: ExecutionStatus | None, terminal: list[Entry
                 log.warning("the end of run %s was refused (%s): another owner holds the thread", run.lease.run_id, exc.reason.name)
                 return GatewayError(ErrorCode.EXECUTION_LOST, "runId", "The run lost its lease before its end was recorded.")
             except (StoreUnavailable, TimeoutError) as exc:
+                stream.stop_holding()  # the retries may take seconds: what the run said goes out meanwhile
                 if timers.now() + delay > give_up:
                     log.warning("could not record the end of run %s: %s; its lease will expire", run.lease.run_id, exc)
                     return GatewayError(ErrorCode.STATE_PERSISTENCE_FAILED, detail="The end of the run could not be recorded.")
                 await timers.sleep(delay)
                 delay = min(delay * 2, 1.0)
     finally:
+        stream.stop_holding()
         if writer is not None and closing is not None:
             writer.closed(closing, outcome)  # on any failure the writer writes its log afterwards, from the ring
 

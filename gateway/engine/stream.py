@@ -94,6 +94,7 @@ class EventStream:
         "_data",
         "_first",
         "_grew",
+        "_holding",
         "_interval",
         "_next_follower",
         "_owner",
@@ -145,6 +146,9 @@ class EventStream:
         # None: followers read every put at once. A position: they read only up to it, the last one the store's log
         # holds (`made_durable`), so that what a client saw is what another replica adopting the run goes on from.
         self.durable: int | None = None
+        # The run's end is being recorded (`hold_for_end`): followers wait for it, so that the run's last events
+        # leave with its terminal event in one write rather than in one write each.
+        self._holding = False
 
     @property
     def first(self) -> int:
@@ -243,6 +247,21 @@ class EventStream:
             if self._grew and durable < self.head:
                 self._wake_followers()
 
+    def hold_for_end(self) -> None:
+        """The run's end is on its way (one store call): followers give out nothing more until `stop_holding`."""
+        self._holding = True
+
+    @property
+    def held_for_end(self) -> bool:
+        return self._holding
+
+    def stop_holding(self) -> None:
+        """Followers read again (the end was published, or the store failed and the retries may take a while)."""
+        if self._holding:
+            self._holding = False
+            if self._grew:
+                self._wake_followers()
+
     def _readable(self) -> int:
         """The last position a follower may read."""
         durable = self.durable
@@ -331,7 +350,7 @@ class EventStream:
         try:
             while True:
                 after = self._cursors[follower]
-                if after < self._readable():
+                if after < self._readable() and not self._holding:
                     yield self._take(follower, after, now())  # no local: a waiting follower keeps no batch
                     continue
                 # What a durable stream's log never got is never shown: once the run let go of it, it ends there.

@@ -65,6 +65,17 @@ async def test_a_head_whose_records_are_not_ready_goes_out_alone_at_the_end_of_t
     assert raw.calls[-1] == ("write", b"RECORDS")
 
 
+async def test_a_head_held_until_the_next_write_waits_for_it_past_the_turn():
+    transport, raw = _wrapped()
+    transport.defer_next_write(until_next=True)
+    transport.write(b"HEAD")
+    for _ in range(3):
+        await asyncio.sleep(0)
+    assert raw.calls == [], "held past the turn"
+    transport.write(b"RECORDS AND END")
+    assert raw.calls == [("writelines", b"HEADRECORDS AND END")]
+
+
 async def test_closing_writes_what_is_held_first_and_a_closed_socket_is_not_written():
     transport, raw = _wrapped()
     transport.defer_next_write()

@@ -260,6 +260,51 @@ async def test_the_end_of_a_run_is_recorded_even_when_the_store_is_busy_at_first
     assert document["active"] is None and document["history"][-1]["status"] == "completed"
 
 
+async def _batches(handle) -> list[list[str]]:
+    """The types of the events of each batch a follower was given (heartbeats left out)."""
+    return [[json.loads(data)["type"] for _, data in batch] async for batch in handle.events(30) if batch]
+
+
+def _waiting_store(harness: Harness, failures: int = 0) -> None:
+    """The harness's store as the file and Redis stores are: recording a run's end takes a turn of the loop at
+    least (it may fail `failures` times first)."""
+    real_finish, left = harness.store.finish_run, [failures]
+
+    async def finish_later(lease, status, progress):
+        await asyncio.sleep(0)
+        if left[0]:
+            left[0] -= 1
+            raise StoreUnavailable("redis: every connection stayed busy")
+        await real_finish(lease, status, progress)
+
+    harness.store.answers_at_once = False  # type: ignore[misc]
+    harness.store.finish_run = finish_later  # type: ignore[method-assign]
+
+
+async def test_on_a_store_that_waits_a_runs_last_events_leave_with_its_end():
+    harness = Harness(ScriptedAgent([s.TextDelta(text="a"), s.TextDelta(text="b"), s.Completed()]))
+    _waiting_store(harness)
+    batches = await _batches(await harness.start(body()))
+    assert batches[0] == ["RUN_STARTED"]
+    # The backend's events and the terminal ones (the session event, the message's end, RUN_FINISHED) in one batch.
+    assert batches[1:] == [
+        ["CUSTOM", "TEXT_MESSAGE_START", "TEXT_MESSAGE_CONTENT", "TEXT_MESSAGE_CONTENT", "TEXT_MESSAGE_END", "RUN_FINISHED"]
+    ]
+
+
+async def test_a_store_that_fails_the_end_does_not_hold_the_runs_events_through_the_retries():
+    time = ManualTime()
+    harness = Harness(ScriptedAgent([s.TextDelta(text="a"), s.Completed()]), timers=time)
+    _waiting_store(harness, failures=2)
+    reading = asyncio.ensure_future(_batches(await harness.start(body())))
+    await time.run_until(reading, step=0.05)
+    batches = reading.result()
+    assert batches[-1][-1] == "RUN_FINISHED" and "TEXT_MESSAGE_CONTENT" not in batches[-1], "the end, once recorded"
+    assert "TEXT_MESSAGE_CONTENT" in [kind for batch in batches[:-1] for kind in batch], "the text went out meanwhile"
+    document = await harness.store.read_document("t1")
+    assert document["history"][-1]["status"] == "completed"
+
+
 async def test_a_defect_while_settling_still_ends_the_stream_with_an_internal_error():
     harness = Harness(ScriptedAgent([s.TextDelta(text="a"), s.Completed()]))
 

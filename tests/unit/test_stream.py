@@ -266,3 +266,40 @@ async def test_a_released_durable_stream_ends_its_followers_before_what_was_neve
     stream.release()
     with pytest.raises(StopAsyncIteration):
         await waiting
+
+
+async def test_a_stream_held_for_its_end_gives_its_last_events_out_with_the_end(beats):
+    stream = EventStream(QUIET)
+    reading = stream.follow(stream.attach(0), 0.2)
+    await stream.put(text(1))
+    assert [position for position, _ in await anext(reading)] == [1]
+    await stream.put(text(3))
+    stream.hold_for_end()
+    pending = asyncio.ensure_future(anext(reading))
+    await settle()
+    assert not pending.done(), "nothing while the end is on its way"
+    await beats.advance(0.25)
+    assert pending.done() and pending.result() is None, "heartbeats go on while held"
+    pending = asyncio.ensure_future(anext(reading))
+    await settle()
+    assert not pending.done()
+    stream.stop_holding()
+    await stream.put_encoded([e.encode_json(e.RunFinished(thread_id="t", run_id="r"))])
+    assert [position for position, _ in await pending] == [2, 3, 4, 5], "the held events and the end, in one batch"
+    await stream.close()
+    with pytest.raises(StopAsyncIteration):
+        await anext(reading)
+
+
+async def test_letting_go_of_a_hold_gives_out_what_it_held_at_once():
+    """A store that failed the end's first attempt: its retries may take seconds, the run's events do not wait."""
+    stream = EventStream(QUIET)
+    reading = stream.follow(stream.attach(0), 30)
+    stream.hold_for_end()
+    await stream.put(text(2))
+    pending = asyncio.ensure_future(anext(reading))
+    await settle()
+    assert not pending.done()
+    stream.stop_holding()
+    assert [position for position, _ in await pending] == [1, 2]
+    await reading.aclose()
