@@ -72,6 +72,7 @@ async def _settle(run: Run, outcome: Outcome) -> Outcome:
             # No client hears an end the store does not hold: the end it hears is that it could not be recorded.
             outcome = Failed(unrecorded)
             terminal = run.stream.next_entries([_error_event(run, unrecorded)])
+    run.stream.stop_holding()  # the end goes out now, with what was held for it
     await run.stream.put_encoded([data for _, data in terminal])
     run.fire(RunEvent.SETTLED)
     await run.stream.close()
@@ -170,7 +171,6 @@ async def _finish(run: Run, status: ExecutionStatus | None, terminal: list[Entry
                 await timers.sleep(delay)
                 delay = min(delay * 2, 1.0)
     finally:
-        stream.stop_holding()
         if writer is not None and closing is not None:
             writer.closed(closing, outcome)  # on any failure the writer writes its log afterwards, from the ring
 
@@ -197,6 +197,8 @@ async def _save_interrupt(run: Run, outcome: Interrupted) -> Outcome:
     is cancelled, and a cancel intent recorded meanwhile wins; anything else is a failure."""
     request = outcome.request
     open_steps = list(run.translator.steps)  # before the terminal events close them
+    if not run.services.store.answers_at_once:
+        run.stream.hold_for_end()  # as for any end (_finish): what came last leaves with RUN_FINISHED
     try:
         expires, expires_text = _expiry(await run.services.store.now(), run.services.interrupt_ttl)
         wire = [
@@ -226,6 +228,7 @@ async def _save_interrupt(run: Run, outcome: Interrupted) -> Outcome:
             run.lease, pending, checkpoint=request.checkpoint, open_steps=open_steps, progress=_progress(run)
         )
     except STORE_FAILURES as exc:
+        run.stream.stop_holding()  # cancelling the backend may take seconds
         if run.adoptable_elsewhere() and not (isinstance(exc, Rejected) and exc.reason is Rejection.CANCELLED):
             # The task waits for its answers in the agent: whoever adopts the run reads its inputs again and saves
             # them. Cancelling it here could kill another replica's work.

@@ -270,6 +270,7 @@ class EventStream:
     async def close(self) -> None:
         """No event follows: followers end after what is held."""
         self.ended = True
+        self._holding = False
         if self._grew:
             self._wake_followers()
 

@@ -292,6 +292,21 @@ async def test_on_a_store_that_waits_a_runs_last_events_leave_with_its_end():
     ]
 
 
+async def test_on_a_store_that_waits_an_interrupts_last_events_leave_with_its_end():
+    harness = Harness(ScriptedAgent([s.StepStart(name="plan"), ASK]))
+    real_save = harness.store.save_interrupt
+
+    async def save_later(*args, **kwargs):
+        await asyncio.sleep(0)
+        await real_save(*args, **kwargs)
+
+    harness.store.answers_at_once = False  # type: ignore[misc]
+    harness.store.save_interrupt = save_later  # type: ignore[method-assign]
+    batches = await _batches(await harness.start(body()))
+    assert batches[0] == ["RUN_STARTED"]
+    assert len(batches) == 2 and "STEP_STARTED" in batches[-1] and batches[-1][-1] == "RUN_FINISHED"
+
+
 async def test_a_store_that_fails_the_end_does_not_hold_the_runs_events_through_the_retries():
     time = ManualTime()
     harness = Harness(ScriptedAgent([s.TextDelta(text="a"), s.Completed()]), timers=time)

@@ -303,3 +303,15 @@ async def test_letting_go_of_a_hold_gives_out_what_it_held_at_once():
     stream.stop_holding()
     assert [position for position, _ in await pending] == [1, 2]
     await reading.aclose()
+
+
+async def test_an_ended_stream_holds_nothing():
+    """A defect while settling ends the stream without a word to the hold: its followers still get everything."""
+    stream = EventStream(QUIET)
+    reading = stream.follow(stream.attach(0), 30)
+    stream.hold_for_end()
+    await stream.put(text(2))
+    await stream.close()
+    assert [position for position, _ in await anext(reading)] == [1, 2]
+    with pytest.raises(StopAsyncIteration):
+        await anext(reading)
