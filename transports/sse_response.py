@@ -114,8 +114,10 @@ class SseBody:
         self.busy = busy  # the run, when the process had BUSY_RUNS in flight: the first write waits for its first step
 
     def __call__(self, scope: Scope, receive: Receive, send: Send) -> Coroutine[Any, Any, None]:
-        # The body's coroutine itself, not one awaiting it: an idle stream holds one frame fewer.
-        return stream_body(self.records, send, receive, self._start(), scope, self.busy)
+        # The body's coroutine itself, not one awaiting it: an idle stream holds one frame fewer. The run's handle
+        # is let go of after the first turn (its caller keeps this object as long as the stream lasts).
+        busy, self.busy = self.busy, None
+        return stream_body(self.records, send, receive, self._start(), scope, busy)
 
     def _start(self) -> HTTPResponseStartEvent:
         headers = {**SSE_HEADERS, "Content-Type": _CONTENT_TYPE, **self.echo}
