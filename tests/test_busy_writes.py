@@ -1,4 +1,4 @@
-"""How a short run's SSE response reaches the socket, counted by the server's own write calls (`syscw` of
+"""How a short run's SSE response (and its WebSocket frames) reaches the socket, counted by the server's own write calls (`syscw` of
 /proc/<pid>/task/<pid>/io, the event loop's thread: uvloop writes a stream socket with write or writev, and the file
 store writes its files from a thread of its own): with few runs in flight its first event goes out at once, ahead of
 the rest; on a busy process (BUSY_RUNS in flight) the response waits one turn of the loop and goes out whole in one
@@ -12,6 +12,7 @@ import json
 import socket
 
 import pytest
+import websockets
 
 from tests.support import Gateway, assert_well_formed_run, parse_sse, run_body
 from transports.sse_response import BUSY_RUNS
@@ -88,3 +89,21 @@ def test_a_busy_process_sends_a_short_run_whole_in_one_write(quiet_gateway):
     finally:
         for sock in sleepers:
             sock.close()
+
+
+async def test_a_websocket_run_leaves_in_two_writes_on_every_store(quiet_gateway):
+    """Over /ws a run's events leave once per turn of the loop: RUN_STARTED as the run is admitted, then the rest
+    with its end, on the file store too (its last events wait for the journal with the end)."""
+    async with websockets.connect(quiet_gateway.url.replace("http://", "ws://") + "/ws") as ws:
+        for number in range(3):
+            body = run_body("/flood 20")
+            body["threadId"] = f"ws-writes-{number}"
+            before = _writes(quiet_gateway)
+            await ws.send(json.dumps(body))
+            events: list[dict] = []
+            while not events or events[-1]["type"] not in ("RUN_FINISHED", "RUN_ERROR"):
+                events.append(json.loads(await ws.recv()))
+            written = _writes(quiet_gateway) - before
+            assert_well_formed_run(events)
+            assert len([e for e in events if e["type"] == "TEXT_MESSAGE_CONTENT"]) == 20
+            assert written == 2, f"RUN_STARTED, then every other event with the end: {written} writes"
