@@ -59,6 +59,11 @@ async def settle(run: Run, outcome: Outcome) -> Outcome:
 
 async def _settle(run: Run, outcome: Outcome) -> Outcome:
     run.fire(RunEvent.OUTCOME_FIXED)
+    if not run.services.store.answers_at_once:
+        # The run's last events leave with its end, in one write, not in a write of their own just ahead of it (at
+        # C=200 on the file or Redis store that write was a tenth of the process's time). For one store attempt:
+        # a failed save or finish lets them go (`stop_holding`), as does the end's publishing or the stream's close.
+        run.stream.hold_for_end()
     if isinstance(outcome, Interrupted):
         outcome = await _save_interrupt(run, outcome)  # saving the interrupts releases the lease
     if isinstance(outcome, HandedOff):  # the new owner writes the end; local followers simply stop here
@@ -144,14 +149,9 @@ async def _finish(run: Run, status: ExecutionStatus | None, terminal: list[Entry
     give_up = timers.now() + min(store.lease_seconds, FINISH_RETRY_SECONDS)
     delay = 0.05
     writer = run.writer
-    if not store.answers_at_once:
-        # The run's last events leave with its end, in one write, not in a write of their own just ahead of it (at
-        # C=200 on the file or Redis store that write was a tenth of the process's time); for one attempt only.
-        stream.hold_for_end()
+    closing = await writer.closing_write(terminal) if writer is not None else None
     outcome: Exception | None = StoreUnavailable("the end of the run was not recorded")
-    closing: LogWrite | None = None
     try:
-        closing = await writer.closing_write(terminal) if writer is not None else None
         while True:
             try:
                 if store.answers_at_once:  # it never waits: no timer to arm and cancel
@@ -197,8 +197,6 @@ async def _save_interrupt(run: Run, outcome: Interrupted) -> Outcome:
     is cancelled, and a cancel intent recorded meanwhile wins; anything else is a failure."""
     request = outcome.request
     open_steps = list(run.translator.steps)  # before the terminal events close them
-    if not run.services.store.answers_at_once:
-        run.stream.hold_for_end()  # as for any end (_finish): what came last leaves with RUN_FINISHED
     try:
         expires, expires_text = _expiry(await run.services.store.now(), run.services.interrupt_ttl)
         wire = [
