@@ -5,16 +5,13 @@ outcome."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-from collections.abc import AsyncGenerator, AsyncIterator, Coroutine
-from types import AsyncGeneratorType
+from collections.abc import AsyncIterator, Coroutine
 from typing import TYPE_CHECKING, Any
 
 from gateway import PROTOCOL_VERSION, metrics
 from gateway.agents import signals as s
 from gateway.agents.base import ResumeAnswer
-from gateway.engine.eager import resumed
 from gateway.engine.faults import STORE_FAILURES, failed_signal_error, store_error
 from gateway.engine.machine import RunEvent, RunState
 from gateway.engine.outcome import Completed, Failed, Interrupted, Outcome
@@ -115,49 +112,58 @@ async def _follow(run: Run) -> Coroutine[Any, Any, Outcome]:
 MAX_HELD = 64  # events of signals a backend had ready at once, published together at most
 
 
+class _Ready(list[e.Event]):
+    """The events of signals a backend had ready, not yet published. While some are held, a callback is due on the
+    loop's next turn, which comes when the backend waits (or the run gives the loop its turn): it publishes them
+    then, before anything else of the loop runs, so what was ready goes out before the backend's wait. The driver
+    awaits each step as any coroutine would (a step taken by hand costs a StopIteration per signal)."""
+
+    __slots__ = ("due", "paced", "run")
+
+    def __init__(self, run: Run) -> None:
+        super().__init__()
+        self.run = run
+        self.due = False  # a callback of this list is on the loop
+        self.paced = False  # what the callback published asks the producer to wait for room
+
+    def publish_when_waiting(self) -> None:
+        self.due = False
+        if not self:
+            return
+        keeper = self.run.keeper
+        if keeper is not None and not keeper.check():  # the run is being stopped (check told it): nothing is shown
+            self.clear()
+            return
+        if self.run.stream.publish(self):
+            self.paced = True
+        self.clear()
+
+
 async def _consume(run: Run, signals: AsyncIterator[s.Signal], digests: dict[str, str]) -> Outcome:
-    """Feed the backend's signals to the stream. Its steps are taken by hand, so that the driver knows which signals
-    were ready at once (a burst: an agent's loop, or one network read of a remote agent's events): their events are
-    published together, at the backend's next wait or every MAX_HELD events, where each publish costs about half a
-    microsecond. What was ready goes out before the driver waits on anything, if the lease proof still holds then."""
+    """Feed the backend's signals to the stream. The events of the signals a backend had ready at once (a burst: an
+    agent's loop, or one network read of a remote agent's events) are published together, at the backend's next wait
+    or every MAX_HELD events, where each publish costs about half a microsecond. What was ready goes out before the
+    loop runs anything else, if the lease proof still holds then."""
     # No bound methods cached in locals: an idle run's frame would keep them (two objects) for its whole life.
     not_shown = _NOT_SHOWN
     # The lease proof, before each event: None where the store needs none (memory, file). Asked of the keeper here,
     # not through a method of the run: a frame less for every event.
     keeper = run.keeper
     awaiting = run.state is RunState.AWAITING_ACCEPTANCE
-    source = signals if type(signals) is AsyncGeneratorType else _stepped(signals)
-    held: list[e.Event] = []
+    loop = asyncio.get_running_loop()
+    held = _Ready(run)
     try:
         while True:
-            step: Any = source.__anext__()
-            if not held:  # nothing to publish before the backend waits: its step is awaited as any (an idle run
-                try:  # waits with no object of ours between its task and the backend)
-                    signal = await step
-                except StopAsyncIteration:
-                    break
-            else:
-                try:
-                    waiting_on = step.send(None)
-                except StopIteration as ready:
-                    signal = ready.value
-                except StopAsyncIteration:
-                    break
-                except BaseException:  # the backend failed (or was stopped): what it had ready was shown before
-                    _release(run, held)
-                    raise
-                else:  # the backend waits: what it had ready goes out first; no wait of ours comes between its steps
-                    try:
-                        paced = _release(run, held)
-                    except asyncio.CancelledError:  # the run was stopped: its backend hears it where it waits
-                        await _end_step(step, waiting_on)
-                        raise
-                    try:
-                        signal = await resumed(step, waiting_on)
-                    except StopAsyncIteration:
-                        break
-                    if paced:
-                        await run.stream.room()
+            try:  # an idle run waits with no object of ours between its task and the backend
+                signal = await signals.__anext__()
+            except StopAsyncIteration:
+                break
+            except BaseException:  # the backend failed (or the run was stopped): what it had ready is shown first
+                _release(run, held)
+                raise
+            if held.paced:  # the callback published while the backend waited, and a follower trails
+                held.paced = False
+                await run.stream.room()
             if awaiting and not isinstance(signal, s.Failed):
                 awaiting = False
                 refused = await _accept(run, digests)
@@ -180,14 +186,15 @@ async def _consume(run: Run, signals: AsyncIterator[s.Signal], digests: dict[str
                 metrics.labelled(metrics.SIGNALS_REFUSED, type(signal).__name__).inc()
                 log.warning("run %s: %s", run.lease.run_id, error.detail)
                 return Failed(error)
+            if not held.due and held:
+                held.due = True
+                loop.call_soon(held.publish_when_waiting)
             if len(held) >= MAX_HELD and _release(run, held):
                 await run.stream.room()
         _release(run, held)
         return Completed()
     finally:
-        await _close(source)
-        if source is not signals:
-            await _close(signals)
+        await _close(signals)
 
 
 def _release(run: Run, held: list[e.Event]) -> bool:
@@ -202,19 +209,6 @@ def _release(run: Run, held: list[e.Event]) -> bool:
     paced = run.stream.publish(held)
     held.clear()
     return paced
-
-
-async def _end_step(step: Any, waiting_on: Any) -> None:
-    """Let a step the backend is waiting in run to its end, for a run stopped meanwhile (its task's cancel reaches the
-    backend there): a generator left in the middle of a step could not be closed."""
-    with contextlib.suppress(Exception, asyncio.CancelledError):
-        await resumed(step, waiting_on)
-
-
-async def _stepped(signals: AsyncIterator[s.Signal]) -> AsyncGenerator[s.Signal, None]:
-    """A backend's own iterator as a native generator, whose steps the driver can take one at a time."""
-    async for signal in signals:
-        yield signal
 
 
 async def _close(signals: AsyncIterator[s.Signal]) -> None:

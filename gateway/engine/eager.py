@@ -3,8 +3,7 @@ goes on from its first wait (what Python 3.12's eager tasks do; the deployed ima
 
 The engine admits a run this way on a store that answers at once (the memory store): no task, no shield and no turn
 of the loop between the request and its first event; a call that waits after all goes on in a task of its own,
-which its caller may shield as it would any task. The driver takes each step of a backend's signals this way too
-(engine/driver.py), and a step that waits goes on through `resumed` in the run's own task."""
+which its caller may shield as it would any task."""
 
 from __future__ import annotations
 

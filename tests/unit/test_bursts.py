@@ -10,7 +10,7 @@ from typing import Any
 
 from gateway.agents import signals as s
 from gateway.agents.base import AgentBackend, AgentRequest
-from gateway.engine.stream import YIELD_EVERY
+from gateway.engine.stream import MAX_LAG, YIELD_EVERY
 from tests.unit.scripted import Harness, ScriptedAgent, body, collect, types
 
 
@@ -49,8 +49,8 @@ async def test_what_a_backend_had_ready_before_it_raised_is_shown_before_the_err
 
 
 async def test_a_stop_while_the_backend_waits_reaches_the_backend_and_closes_it():
-    """The driver takes the backend's steps by hand: a stop that arrives while a step waits is thrown into that
-    step, as a task would, and the backend's generator is closed (its `finally` runs) before the run settles."""
+    """A stop that arrives while a step waits is thrown into that step, and the backend's generator is closed (its
+    `finally` runs) before the run settles."""
     never = asyncio.Event()
     agent = ScriptedAgent([s.TextDelta(text="a"), never, s.Completed()])
     harness = Harness(agent)
@@ -119,3 +119,34 @@ async def test_a_backend_that_never_waits_still_gives_the_loop_a_turn_every_few_
     other.cancel()
     assert len(texts(events)) == count
     assert turns >= count // YIELD_EVERY, f"the rest of the loop ran {turns} times during {count} events"
+
+
+class WaitsBeforeEachSignal(AgentBackend):
+    """A backend that gives the loop a turn before each of its text deltas: every burst is one signal, published by
+    the driver's callback while the backend waits."""
+
+    name = "waits"
+
+    def __init__(self, count: int) -> None:
+        self.count = count
+        self.produced = 0
+
+    async def run(self, request: AgentRequest) -> AsyncIterator[s.Signal]:  # type: ignore[override]
+        for index in range(self.count):
+            await asyncio.sleep(0)
+            self.produced += 1
+            yield s.TextDelta(text=str(index))
+        yield s.Completed()
+
+
+async def test_bursts_published_while_the_backend_waits_are_paced_by_a_client_that_trails():
+    agent = WaitsBeforeEachSignal(MAX_LAG * 4)
+    handle = await Harness(agent).start(body())  # type: ignore[arg-type]
+    stream = handle.events(30)
+    seen: list[dict[str, Any]] = []
+    await read_until(stream, seen, "0")  # the client reads once, then trails
+    for _ in range(MAX_LAG * 8):
+        await asyncio.sleep(0)
+    assert MAX_LAG <= agent.produced <= MAX_LAG + 8, f"the backend ran {agent.produced} signals ahead of its client"
+    seen.extend(json.loads(data) for batch in [b async for b in stream] for _, data in batch or [])
+    assert texts(seen) == [str(index) for index in range(MAX_LAG * 4)] and seen[-1]["type"] == "RUN_FINISHED"
