@@ -179,13 +179,18 @@ async def _consume(run: Run, signals: AsyncIterator[s.Signal], digests: dict[str
                 return await _terminal(run, signal)
             if keeper is not None and not keeper.holds() and not keeper.check():
                 raise asyncio.CancelledError  # the lease is no longer proven: the run was stopped; nothing more is shown
+            mark = len(held)
             try:
-                held += run.translator.translate(signal)
+                run.translator.translate_into(signal, held)
             except GatewayError as error:  # the backend broke the protocol: none of this signal is shown
+                del held[mark:]
                 _release(run, held)
                 metrics.labelled(metrics.SIGNALS_REFUSED, type(signal).__name__).inc()
                 log.warning("run %s: %s", run.lease.run_id, error.detail)
                 return Failed(error)
+            except BaseException:  # a defect: the run fails with what it had shown, no part of this signal
+                del held[mark:]
+                raise
             if not held.due and held:
                 held.due = True
                 loop.call_soon(held.publish_when_waiting)
@@ -194,6 +199,7 @@ async def _consume(run: Run, signals: AsyncIterator[s.Signal], digests: dict[str
         _release(run, held)
         return Completed()
     finally:
+        held.clear()  # a run that ends by an error of ours shows nothing more (the callback may still be due)
         await _close(signals)
 
 

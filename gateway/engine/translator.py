@@ -143,12 +143,18 @@ class Translator:
     # -- the mapping table ---------------------------------------------------------
     def translate(self, signal: s.Signal) -> list[e.Event]:
         out: list[e.Event] = []
+        self.translate_into(signal, out)
+        return out
+
+    def translate_into(self, signal: s.Signal, out: list[e.Event]) -> None:
+        """Append the signal's events to `out` (the driver's held events: no list of its own per signal). On an
+        error some may have been appended: the caller drops what follows its own length before the call."""
         handler = _HANDLERS.get(type(signal))
         if handler is not None and self.session_sent:  # the common case, once the session event is out
             handler(self, signal, out)
-            return out
+            return
         if isinstance(signal, s.Accepted):
-            return out
+            return
         if isinstance(signal, s.SessionInfo):
             for key, value in (("contextId", signal.context_id), ("taskId", signal.task_id), ("sessionId", signal.session_id)):
                 if value is not None:
@@ -158,11 +164,10 @@ class Translator:
         if not self.session_sent and all(self.session.get(key) for key in self.awaits):
             out.extend(self.session_event())
         if isinstance(signal, s.SessionInfo):
-            return out
+            return
         if handler is None:
             raise refused(f"the backend sent a signal the gateway does not know ({type(signal).__name__})")
         handler(self, signal, out)
-        return out
 
     def _text(self, signal: s.TextDelta, out: list[e.Event]) -> None:
         text = signal.text
