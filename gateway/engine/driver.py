@@ -114,29 +114,34 @@ MAX_HELD = 64  # events of signals a backend had ready at once, published togeth
 
 class _Ready(list[e.Event]):
     """The events of signals a backend had ready, not yet published. While some are held, a callback is due on the
-    loop's next turn, which comes when the backend waits (or the run gives the loop its turn): it publishes them
-    then, before anything else of the loop runs, so what was ready goes out before the backend's wait. The driver
-    awaits each step as any coroutine would (a step taken by hand costs a StopIteration per signal)."""
+    loop: its next turn comes when the backend waits (or the run gives the loop its turn), and the callback publishes
+    them in it, ahead of whatever ends that wait (a reply, a stop), so what was ready goes out before the backend
+    waits. The driver awaits each step as any coroutine would (a step taken by hand costs a StopIteration per
+    signal)."""
 
-    __slots__ = ("due", "paced", "run")
+    __slots__ = ("due", "failure", "heed", "run")
 
     def __init__(self, run: Run) -> None:
         super().__init__()
         self.run = run
         self.due = False  # a callback of this list is on the loop
-        self.paced = False  # what the callback published asks the producer to wait for room
+        self.heed = False  # the callback asks the driver, at its next step, to wait for room or to fail
+        self.failure: Exception | None = None
 
     def publish_when_waiting(self) -> None:
         self.due = False
         if not self:
             return
         keeper = self.run.keeper
-        if keeper is not None and not keeper.check():  # the run is being stopped (check told it): nothing is shown
+        try:
+            if keeper is not None and not keeper.check():  # the run is being stopped (check told it): nothing shown
+                return
+            if self.run.stream.publish(self):
+                self.heed = True
+        except Exception as exc:  # noqa: BLE001 - a defect of ours: the run fails with it at its next step
+            self.failure, self.heed = exc, True
+        finally:
             self.clear()
-            return
-        if self.run.stream.publish(self):
-            self.paced = True
-        self.clear()
 
 
 async def _consume(run: Run, signals: AsyncIterator[s.Signal], digests: dict[str, str]) -> Outcome:
@@ -161,8 +166,10 @@ async def _consume(run: Run, signals: AsyncIterator[s.Signal], digests: dict[str
             except BaseException:  # the backend failed (or the run was stopped): what it had ready is shown first
                 _release(run, held)
                 raise
-            if held.paced:  # the callback published while the backend waited, and a follower trails
-                held.paced = False
+            if held.heed:  # the callback published while the backend waited: a follower trails, or it failed
+                held.heed = False
+                if held.failure is not None:
+                    raise held.failure
                 await run.stream.room()
             if awaiting and not isinstance(signal, s.Failed):
                 awaiting = False

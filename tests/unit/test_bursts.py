@@ -10,7 +10,7 @@ from typing import Any
 
 from gateway.agents import signals as s
 from gateway.agents.base import AgentBackend, AgentRequest
-from gateway.engine.stream import MAX_LAG, YIELD_EVERY
+from gateway.engine.stream import MAX_LAG, YIELD_EVERY, EventStream
 from tests.unit.scripted import Harness, ScriptedAgent, body, collect, types
 
 
@@ -150,3 +150,29 @@ async def test_bursts_published_while_the_backend_waits_are_paced_by_a_client_th
     assert MAX_LAG <= agent.produced <= MAX_LAG + 8, f"the backend ran {agent.produced} signals ahead of its client"
     seen.extend(json.loads(data) for batch in [b async for b in stream] for _, data in batch or [])
     assert texts(seen) == [str(index) for index in range(MAX_LAG * 4)] and seen[-1]["type"] == "RUN_FINISHED"
+
+
+async def test_a_failure_of_the_publish_the_loop_runs_for_a_burst_fails_the_run_at_its_next_step(monkeypatch):
+    """The burst's callback runs on the loop, outside the run's task: what it raises is not lost there, the run fails
+    with it once the backend gives its next signal, and nothing of the failed burst is shown."""
+    publish, broken = EventStream.publish, []
+
+    def breaks_once(self: EventStream, events: list[Any]) -> bool:
+        if not broken:
+            broken.append([getattr(event, "delta", None) for event in events])
+            raise RuntimeError("a defect in publishing")
+        return publish(self, events)
+
+    monkeypatch.setattr(EventStream, "publish", breaks_once)
+    cue = asyncio.Event()
+    agent = ScriptedAgent([s.TextDelta(text="a"), cue, s.TextDelta(text="b"), s.Completed()])
+    harness = Harness(agent)
+    running = asyncio.ensure_future(harness.run(body()))
+    for _ in range(10):
+        await asyncio.sleep(0)
+    assert not running.done(), "the run waits with its backend"
+    cue.set()
+    events = await asyncio.wait_for(running, 1)
+    assert "a" in broken[0] and "b" not in broken[0], "the burst's own publish broke"
+    assert texts(events) == [] and events[-1]["type"] == "RUN_ERROR", events[-1]
+    assert agent.closed == 1
