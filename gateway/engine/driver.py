@@ -147,8 +147,8 @@ class _Ready(list[e.Event]):
 async def _consume(run: Run, signals: AsyncIterator[s.Signal], digests: dict[str, str]) -> Outcome:
     """Feed the backend's signals to the stream. The events of the signals a backend had ready at once (a burst: an
     agent's loop, or one network read of a remote agent's events) are published together, at the backend's next wait
-    or every MAX_HELD events, where each publish costs about half a microsecond. What was ready goes out before the
-    loop runs anything else, if the lease proof still holds then."""
+    or every MAX_HELD events, where each publish costs about half a microsecond. What was ready goes out on the loop's
+    next turn, ahead of whatever ends the backend's wait, if the lease proof still holds then."""
     # No bound methods cached in locals: an idle run's frame would keep them (two objects) for its whole life.
     not_shown = _NOT_SHOWN
     # The lease proof, before each event: None where the store needs none (memory, file). Asked of the keeper here,
