@@ -174,5 +174,5 @@ async def test_a_failure_of_the_publish_the_loop_runs_for_a_burst_fails_the_run_
     cue.set()
     events = await asyncio.wait_for(running, 1)
     assert "a" in broken[0] and "b" not in broken[0], "the burst's own publish broke"
-    assert texts(events) == [] and events[-1]["type"] == "RUN_ERROR", events[-1]
+    assert texts(events) == [] and events[-1]["type"] == "RUN_ERROR" and events[-1]["code"] == "A2A_EXECUTION_FAILED", events[-1]
     assert agent.closed == 1
