@@ -1,5 +1,6 @@
 """The driver's bursts: the signals a backend had ready at once are published together, and nothing it had ready
-waits for its next step, its failure, a stop or the end of a backend that is not a native generator."""
+waits for its next step, its failure, a stop or the end of a backend that is not a native generator; bursts the
+loop publishes while the backend waits are paced by a client that trails, and a failure there fails the run."""
 
 from __future__ import annotations
 
