@@ -195,9 +195,6 @@ async def _consume(run: Run, signals: AsyncIterator[s.Signal], digests: dict[str
                 metrics.labelled(metrics.SIGNALS_REFUSED, type(signal).__name__).inc()
                 log.warning("run %s: %s", run.lease.run_id, error.detail)
                 return Failed(error)
-            except BaseException:  # a defect: the run fails with what it had shown, no part of this signal
-                del held[mark:]
-                raise
             if not held.due and held:
                 held.due = True
                 loop.call_soon(held.publish_when_waiting)
@@ -206,7 +203,9 @@ async def _consume(run: Run, signals: AsyncIterator[s.Signal], digests: dict[str
         _release(run, held)
         return Completed()
     finally:
-        held.clear()  # a run that ends by an error of ours shows nothing more (the callback may still be due)
+        # A run that ends by an error of ours (a defect in translating included: part of a signal may be held)
+        # shows nothing more; the callback may still be due.
+        held.clear()
         await _close(signals)
 
 
