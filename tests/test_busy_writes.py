@@ -2,9 +2,9 @@
 calls (`syscw` of /proc/<pid>/task/<pid>/io, the event loop's thread: uvloop writes a stream socket with write or
 writev, and the file store writes its files from a thread of its own): with few runs in flight its first event goes
 out at once, ahead of the rest; on a busy process (BUSY_RUNS in flight) the response waits one turn of the loop and
-goes out whole in one write. On a store that waits (the file store) the run's last events wait for its end to be recorded and leave with
-it. The gateway runs with warnings only and a long heartbeat, so that nothing else of it writes while a run is
-counted."""
+goes out whole in one write. On a store that waits (the file store) the run's last events wait for its end to be
+recorded and leave with it. The gateway runs with warnings only and a long heartbeat, so that nothing else of it
+writes while a run is counted."""
 
 from __future__ import annotations
 
