@@ -151,8 +151,10 @@ async def _consume(run: Run, signals: AsyncIterator[s.Signal], digests: dict[str
     next turn, ahead of whatever ends the backend's wait, if the lease proof still holds then."""
     # No bound methods cached in locals: an idle run's frame would keep them (two objects) for its whole life.
     not_shown = _NOT_SHOWN
-    # The lease proof, before each event: None where the store needs none (memory, file). Asked of the keeper here,
-    # not through a method of the run: a frame less for every event.
+    # The lease proof: None where the store needs none (memory, file). Asked as a burst begins, so a run whose proof
+    # ran out while its backend waited translates nothing more, and again before the burst is published (`_release`,
+    # the callback), so nothing is shown that the proof does not cover; not before each event of a burst, where it
+    # would cost a Python call and a clock read per event and change nothing the client sees.
     keeper = run.keeper
     awaiting = run.state is RunState.AWAITING_ACCEPTANCE
     loop = asyncio.get_running_loop()
@@ -184,7 +186,7 @@ async def _consume(run: Run, signals: AsyncIterator[s.Signal], digests: dict[str
                     await run.note_adoptable(signal.state)
                     continue
                 return await _terminal(run, signal)
-            if keeper is not None and not keeper.holds() and not keeper.check():
+            if keeper is not None and not held.due and not keeper.check():
                 raise asyncio.CancelledError  # the lease is no longer proven: the run was stopped; nothing more is shown
             mark = len(held)
             try:
@@ -211,9 +213,9 @@ async def _consume(run: Run, signals: AsyncIterator[s.Signal], digests: dict[str
 
 def _release(run: Run, held: list[e.Event]) -> bool:
     """Publish the events held; True when the producer must wait for room before it publishes again. The backend's
-    own code ran since they were checked against the lease proof, and an event is shown only while the proof holds:
-    when it no longer does, the run was stopped, and they are dropped with it (CancelledError, as for an event
-    checked in the loop: the run never ends as though they had been shown)."""
+    own code ran since their burst began, and an event is shown only while the lease proof holds: when it no longer
+    does, the run was stopped, and they are dropped with it (CancelledError, as for a burst refused as it begins:
+    the run never ends as though they had been shown)."""
     keeper = run.keeper
     if held and keeper is not None and not keeper.check():
         held.clear()

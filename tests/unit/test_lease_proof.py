@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator
 
 from gateway.agents import signals as s
 from gateway.agents.base import AgentBackend, AgentRequest
+from gateway.engine.driver import MAX_HELD
 from gateway.engine.lease import PROOF_SHARE
 from store import Lease, RenewResult, StoreUnavailable
 from tests.unit.manual_time import ManualTime
@@ -203,3 +204,41 @@ async def test_a_burst_the_proof_no_longer_covers_never_ends_the_run_as_a_succes
     events = running.result()
     assert [e["type"] for e in events if e["type"].startswith(("RUN_", "TEXT_"))] == ["RUN_STARTED", "RUN_ERROR"], events
     assert events[-1]["code"] == "STATE_PERSISTENCE_FAILED"
+
+
+class LongBurstPastTheProof(AgentBackend):
+    """A burst of deltas with no wait in it, its own code running past the lease proof partway through, then more
+    deltas, a wait and the end."""
+
+    name = "long-burst-past-the-proof"
+
+    def __init__(self, time: ManualTime, before: int, after: int) -> None:
+        self.time, self.before, self.after = time, before, after
+        self.produced_after = 0
+
+    async def run(self, request: AgentRequest) -> AsyncIterator[s.Signal]:  # type: ignore[override]
+        await self.time.sleep(0.01)
+        for index in range(self.before):
+            yield s.TextDelta(text=f"b{index} ")
+        self.time.current += LEASE
+        for index in range(self.after):
+            self.produced_after += 1
+            yield s.TextDelta(text=f"a{index} ")
+        await self.time.sleep(0.01)
+        yield s.Completed()
+
+
+async def test_a_burst_whose_proof_runs_out_partway_shows_only_what_was_published_while_it_held():
+    """The proof is asked as a burst begins and before each publish of it (every MAX_HELD events): what went out
+    before the proof ran out stays shown, nothing after it is, and the backend is stopped within MAX_HELD events."""
+    time = ManualTime()
+    agent = LongBurstPastTheProof(time, before=MAX_HELD + 3, after=3 * MAX_HELD)
+    harness = Harness(agent, lease_seconds=LEASE, timers=time)  # type: ignore[arg-type]
+    harness.store.renew = hang  # type: ignore[method-assign]
+    running = asyncio.ensure_future(harness.run(body()))
+    await time.run_until(running, step=0.005)
+    events = running.result()
+    assert events[-1]["type"] == "RUN_ERROR" and events[-1]["code"] == "STATE_PERSISTENCE_FAILED", events[-1]
+    shown = [e["delta"] for e in events if e["type"] == "TEXT_MESSAGE_CONTENT"]
+    assert 0 < len(shown) <= MAX_HELD and shown == [f"b{index} " for index in range(len(shown))], shown
+    assert agent.produced_after <= MAX_HELD, f"the backend ran {agent.produced_after} deltas past the proof"
