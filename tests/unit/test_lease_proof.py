@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from typing import Any
 
 from gateway.agents import signals as s
 from gateway.agents.base import AgentBackend, AgentRequest
@@ -44,17 +45,24 @@ async def hang(lease: Lease) -> RenewResult:
     raise AssertionError
 
 
-async def test_a_renewal_that_hangs_stops_the_run_on_the_proofs_own_timer():
-    time = ManualTime()
-    agent = Ticking(100, time)  # 2 s of deltas: far past the proof
+async def stopped_by_the_proof(agent: AgentBackend, time: ManualTime) -> list[dict[str, Any]]:
+    """The events of a run of `agent` whose renewals hang, run to its end on the test's time: the proof's own
+    timer or check must stop it with STATE_PERSISTENCE_FAILED."""
     harness = Harness(agent, lease_seconds=LEASE, timers=time)  # type: ignore[arg-type]
     harness.store.renew = hang  # type: ignore[method-assign]
-    started = time.now()
     running = asyncio.ensure_future(harness.run(body()))
     await time.run_until(running, step=0.005)
     events = running.result()
-    shown = [e["delta"] for e in events if e["type"] == "TEXT_MESSAGE_CONTENT"]
     assert events[-1]["type"] == "RUN_ERROR" and events[-1]["code"] == "STATE_PERSISTENCE_FAILED", events[-1]
+    return events
+
+
+async def test_a_renewal_that_hangs_stops_the_run_on_the_proofs_own_timer():
+    time = ManualTime()
+    agent = Ticking(100, time)  # 2 s of deltas: far past the proof
+    started = time.now()
+    events = await stopped_by_the_proof(agent, time)
+    shown = [e["delta"] for e in events if e["type"] == "TEXT_MESSAGE_CONTENT"]
     assert shown and len(shown) < 100 and agent.closed, "the backend was stopped"
     proof_end = started + LEASE * PROOF_SHARE
     late = [delta for delta in shown if agent.produced[delta] >= proof_end]
@@ -168,12 +176,7 @@ async def test_events_held_while_the_backend_ran_past_the_proof_are_never_shown(
     burst is dropped with the run, never shown late."""
     time = ManualTime()
     agent = RunsPastTheProof(time)
-    harness = Harness(agent, lease_seconds=LEASE, timers=time)  # type: ignore[arg-type]
-    harness.store.renew = hang  # type: ignore[method-assign]
-    running = asyncio.ensure_future(harness.run(body()))
-    await time.run_until(running, step=0.005)
-    events = running.result()
-    assert events[-1]["type"] == "RUN_ERROR" and events[-1]["code"] == "STATE_PERSISTENCE_FAILED", events[-1]
+    events = await stopped_by_the_proof(agent, time)
     assert [e["delta"] for e in events if e["type"] == "TEXT_MESSAGE_CONTENT"] == []
     assert agent.closed, "the backend was stopped"
 
@@ -197,13 +200,8 @@ async def test_a_burst_the_proof_no_longer_covers_never_ends_the_run_as_a_succes
     """Its events are dropped with the run: the client hears the run stop, not a success with a message whose start
     it never saw."""
     time = ManualTime()
-    harness = Harness(EndsPastTheProof(time), lease_seconds=LEASE, timers=time)  # type: ignore[arg-type]
-    harness.store.renew = hang  # type: ignore[method-assign]
-    running = asyncio.ensure_future(harness.run(body()))
-    await time.run_until(running, step=0.005)
-    events = running.result()
+    events = await stopped_by_the_proof(EndsPastTheProof(time), time)
     assert [e["type"] for e in events if e["type"].startswith(("RUN_", "TEXT_"))] == ["RUN_STARTED", "RUN_ERROR"], events
-    assert events[-1]["code"] == "STATE_PERSISTENCE_FAILED"
 
 
 class LongBurstPastTheProof(AgentBackend):
@@ -233,12 +231,7 @@ async def test_a_burst_whose_proof_runs_out_partway_shows_only_what_was_publishe
     before the proof ran out stays shown, nothing after it is, and the backend is stopped within MAX_HELD events."""
     time = ManualTime()
     agent = LongBurstPastTheProof(time, before=MAX_HELD + 3, after=3 * MAX_HELD)
-    harness = Harness(agent, lease_seconds=LEASE, timers=time)  # type: ignore[arg-type]
-    harness.store.renew = hang  # type: ignore[method-assign]
-    running = asyncio.ensure_future(harness.run(body()))
-    await time.run_until(running, step=0.005)
-    events = running.result()
-    assert events[-1]["type"] == "RUN_ERROR" and events[-1]["code"] == "STATE_PERSISTENCE_FAILED", events[-1]
+    events = await stopped_by_the_proof(agent, time)
     shown = [e["delta"] for e in events if e["type"] == "TEXT_MESSAGE_CONTENT"]
     assert 0 < len(shown) <= MAX_HELD and shown == [f"b{index} " for index in range(len(shown))], shown
     assert agent.produced_after <= MAX_HELD, f"the backend ran {agent.produced_after} deltas past the proof"
