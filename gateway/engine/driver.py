@@ -130,14 +130,11 @@ class _Ready(list[e.Event]):
 
     def publish_when_waiting(self) -> None:
         self.due = False
-        if not self:
-            return
-        keeper = self.run.keeper
         try:
-            if keeper is not None and not keeper.check():  # the run is being stopped (check told it): nothing shown
-                return
-            if self.run.stream.publish(self):
+            if _release(self.run, self):
                 self.heed = True
+        except asyncio.CancelledError:  # the proof no longer holds: the run is being stopped (check told it)
+            pass
         except Exception as exc:  # noqa: BLE001 - a defect of ours: the run fails with it at its next step
             self.failure, self.heed = exc, True
         finally:
