@@ -112,8 +112,8 @@ async def _follow(run: Run) -> Coroutine[Any, Any, Outcome]:
 MAX_HELD = 64  # events of signals a backend had ready at once, published together at most
 
 
-class _Ready(list[e.Event]):
-    """The events of signals a backend had ready, not yet published. While some are held, a callback is due on the
+class _Ready(list[bytes]):
+    """The events of signals a backend had ready, encoded, not yet published. While some are held, a callback is due on the
     loop: its next turn comes when the backend waits (or the run gives the loop its turn), and the callback publishes
     them in it, ahead of whatever ends that wait (a reply, a stop), so what was ready goes out before the backend
     waits. The driver awaits each step as any coroutine would (a step taken by hand costs a StopIteration per
@@ -208,7 +208,7 @@ async def _consume(run: Run, signals: AsyncIterator[s.Signal], digests: dict[str
         await _close(signals)
 
 
-def _release(run: Run, held: list[e.Event]) -> bool:
+def _release(run: Run, held: list[bytes]) -> bool:
     """Publish the events held; True when the producer must wait for room before it publishes again. The backend's
     own code ran since their burst began, and an event is shown only while the lease proof holds: when it no longer
     does, the run was stopped, and they are dropped with it (CancelledError, as for a burst refused as it begins:

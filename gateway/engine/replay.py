@@ -9,7 +9,7 @@ from typing import Any
 
 import msgspec
 
-from gateway.engine.translator import SESSION_EVENT, Translator
+from gateway.engine.translator import SESSION_EVENT, Translator, open_text
 
 _decode = msgspec.json.Decoder().decode
 
@@ -112,7 +112,7 @@ def restore(translator: Translator, state: Replayed) -> None:
     translator.session.update(state.session)
     translator.session_sent = state.session_sent
     translator.sequence = max(translator.sequence, state.sequence)
-    translator.texts = {_key(message_id): (message_id, state.owners.get(message_id)) for message_id in state.texts}
+    translator.texts = {_key(message_id): open_text(message_id, state.owners.get(message_id)) for message_id in state.texts}
     translator.text_ids_used = dict.fromkeys(state.text_ids)
     translator.reasoning_id = state.reasoning
     translator.tools = tuple(state.tools)

@@ -186,7 +186,7 @@ class EventStream:
         return [(self.head + 1 + index, _encode(event)) for index, event in enumerate(events)]
 
     async def put(self, events: list[e.Event]) -> None:
-        if self.publish(events):
+        if self.publish(list(map(_encode, events))):  # map, not a comprehension: no frame of its own on Python 3.11
             await self.room()
 
     def put_now(self, events: list[e.Event]) -> None:
@@ -194,18 +194,17 @@ class EventStream:
         if events and not self.ended:
             self._publish(list(map(_encode, events)))
 
-    def publish(self, events: list[e.Event]) -> bool:
-        """Publish now (the producer's hot path: no coroutine per event); True when the producer must await `room`
-        before it publishes again."""
-        if not events or self.ended:
+    def publish(self, encoded: list[bytes]) -> bool:
+        """Publish events already encoded, now (the producer's hot path: no coroutine per event; the next positions
+        are theirs, and the list is the caller's again); True when the producer must await `room` before it publishes
+        again."""
+        if not encoded or self.ended:
             return False
-        return self._publish(list(map(_encode, events)))  # map, not a comprehension: no frame of its own on Python 3.11
+        return self._publish(encoded)
 
     async def put_encoded(self, encoded: list[bytes]) -> None:
         """Publish events already encoded (the next positions are theirs)."""
-        if not encoded or self.ended:
-            return
-        if self._publish(encoded):
+        if self.publish(encoded):
             await self.room()
 
     async def room(self) -> None:

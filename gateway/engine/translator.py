@@ -11,6 +11,9 @@ from gateway.engine.documents import MAX_SNAPSHOT_BYTES, MAX_STATE_BYTES, bounde
 from gateway.ids import random_hex
 from gateway.protocol import events as e
 
+_encode = e.encode_json
+_encode_string = e.encode_string
+
 SESSION_EVENT = "iac-code.session.v1"
 PIPELINE_EVENT = "iac-code.pipeline.v1"
 ARTIFACT_EVENT = "iac-code.artifact.v1"
@@ -24,6 +27,14 @@ def _new_id(prefix: str) -> str:
 def _without(open_ids: tuple[str, ...], closing: str) -> tuple[str, ...]:
     """The open ids but `closing` (each id is open at most once)."""
     return tuple(open_id for open_id in open_ids if open_id != closing)
+
+
+OpenText = tuple[str, str | None, bytes, bytes]  # an open message: AG-UI id, owner, its deltas' encoded frame
+
+
+def open_text(message_id: str, owner: str | None) -> OpenText:
+    """An open message's entry in `Translator.texts`."""
+    return (message_id, owner, *e.text_content_frame(message_id, owner))
 
 
 TEXT_ROLES = frozenset({"assistant", "developer", "system", "user"})
@@ -64,9 +75,9 @@ class Translator:
         self.awaits = awaits  # the identities the session event waits for (the backend's `session_keys`)
         self.sequence = sequence
         self.session_sent = False
-        # Open messages: the agent's message id (None: unnamed) -> the AG-UI id and the sub-agent that owns it, read
-        # together for each delta.
-        self.texts: dict[str | None, tuple[str, str | None]] = {}
+        # Open messages: the agent's message id (None: unnamed) -> the AG-UI id, the sub-agent that owns it and its
+        # deltas' encoded frame (`open_text`), read together for each delta.
+        self.texts: dict[str | None, OpenText] = {}
         self.text_ids_used: dict[str, None] = {}  # ids the agent named, in order (a dict: an empty set is 216 bytes)
         self.reasoning_id: str | None = None
         # Open tool calls and steps, and the usage reports, as tuples: few and rarely changed, and a run with none
@@ -92,7 +103,7 @@ class Translator:
         self.owners[entity_id] = subagent
 
     def _close_text(self, out: list[e.Event]) -> None:
-        for message_id, owner in self.texts.values():
+        for message_id, owner, _, _ in self.texts.values():
             out.append(e.TextMessageEnd(message_id=message_id, subagent_run_id=owner))
         self.texts.clear()
 
@@ -142,13 +153,25 @@ class Translator:
 
     # -- the mapping table ---------------------------------------------------------
     def translate(self, signal: s.Signal) -> list[e.Event]:
+        """The signal's events; raises AGENT_PROTOCOL_ERROR, with none of them sent, for a signal that breaks the
+        protocol."""
         out: list[e.Event] = []
-        self.translate_into(signal, out)
+        self._translate(signal, out)
         return out
 
-    def translate_into(self, signal: s.Signal, out: list[e.Event]) -> None:
-        """Append the signal's events to `out` (the driver's held events: no list of its own per signal). On an
-        error some may have been appended: the caller drops what follows its own length before the call."""
+    def translate_into(self, signal: s.Signal, out: list[bytes]) -> None:
+        """Append the signal's events to `out`, encoded (the driver's held events: no list of its own per signal),
+        or none of them when it breaks the protocol. A delta of a message already open, most of a run's events, is
+        encoded in the message's frame: no event object, no handler call."""
+        if type(signal) is s.TextDelta and self.reasoning_id is None and self.session_sent:
+            open_message = self.texts.get(signal.message_id)
+            if open_message is not None:
+                if signal.text:  # as `_text`: an empty delta is no event
+                    out.append(open_message[2] + _encode_string(signal.text) + open_message[3])
+                return
+        out.extend(map(_encode, self.translate(signal)))
+
+    def _translate(self, signal: s.Signal, out: list[e.Event]) -> None:
         handler = _HANDLERS.get(type(signal))
         if handler is not None and self.session_sent:  # the common case, once the session event is out
             handler(self, signal, out)
@@ -182,11 +205,11 @@ class Translator:
                 raise refused(f"a text message's role must be one of {sorted(TEXT_ROLES)}, not {signal.role[:40]!r}")
             self._check_active(signal.subagent_run_id)
             message_id = self._text_id(key)
-            open_message = self.texts[key] = (message_id, signal.subagent_run_id)
+            open_message = self.texts[key] = open_text(message_id, signal.subagent_run_id)
             out.append(
                 e.TextMessageStart(message_id=message_id, role=signal.role, name=signal.name, subagent_run_id=signal.subagent_run_id)
             )
-        message_id, owner = open_message
+        message_id, owner, _, _ = open_message
         out.append(e.TextMessageContent(message_id=message_id, delta=text, subagent_run_id=owner))
 
     def _text_id(self, key: str | None) -> str:
@@ -204,7 +227,7 @@ class Translator:
         if signal.message_id is None:
             self._close_text(out)
         elif signal.message_id in self.texts:
-            message_id, owner = self.texts.pop(signal.message_id)
+            message_id, owner, _, _ = self.texts.pop(signal.message_id)
             out.append(e.TextMessageEnd(message_id=message_id, subagent_run_id=owner))
 
     def _reasoning(self, signal: s.ReasoningDelta, out: list[e.Event]) -> None:
@@ -356,7 +379,7 @@ class Translator:
 
     def _close_owned(self, subagent: str, out: list[e.Event]) -> None:
         """The sub-agent's open messages and tool calls end with it."""
-        for key, (message_id, owner) in list(self.texts.items()):
+        for key, (message_id, owner, _, _) in list(self.texts.items()):
             if owner == subagent:
                 del self.texts[key]
                 out.append(e.TextMessageEnd(message_id=message_id, subagent_run_id=subagent))

@@ -205,6 +205,20 @@ _encoder = msgspec.json.Encoder()
 # The event as bare JSON (one WebSocket text frame, an SSE record's data): the encoder's own method, called for
 # every event, so no Python frame of ours is between the two.
 encode_json: Callable[[Event], bytes] = _encoder.encode
+encode_string: Callable[[str], bytes] = _encoder.encode  # a JSON string: a text delta in its frame (below)
+
+
+_EMPTY_DELTA = b'"delta":""'
+
+
+def text_content_frame(message_id: str, subagent_run_id: str | None) -> tuple[bytes, bytes]:
+    """TEXT_MESSAGE_CONTENT of this message encoded around its delta: the prefix, the delta's JSON string
+    (`encode_string`) and the suffix are byte for byte the event's own encoding. A delta of an open message, most of a
+    run's events, is then encoded without an event object of its own (about half its cost). The empty delta is found
+    only where the field is: inside a JSON string every `"` is escaped."""
+    whole = _encoder.encode(TextMessageContent(message_id=message_id, delta="", subagent_run_id=subagent_run_id))
+    at = whole.index(_EMPTY_DELTA) + len(b'"delta":')
+    return whole[:at], whole[at + len(b'""') :]
 
 
 def encode_sse(event: Event) -> bytes:

@@ -158,11 +158,11 @@ async def test_a_failure_of_the_publish_the_loop_runs_for_a_burst_fails_the_run_
     with it once the backend gives its next signal, and nothing of the failed burst is shown."""
     publish, broken = EventStream.publish, []
 
-    def breaks_once(self: EventStream, events: list[Any]) -> bool:
+    def breaks_once(self: EventStream, encoded: list[bytes]) -> bool:
         if not broken:
-            broken.append([getattr(event, "delta", None) for event in events])
+            broken.append([json.loads(data).get("delta") for data in encoded])
             raise RuntimeError("a defect in publishing")
-        return publish(self, events)
+        return publish(self, encoded)
 
     monkeypatch.setattr(EventStream, "publish", breaks_once)
     cue = asyncio.Event()

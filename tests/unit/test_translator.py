@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import re
+
+import pytest
+
 from gateway.agents import signals as s
 from gateway.engine.translator import PIPELINE_EVENT, SESSION_EVENT, TOOL_PROGRESS_EVENT, Translator
+from gateway.errors import ErrorCode, GatewayError
 
 
 def translator(sequence: int = 0, open_steps: list[str] | None = None) -> Translator:
@@ -119,3 +124,43 @@ def test_reported_totals_are_summed_as_reported():
     t.translate(s.Usage(input_tokens=1, output_tokens=2, model="m"))
     [entry] = t.usage
     assert (entry.total_tokens, entry.cached_input_tokens) == (23, 4)
+
+
+# Deltas that JSON must escape, and text past the Basic Multilingual Plane: the encoded prefix must not change a byte.
+AWKWARD_TEXTS = ['he said "hi"\\n', "tab\tnewline\nnul\x00 bell\x07", "</script>", "é 中文 🙂", "\u2028\u2029", "x" * 5000]
+
+
+def without_reasoning_ids(data: bytes) -> bytes:
+    return re.sub(rb"reasoning-[0-9a-f]+", b"reasoning-", data)
+
+
+def test_events_encoded_from_an_open_messages_prefix_are_the_events_own_encoding():
+    """translate_into encodes a delta of an open message from its prefix; translate builds the event. Fed the same
+    signals, the two give the same bytes: owned messages, ids JSON escapes, reasoning between deltas, empty deltas.
+    (Messages are named here: an unnamed one gets a random id, different in each translator, as reasoning does.)"""
+    from gateway.protocol.events import encode_json
+
+    signals: list[s.Signal] = [s.SubagentStart(subagent_run_id="sub-1", name="helper")]
+    for text in AWKWARD_TEXTS:
+        signals += [s.TextDelta(text=text, message_id="m"), s.TextDelta(text="", message_id="m")]
+        signals += [s.TextDelta(text=text, message_id='na"med\\'), s.ReasoningDelta(text="hm")]
+        signals += [s.TextDelta(text=text, message_id="owned", subagent_run_id="sub-1"), s.TextDelta(text=text, message_id="m")]
+    signals += [s.TextEnd(message_id="m"), s.TextDelta(text="again", message_id="m"), s.TextEnd()]
+    encoded, built = translator(), translator()
+    out: list[bytes] = []
+    for signal in signals:
+        mark = len(out)
+        encoded.translate_into(signal, out)
+        expected = [encode_json(event) for event in built.translate(signal)]
+        assert list(map(without_reasoning_ids, out[mark:])) == list(map(without_reasoning_ids, expected)), signal
+    assert len(out) > 5 * len(AWKWARD_TEXTS)
+    assert encoded.close_all() == built.close_all()
+
+
+def test_a_delta_the_translator_refuses_appends_nothing_to_what_is_held():
+    t, out = translator(), [b"held"]
+    t.translate_into(s.TextDelta(text="a", message_id="m"), out)
+    with pytest.raises(GatewayError) as refused:
+        t.translate_into(s.TextDelta(text="b", message_id="other", role="tool"), out)
+    assert refused.value.code is ErrorCode.AGENT_PROTOCOL_ERROR
+    assert out[0] == b"held" and len(out) == 4  # the held entry, the session event, the start and the delta
