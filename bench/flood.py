@@ -82,6 +82,7 @@ def gateway_command(port: int, state_dir: str, *extra: str) -> list[str]:
 
 
 def start(kind: str, state_dir: str, store: str = "memory", baseline: str | None = None) -> tuple[subprocess.Popen, str]:
+    os.makedirs(WORKSPACE, exist_ok=True)
     port = free_port()
     if kind == "baseline":  # the gateway of another checkout: `-m server` imports from its directory first
         assert baseline is not None
@@ -111,6 +112,11 @@ def start_redis(directory: str) -> tuple[subprocess.Popen, str]:
     return proc, f"redis://127.0.0.1:{port}/0"
 
 
+# The workspace every run names (the node clients too). A deployment's workspaces exist, so it is made before a
+# server starts: the gateway's check of it costs what it costs there, not what a missing directory costs.
+WORKSPACE = "/tmp/bench"
+
+
 def body(count: int) -> dict:
     return demo_body(f"/flood {count}")
 
@@ -124,7 +130,7 @@ def demo_body(text: str) -> dict:
         "messages": [{"id": "m", "role": "user", "content": text}],
         "tools": [],
         "context": [],
-        "forwardedProps": {"iacCode": {"schemaVersion": 1, "rosInvocationId": "bench", "cwd": "/tmp/bench"}},
+        "forwardedProps": {"iacCode": {"schemaVersion": 1, "rosInvocationId": "bench", "cwd": WORKSPACE}},
     }
 
 

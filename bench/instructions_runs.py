@@ -108,6 +108,7 @@ async def main(kind: str, events: int, runs: int, concurrency: int, state_dir: s
 
         app = Litestar(route_handlers=[bare], debug=False)
         life = await lifespan(app)
+    os.makedirs("/tmp/bench", exist_ok=True)  # the runs' workspace, as bench/flood.py makes it
     made = 0
 
     async def one() -> None:
