@@ -81,10 +81,33 @@ def resolve_workspace(run: RunAgentInput, allowed_roots: tuple[str, ...], defaul
         cwd = "/" + cwd.lstrip("/")
     if not _within(cwd, allowed_roots):
         raise invalid("forwardedProps.iacCode.cwd", "The workspace is outside the allowed roots.")
-    real = os.path.realpath(cwd)  # symlinks resolved: a link inside a root that points out of it is refused
+    real = real_path(cwd)  # symlinks resolved: a link inside a root that points out of it is refused
     if not _within(real, _real_roots(allowed_roots)):
         raise invalid("forwardedProps.iacCode.cwd", "The workspace is outside the allowed roots.")
     return Workspace(extension=ext, cwd=real)
+
+
+_O_PATH = getattr(os, "O_PATH", None)  # Linux's: a descriptor that only names a file, opened without read rights
+
+
+def real_path(path: str) -> str:
+    """`os.path.realpath(path)`, asked of the kernel where the path exists: one open, one readlink of the descriptor
+    and one close, not a Python `lstat` per component (the largest step of a short run's admission, bench/NOTES.md).
+    A path that does not exist, or that the kernel cannot name here (no /proc, a directory deleted meanwhile),
+    takes Python's walk, as on a system without O_PATH."""
+    if _O_PATH is None:
+        return os.path.realpath(path)
+    try:
+        fd = os.open(path, _O_PATH | os.O_CLOEXEC)
+    except OSError:
+        return os.path.realpath(path)
+    try:
+        named = os.readlink(f"/proc/self/fd/{fd}")
+    except OSError:
+        named = ""
+    finally:
+        os.close(fd)
+    return named if named.startswith("/") and not named.endswith(" (deleted)") else os.path.realpath(path)
 
 
 def _within(path: str, roots: tuple[str, ...]) -> bool:
