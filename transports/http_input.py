@@ -4,15 +4,19 @@ from __future__ import annotations
 
 import asyncio
 import math
+from collections.abc import Awaitable
 from functools import partial
+from types import CoroutineType
 from typing import Any
 
 from litestar import Request
 from litestar.connection import ASGIConnection
+from litestar.types import Receive
 
 from gateway import metrics
 from gateway.auth import Principal
 from gateway.engine import ANONYMOUS, Caller
+from gateway.engine.eager import resumed
 from gateway.errors import ErrorCode, GatewayError
 from transports.deadlines import deadlines
 from transports.services import TransportServices
@@ -123,12 +127,34 @@ async def read_body(request: Request[Any, Any, Any], limit: int, timeout: float)
     if declared is not None:
         try:
             if int(declared) > limit:
-                raise _closing(GatewayError(ErrorCode.INVALID_INPUT, "body", f"The request exceeds {limit} bytes.", http_status=413))
+                raise _too_large(limit)
         except ValueError:
             raise GatewayError(ErrorCode.INVALID_INPUT, "Content-Length") from None
+    receive = request.receive  # the ASGI messages directly: Request.stream() builds and keeps a parsed header map
+    step = receive()
+    if type(step) is not CoroutineType:
+        return await _read_rest(step, receive, limit, timeout)
+    try:  # most bodies arrive with their head: one that is here whole is read with no deadline to set and clear
+        waiting_on = step.send(None)
+    except StopIteration as answered:
+        message = answered.value
+        if message["type"] != "http.request" or message.get("more_body", False):
+            return await _read_rest(_given(message), receive, limit, timeout)
+        body: bytes = message.get("body", b"")
+        if len(body) > limit:
+            raise _too_large(limit) from None
+        return body
+    return await _read_rest(resumed(step, waiting_on), receive, limit, timeout)
+
+
+async def _given(message: Any) -> Any:
+    return message
+
+
+async def _read_rest(first: Awaitable[Any], receive: Receive, limit: int, timeout: float) -> bytes:
+    """`read_body` from its first message (`first`, which may still be on its way) on, under the body's deadline."""
     chunks: list[bytes] = []
     size = 0
-    receive = request.receive  # the ASGI messages directly: Request.stream() builds and keeps a parsed header map
     body_deadlines = deadlines(timeout)
     try:
         # asyncio's timeout without a timer of its own: the loop's body deadlines expire it by rescheduling it to a
@@ -136,16 +162,16 @@ async def read_body(request: Request[Any, Any, Any], limit: int, timeout: float)
         async with asyncio.timeout(None) as within:
             body_deadlines.add(within, partial(within.reschedule, 0))
             try:
+                next_message: Awaitable[Any] | None = first
                 while True:
-                    message: Any = await receive()
+                    message: Any = await (next_message or receive())
+                    next_message = None
                     if message["type"] == "http.disconnect":
                         raise _closing(GatewayError(ErrorCode.INVALID_INPUT, "body", "The client left before its body arrived."))
                     chunk = message.get("body", b"")
                     size += len(chunk)
                     if size > limit:
-                        raise _closing(
-                            GatewayError(ErrorCode.INVALID_INPUT, "body", f"The request exceeds {limit} bytes.", http_status=413)
-                        )
+                        raise _too_large(limit)
                     chunks.append(chunk)
                     if not message.get("more_body", False):
                         break
@@ -154,6 +180,10 @@ async def read_body(request: Request[Any, Any, Any], limit: int, timeout: float)
     except TimeoutError:
         raise _closing(GatewayError(ErrorCode.REQUEST_TIMEOUT, "body", f"The body did not arrive within {timeout:g} seconds.")) from None
     return b"".join(chunks)
+
+
+def _too_large(limit: int) -> GatewayError:
+    return _closing(GatewayError(ErrorCode.INVALID_INPUT, "body", f"The request exceeds {limit} bytes.", http_status=413))
 
 
 def _closing(error: GatewayError) -> GatewayError:

@@ -83,6 +83,43 @@ async def test_a_body_read_at_once_leaves_no_deadline_and_no_timer_behind():
     assert len(loop._scheduled) == scheduled  # asyncio's own timeout would have left a cancelled timer for 30 s
 
 
+async def test_a_body_here_whole_is_read_at_once_and_a_large_one_refused_with_413():
+    whole = _request([{"type": "http.request", "body": b'{"a":1}', "more_body": False}])
+    assert await read_body(whole, 1000, 30) == b'{"a":1}'
+    with pytest.raises(GatewayError) as refused:
+        await read_body(_request([{"type": "http.request", "body": b"x" * 11, "more_body": False}]), 10, 30)
+    assert refused.value.http_status == 413 and refused.value.headers["Connection"] == "close"
+    left = _request([])  # the client left before its body: the first message is the disconnect
+    with pytest.raises(GatewayError) as gone:
+        await read_body(left, 1000, 30)
+    assert gone.value.code is ErrorCode.INVALID_INPUT and gone.value.headers["Connection"] == "close"
+
+
+async def test_a_body_whose_first_bytes_are_late_is_read_when_they_come_or_refused_at_its_deadline():
+    time = ManualTime()
+    install(Deadlines(0.3, clock=time.now, sleep=time.sleep))
+    try:
+        arrived = asyncio.Event()
+
+        async def late() -> dict[str, Any]:
+            await arrived.wait()
+            return {"type": "http.request", "body": b"{}", "more_body": False}
+
+        scope = {"type": "http", "method": "POST", "path": "/", "headers": [], "query_string": b"", "app": None}
+        reading = asyncio.ensure_future(read_body(Request(scope, late), 1000, 0.3))  # type: ignore[arg-type]
+        await time.advance(0.1)
+        arrived.set()
+        assert await reading == b"{}"
+        arrived.clear()
+        never = asyncio.ensure_future(read_body(Request(scope, late), 1000, 0.3))  # type: ignore[arg-type]
+        await time.advance(0.35)
+        with pytest.raises(GatewayError) as refused:
+            await never
+        assert refused.value.code is ErrorCode.REQUEST_TIMEOUT and len(deadlines(0.3)) == 0
+    finally:
+        install(Deadlines(0.3))
+
+
 async def test_a_body_that_does_not_arrive_in_time_is_refused_with_408():
     time = ManualTime()
     install(Deadlines(0.3, clock=time.now, sleep=time.sleep))
