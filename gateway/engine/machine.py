@@ -17,6 +17,10 @@ class RunState(enum.Enum):
     SETTLING = "settling"  # the outcome is fixed: writing the store, then the terminal event
     ENDED = "ended"  # settled; nothing more is written
 
+    # A member is its own singleton: hashed by identity in C, not by Enum's Python-level hash of its name (a call
+    # each time a run's move is looked up, three moves a run).
+    __hash__ = object.__hash__
+
 
 class RunEvent(enum.Enum):
     TURN_STARTED = "turn_started"  # a new turn (or an adopted run) handed to the backend: it works on it
@@ -24,6 +28,8 @@ class RunEvent(enum.Enum):
     ANSWERS_TAKEN = "answers_taken"  # the backend's first signal on a resume: it took the answers
     OUTCOME_FIXED = "outcome_fixed"  # the run settles: its outcome is decided
     SETTLED = "settled"  # the outcome is recorded (or could not be) and the stream closed
+
+    __hash__ = object.__hash__  # as RunState's
 
 
 MOVES: dict[tuple[RunState, RunEvent], RunState] = {
