@@ -30,11 +30,19 @@ def header(connection: ASGIConnection[Any, Any, Any, Any], name: str) -> str | N
 
 def scope_header(scope: Any, name: str) -> str | None:
     """`header`, from a scope."""
-    key = name.lower().encode("latin-1")
+    key = _KEYS.get(name)
+    if key is None:
+        key = name.lower().encode("latin-1")
+        if len(_KEYS) < 64:  # the names the code asks for: a run reads nine of them
+            _KEYS[name] = key
     for raw, value in scope["headers"]:
         if raw == key:
-            return str(value.decode("latin-1"))
+            text: str = value.decode("latin-1")
+            return text
     return None
+
+
+_KEYS: dict[str, bytes] = {}  # a header name as the scope spells it, by the name asked for
 
 
 def header_values(connection: ASGIConnection[Any, Any, Any, Any], name: str) -> list[str]:
