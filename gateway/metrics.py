@@ -55,5 +55,7 @@ def outcome_kind(label: str) -> str:
 
 
 def labelled(metric: Any, *values: str) -> Any:
-    """`metric.labels(*values)`: the child for these label values, made at its first use."""
-    return metric.labels(*values)
+    """`metric.labels(*values)`: the child for these label values, made at its first use (a run looks up nine: the
+    children made already are read here, with no second call)."""
+    child = metric.children.get(values)
+    return child if child is not None else metric.labels(*values)
