@@ -30,11 +30,7 @@ def header(connection: ASGIConnection[Any, Any, Any, Any], name: str) -> str | N
 
 def scope_header(scope: Any, name: str) -> str | None:
     """`header`, from a scope."""
-    key = _KEYS.get(name)
-    if key is None:
-        key = name.lower().encode("latin-1")
-        if len(_KEYS) < 64:  # the names the code asks for: a run reads nine of them
-            _KEYS[name] = key
+    key = _KEYS.get(name) or _key(name)
     for raw, value in scope["headers"]:
         if raw == key:
             text: str = value.decode("latin-1")
@@ -45,8 +41,18 @@ def scope_header(scope: Any, name: str) -> str | None:
 _KEYS: dict[str, bytes] = {}  # a header name as the scope spells it, by the name asked for
 
 
+def _key(name: str) -> bytes:
+    """`name` as the scope spells it (lower-case bytes), kept for the next lookup of it."""
+    key = _KEYS.get(name)
+    if key is None:
+        key = name.lower().encode("latin-1")
+        if len(_KEYS) < 64:  # the names the code asks for: a run reads nine of them
+            _KEYS[name] = key
+    return key
+
+
 def header_values(connection: ASGIConnection[Any, Any, Any, Any], name: str) -> list[str]:
-    key = name.lower().encode("latin-1")
+    key = _key(name)
     return [value.decode("latin-1") for raw, value in connection.scope["headers"] if raw == key]
 
 
