@@ -623,10 +623,11 @@ async def test_the_file_event_log_rotates_segments_and_keeps_what_runs_need(tmp_
     segments = [name for name in os.listdir(os.path.join(directory, "events")) if name.startswith("seg-")]
     assert 10 < len(segments) < 40, segments  # the short runs keep theirs until their events expire
     clock.now += 601  # past the event log retention (600 s): the short runs' events expire
-    await log.write(long_run, [(p, b'{"n":%d}' % p) for p in range(42, 120)], 100)  # fills and rotates
+    padded = [(p, b'{"n":%d,"pad":"%s"}' % (p, b"x" * 60)) for p in range(42, 120)]
+    await log.write(long_run, padded, 100)  # fills and rotates
     remaining = [name for name in os.listdir(os.path.join(directory, "events")) if name.startswith("seg-")]
     assert len(remaining) <= 4, remaining
-    expected = [(p, b'{"n":%d}' % p) for p in range(100, 120)]
+    expected = padded[100 - 42 :]
     assert (await log.read(long_run, 0, 1000)).entries == expected
     tombstone = await log.read(LogRef("t2", "short-3"), 0, 100)
     assert tombstone is not None and tombstone.ended and tombstone.entries == [] and tombstone.first == 21
@@ -639,6 +640,71 @@ async def test_the_file_event_log_rotates_segments_and_keeps_what_runs_need(tmp_
     # The 40 tombstones; the long run, never ended, is judged after a restart by its segment's time (the real clock).
     assert await restarted.purge_expired() == 40
     assert await restarted.read(LogRef("t2", "short-3"), 0, 100) is None
+
+
+async def test_the_file_event_log_writes_a_runs_events_as_blocks_and_reads_lines_and_blocks_alike(tmp_path, caplog):
+    """A write whose positions follow each other is one block (`B <log> <first> <count>`, then the events as they
+    are); any other write, and segments written before blocks, are `V` lines. Reads from any position, a restart and
+    a copy forward see the same entries; a block cut short by a crash is skipped at start, and nothing after it."""
+    directory = str(tmp_path / "state")
+    clock = FakeClock()
+    first = FileStore(directory, retention_seconds=3600, clock=clock)
+    log, meta, ref = first.events, LogMeta("ros", "digest", "owner", "e1"), LogRef("t1", "r1")
+    event = [(p, b'{"n":%d}' % p) for p in range(1, 13)]
+    await log.write(ref, event[0:5], 1, create=meta)  # positions 1-5: a block
+    await log.write(ref, [event[4], event[5], event[5], event[6], event[7]], 1)  # positions repeat: lines, each read once
+    await log.write(ref, event[8:12], 1, end=12)  # 9-12: a block
+    segment = os.path.join(directory, "events", "seg-0000000001.log")
+    with open(segment, "rb") as handle:
+        kinds = [line[:1] for line in handle.read().split(b"\n") if line[:1] in (b"B", b"V", b"M", b"E")]
+    assert kinds == [b"M", b"B", *[b"V"] * 5, b"B", b"E"], kinds
+    expected = event[0:8] + event[8:12]
+    for after in (0, 3, 5, 6, 8, 10, 12):
+        read = await log.read(ref, after, 100)
+        assert read is not None and read.entries == expected[after:], after
+    assert (await log.read(ref, 2, 4)).entries == expected[2:6]
+    await first.close()
+
+    reopened = FileStore(directory, retention_seconds=3600, clock=clock)
+    for after in (0, 4, 9):
+        assert (await reopened.events.read(ref, after, 100)).entries == expected[after:], after
+    await reopened.close()
+
+    # A crash cut the last block of another run short: the segment's complete logs stay readable.
+    cut = LogRef("t2", "cut")
+    again = FileStore(directory, retention_seconds=3600, clock=clock)
+    await again.events.write(cut, event[0:3], 1, create=meta)
+    await again.events.write(cut, event[3:12], 1)
+    written = os.path.join(directory, "events", max(os.listdir(os.path.join(directory, "events"))))  # the active one
+    await again.close()
+    with open(written, "rb") as handle:
+        data = handle.read()
+    with open(written, "wb") as handle:
+        handle.write(data[: data.rindex(b'{"n":10}')])
+    with caplog.at_level("WARNING", logger="agui.store"):
+        restarted = FileStore(directory, retention_seconds=3600, clock=clock)
+    assert "a block cut short by a crash" in caplog.text
+    assert (await restarted.events.read(cut, 0, 100)).entries == event[0:3]
+    assert (await restarted.events.read(ref, 0, 100)).entries == expected
+    await restarted.close()
+
+
+async def test_the_file_event_log_reads_segments_of_lines_written_before_blocks(tmp_path):
+    """A segment of `V` lines only (what a gateway wrote before blocks) replays and reads as it did."""
+    events = tmp_path / "state" / "events"
+    events.mkdir(parents=True)
+    ref = LogRef("t1", "old")
+    name = ref_digest(ref).encode()
+    head = {"ros_digest": "ros", "request_digest": "digest", "owner": "o", "execution_id": "e", "first": 1, "ended_at": None, "head": 0}
+    ended = {**head, "ended_at": 1_000_000.0, "head": 3}
+    lines = [b"M %s %s" % (name, json.dumps(head).encode())]
+    lines += [b'V %s %d {"n":%d}' % (name, p, p) for p in (1, 2, 3)]
+    lines += [b"E %s %s" % (name, json.dumps(ended).encode())]
+    (events / "seg-0000000001.log").write_bytes(b"\n".join(lines) + b"\n")
+    store = FileStore(str(tmp_path / "state"), retention_seconds=3600, clock=FakeClock())
+    read = await store.events.read(ref, 1, 10)
+    assert read is not None and read.ended and read.entries == [(2, b'{"n":2}'), (3, b'{"n":3}')]
+    await store.close()
 
 
 async def test_the_file_event_log_imports_the_earlier_one_file_per_run_layout(tmp_path):
