@@ -689,6 +689,33 @@ async def test_the_file_event_log_writes_a_runs_events_as_blocks_and_reads_lines
     await restarted.close()
 
 
+async def test_a_block_whose_count_takes_in_other_records_is_skipped_and_the_records_are_replayed(tmp_path, caplog):
+    """A block header damaged on disk to count more lines than its events: the lines it would take in include other
+    logs' records, so the block is skipped as unreadable, and those records (another run's whole log) still replay."""
+    directory = str(tmp_path / "state")
+    store = FileStore(directory, retention_seconds=3600, clock=FakeClock())
+    meta = LogMeta("ros", "digest", "owner", "e1")
+    damaged, intact = LogRef("t1", "damaged"), LogRef("t2", "intact")
+    events = [(p, b'{"n":%d}' % p) for p in range(1, 4)]
+    await store.events.write(damaged, events, 1, create=meta, end=3)
+    await store.events.write(intact, events, 1, create=meta, end=3)
+    segment = os.path.join(directory, "events", "seg-0000000001.log")
+    await store.close()
+    with open(segment, "rb") as handle:
+        data = handle.read()
+    header = b"B %s 1 3\n" % ref_digest(damaged).encode()
+    assert header in data
+    with open(segment, "wb") as handle:
+        handle.write(data.replace(header, header.replace(b" 3\n", b" 9\n")))
+    with caplog.at_level("WARNING", logger="agui.store"):
+        reopened = FileStore(directory, retention_seconds=3600, clock=FakeClock())
+    assert "an unreadable line" in caplog.text
+    assert (await reopened.events.read(damaged, 0, 100)).entries == []
+    read = await reopened.events.read(intact, 0, 100)
+    assert read is not None and read.ended and read.entries == events
+    await reopened.close()
+
+
 async def test_the_file_event_log_reads_segments_of_lines_written_before_blocks(tmp_path):
     """A segment of `V` lines only (what a gateway wrote before blocks) replays and reads as it did."""
     events = tmp_path / "state" / "events"

@@ -4,6 +4,7 @@ mostly dead). Every method blocks: the event log calls them on its lane, one at 
 
 from __future__ import annotations
 
+import collections
 import itertools
 import logging
 import os
@@ -13,13 +14,13 @@ import msgspec
 
 from store.appendfile import lines, write_all
 from store.eventlog import TOMBSTONE_SECONDS, Entry
+from store.eventlog.segment_lines import AT, RECORD, block_head, event_lines, events_of
 
 log = logging.getLogger("agui.store")
 
 SEGMENT_BYTES = 32 << 20  # the active segment is sealed, and a new one begun, past this size
 COPY_FORWARD_BELOW = 0.25  # a sealed segment whose lines still needed fall under this share is copied forward
 ABANDONED_SECONDS = 86400.0  # a log never ended (its process died) is removed after this long without writes
-_AT = 43  # where a line's payload starts: kind, space, 40-character log digest, space
 
 
 class Meta(msgspec.Struct):
@@ -104,7 +105,7 @@ class Segments:
             if create is not None:
                 parts.append(_meta_line(b"M", name, entry.meta))
                 at += len(parts[-1])
-            lines = _event_lines(name, entries)
+            lines = event_lines(name, entries)
             parts.append(lines)
             chunk = [self.active, at, len(lines), entries[0][0], entries[-1][0]] if entries else None
             at += len(lines)
@@ -156,7 +157,7 @@ class Segments:
                 break
             if high <= after:
                 continue
-            for position, event in _events(os.pread(self._reader(segment), length, offset), max(after, floor - 1)):
+            for position, event in events_of(os.pread(self._reader(segment), length, offset), max(after, floor - 1)):
                 if position > after and position >= floor:
                     found.append((position, event))
                     after = position
@@ -238,32 +239,36 @@ class Segments:
         del self.sizes[segment]
 
     def _replay(self, number: int) -> None:
-        """Rebuild the index from one segment's lines (a line torn by a crash, at its end, is left out)."""
+        """Rebuild the index from one segment's lines (a line or a block torn by a crash, at its end, is left out)."""
         path = self._path(number)
         with open(path, "rb") as handle:
             data = handle.read()
         self.sizes[number] = len(data)
         touched = os.stat(path).st_mtime
-        walk = lines(data)
-        for offset, line in walk:
+        back: collections.deque[tuple[int, bytes]] = collections.deque()  # lines to read again, before the rest
+        rows = _again_first(back, lines(data))
+        for offset, line in rows:
             kind, digest = line[:1], line[2:42].decode("ascii", "replace")
             try:
                 if kind == b"M":
-                    self.logs[digest] = Log(decode_meta(line[_AT:-1]), number, touched)
+                    self.logs[digest] = Log(decode_meta(line[AT:-1]), number, touched)
                 elif kind == b"E" and digest in self.logs:
                     entry = self.logs[digest]
-                    entry.meta, entry.home, entry.touched = decode_meta(line[_AT:-1]), number, touched
+                    entry.meta, entry.home, entry.touched = decode_meta(line[AT:-1]), number, touched
                 elif kind == b"V" and digest in self.logs:
-                    position = int(line[_AT : line.index(b" ", _AT)])
+                    position = int(line[AT : line.index(b" ", AT)])
                     _extend(self.logs[digest], number, offset, len(line), position, position)
                 elif kind == b"B":
-                    first, count = _block_head(line[:-1])
-                    body = list(itertools.islice(walk, count))
+                    first, count = block_head(line[:-1])
+                    body = list(itertools.islice(rows, count))
+                    end = body[-1][0] + len(body[-1][1]) if body else offset + len(line)
+                    if RECORD.search(data, offset + len(line) - 1, end - 1):  # its count took in other records
+                        back.extend(body)
+                        raise ValueError("a block's count does not match its lines")
                     if len(body) < count:
                         log.warning("event log segment %s: a block cut short by a crash at byte %d is skipped", path, offset)
                         break
                     if digest in self.logs and count:
-                        end = body[-1][0] + len(body[-1][1])
                         _extend(self.logs[digest], number, offset, end - offset, first, first + count - 1)
             except (msgspec.MsgspecError, ValueError):
                 log.warning("event log segment %s: an unreadable line at byte %d is skipped", path, offset)
@@ -294,42 +299,13 @@ def _extend(entry: Log, segment: int, offset: int, length: int, low: int, high: 
         entry.chunks.append([segment, offset, length, low, high])
 
 
-def _event_lines(name: bytes, entries: list[Entry]) -> bytes:
-    """A log's entries as segment bytes: one block (`B <log> <first> <count>`, then each event on its own line)
-    when their positions follow each other, as a run's do; else a `V <log> <position> <event>` line each. A block
-    is one join of the events as they are, where lines were a format apiece (a third of the time) and carried the
-    log's name on every event (40% more bytes)."""
-    if not entries:
-        return b""
-    positions, events = zip(*entries, strict=True)
-    first = positions[0]
-    if positions == tuple(range(first, first + len(positions))):
-        return b"B %s %d %d\n%s\n" % (name, first, len(events), b"\n".join(events))
-    line = b"V " + name + b" %d %s\n"  # the digest is hex, no % in it: each entry is the format's own tuple
-    return b"".join([line % entry for entry in entries])
-
-
-def _block_head(head: bytes) -> tuple[int, int]:
-    """A block header's first position and count (`head` without its newline)."""
-    first, count = head[_AT:].split(b" ")
-    return int(first), int(count)
-
-
-def _events(data: bytes, after: int) -> Iterator[Entry]:
-    """The entries of a chunk's bytes (lines and blocks), from the first position past `after` where a block can
-    skip to it."""
-    rows = data.split(b"\n")
-    rows.pop()  # after the last newline
-    index = 0
-    while index < len(rows):
-        row = rows[index]
-        if row[:1] == b"B":
-            first, count = _block_head(row)
-            skip = min(max(0, after + 1 - first), count)
-            # A chunk holds whole blocks; were lines of one lost on disk, it yields the ones it has.
-            yield from zip(range(first + skip, first + count), rows[index + 1 + skip : index + 1 + count], strict=False)
-            index += 1 + count
-        else:
-            cut = row.index(b" ", _AT)
-            yield int(row[_AT:cut]), row[cut + 1 :]
-            index += 1
+def _again_first(back: collections.deque[tuple[int, bytes]], rows: Iterator[tuple[int, bytes]]) -> Iterator[tuple[int, bytes]]:
+    """`rows`, with the rows put in `back` meanwhile read first."""
+    while True:
+        if back:
+            yield back.popleft()
+            continue
+        row = next(rows, None)
+        if row is None:
+            return
+        yield row
