@@ -19,7 +19,6 @@ import time
 from collections.abc import AsyncIterator, Coroutine
 from typing import Any
 
-import msgspec
 from litestar import Response
 from litestar.response.base import ASGIResponse
 from litestar.types import HTTPResponseBodyEvent, HTTPResponseStartEvent, Receive, Scope, Send
@@ -29,7 +28,8 @@ from gateway.engine import RunHandle
 from gateway.engine.stream import Entry, FollowerCut
 from gateway.protocol import events as e
 from transports.lean import forget_request
-from transports.render import SSE_HEADERS, SSE_MEDIA_TYPE, agentcore_run_error
+from transports.render import SSE_HEADERS, SSE_MEDIA_TYPE
+from transports.sse_framing import sse_records
 
 log = logging.getLogger("agui.sse")
 
@@ -38,32 +38,13 @@ _END: HTTPResponseBodyEvent = {"type": "http.response.body", "body": b"", "more_
 _CONTENT_TYPE = f"{SSE_MEDIA_TYPE}; charset=utf-8"  # what Litestar's Stream says for a text media type
 
 
-_RUN_ERROR = b'{"type":"RUN_ERROR"'
-_TERMINAL = (b'{"type":"RUN_FINISHED"', _RUN_ERROR)  # a run's last event: the response ends with it
+_TERMINAL = (b'{"type":"RUN_FINISHED"', b'{"type":"RUN_ERROR"')  # a run's last event: the response ends with it
 DEFER_HOOK = "defer_next_write"  # what our server's transport offers: hold a write (the head) until the next
 # Runs in flight from which a new stream's first write waits one turn of the loop, so that its run's first step
 # (often the whole of a short run) goes out in that write: on a busy process a write (a system call, and on
 # loopback the peer's receive with it) costs more than the turn, which the loop's other work makes long anyway.
 # With fewer runs the loop has time to spare, and the first event goes out at once.
 BUSY_RUNS = 8
-
-
-def _agentcore(data: bytes) -> bytes:
-    """AgentCore's RUN_ERROR codes (the gateway's code kept in metadata); other events unchanged."""
-    if not data.startswith(_RUN_ERROR):
-        return data
-    return e.encode_json(agentcore_run_error(msgspec.json.decode(data, type=e.RunError)))
-
-
-def sse_records(entries: list[Entry], positions: bool, agentcore: bool = False) -> bytes:
-    """SSE records, with `id:` lines when the events have positions a client can reattach from."""
-    if agentcore:
-        entries = [(position, _agentcore(data)) for position, data in entries]
-    # An event without a position (0) comes alone: a follower's EXECUTION_LOST.
-    if not positions or (entries and not entries[0][0]):
-        return b"".join([b"data: %s\n\n" % data for _, data in entries])
-    # The entry is the format's own tuple: no unpacking and packing again per event.
-    return b"".join([b"id: %d\ndata: %s\n\n" % entry for entry in entries])
 
 
 class SseRecords:
