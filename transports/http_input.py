@@ -30,7 +30,7 @@ def header(connection: ASGIConnection[Any, Any, Any, Any], name: str) -> str | N
 
 def scope_header(scope: Any, name: str) -> str | None:
     """`header`, from a scope."""
-    key = _KEYS.get(name) or _key(name)
+    key = _KEYS.get(name) or _key(name)  # the kept spelling read here first: a run asks nine times, a call each
     for raw, value in scope["headers"]:
         if raw == key:
             text: str = value.decode("latin-1")
