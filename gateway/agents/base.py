@@ -1,4 +1,4 @@
-"""The agent seam: a backend turns one run request into an async stream of neutral signals.
+"""The agent seam: a backend turns one run request into an async stream of neutral signals, alone or in lists.
 
 The request and answer types here are backend-neutral: the engine maps the iac-code wire extension to
 `AgentOptions` at its edge, so no backend sees a wire type of the AG-UI protocol.
@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 import msgspec
 
-from gateway.agents.signals import Signal
+from gateway.agents.signals import Ready
 
 
 def _never() -> bool:
@@ -107,8 +107,9 @@ class AgentBackend(abc.ABC):
     client_tools: bool = False
 
     @abc.abstractmethod
-    def run(self, request: AgentRequest) -> AsyncIterator[Signal]:
-        """Start a turn, or continue one when `request.resume` is set; the stream ends after a terminal signal."""
+    def run(self, request: AgentRequest) -> AsyncIterator[Ready]:
+        """Start a turn, or continue one when `request.resume` is set; the stream ends after a terminal signal.
+        Each step is a signal or a list of them (`Ready`): hand over at once what is ready at once."""
 
     # The identities (`iac-code.session.v1` keys) the session event waits for; none: it precedes the first event.
     session_keys: tuple[str, ...] = ()
@@ -116,7 +117,7 @@ class AgentBackend(abc.ABC):
     # Whether a live run can be picked up by another replica (the agent's task lives outside this process).
     adoptable: bool = False
 
-    def follow(self, request: AgentRequest, state: dict[str, Any], shown: dict[str, str]) -> AsyncIterator[Signal]:
+    def follow(self, request: AgentRequest, state: dict[str, Any], shown: dict[str, str]) -> AsyncIterator[Ready]:
         """Go on with a run another replica started: `state` is its last `Adoptable` state, `shown` the text each
         agent message id already showed. The stream ends after a terminal signal, as `run`'s does."""
         raise NotImplementedError

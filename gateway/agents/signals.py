@@ -215,3 +215,8 @@ class Failed(Signal):
 
 
 TERMINAL_SIGNALS = (InputRequired, Completed, Failed)
+
+# What a backend's stream yields at each step: a signal, or a list of the signals it had ready at once (the events
+# of one network read, or of a loop that does not wait), which the gateway takes in one step of the stream. A step
+# of an async generator costs about as much as translating the signal it brings.
+Ready = Signal | list[Signal]

@@ -141,7 +141,7 @@ class _Ready(list[bytes]):
             self.clear()
 
 
-async def _consume(run: Run, signals: AsyncIterator[s.Signal], digests: dict[str, str]) -> Outcome:
+async def _consume(run: Run, signals: AsyncIterator[s.Ready], digests: dict[str, str]) -> Outcome:
     """Feed the backend's signals to the stream. The events of the signals a backend had ready at once (a burst: an
     agent's loop, or one network read of a remote agent's events) are published together, at the backend's next wait
     or every MAX_HELD events, where each publish costs about half a microsecond. What was ready goes out on the loop's
@@ -159,7 +159,7 @@ async def _consume(run: Run, signals: AsyncIterator[s.Signal], digests: dict[str
     try:
         while True:
             try:  # an idle run waits with no object of ours between its task and the backend
-                signal = await signals.__anext__()
+                ready = await signals.__anext__()
             except StopAsyncIteration:
                 break
             except BaseException:  # the backend failed (or the run was stopped): what it had ready is shown first
@@ -170,35 +170,37 @@ async def _consume(run: Run, signals: AsyncIterator[s.Signal], digests: dict[str
                 if held.failure is not None:
                     raise held.failure
                 await run.stream.room()
-            if awaiting and not isinstance(signal, s.Failed):
-                awaiting = False
-                refused = await _accept(run, digests)
-                if refused is not None:
-                    return refused
-            if type(signal) in not_shown:  # one check for the rare signals on the hot path
-                paced = _release(run, held)
-                if isinstance(signal, s.Adoptable):
-                    if paced:
-                        await run.stream.room()
-                    await run.note_adoptable(signal.state)
-                    continue
-                return await _terminal(run, signal)
-            if keeper is not None and not held.due and not keeper.check():
-                raise asyncio.CancelledError  # the lease is no longer proven: the run was stopped; nothing more is shown
-            mark = len(held)
-            try:
-                run.translator.translate_into(signal, held)
-            except GatewayError as error:  # the backend broke the protocol: none of this signal is shown
-                del held[mark:]
-                _release(run, held)
-                metrics.labelled(metrics.SIGNALS_REFUSED, type(signal).__name__).inc()
-                log.warning("run %s: %s", run.lease.run_id, error.detail)
-                return Failed(error)
-            if not held.due and held:
-                held.due = True
-                loop.call_soon(held.publish_when_waiting)
-            if len(held) >= MAX_HELD and _release(run, held):
-                await run.stream.room()
+            # A list is what the backend had ready at once (one network read's events): one step of its stream for all.
+            for signal in ready if isinstance(ready, list) else (ready,):
+                if awaiting and not isinstance(signal, s.Failed):
+                    awaiting = False
+                    refused = await _accept(run, digests)
+                    if refused is not None:
+                        return refused
+                if type(signal) in not_shown:  # one check for the rare signals on the hot path
+                    paced = _release(run, held)
+                    if isinstance(signal, s.Adoptable):
+                        if paced:
+                            await run.stream.room()
+                        await run.note_adoptable(signal.state)
+                        continue
+                    return await _terminal(run, signal)
+                if keeper is not None and not held.due and not keeper.check():
+                    raise asyncio.CancelledError  # the lease is no longer proven: the run was stopped; nothing more is shown
+                mark = len(held)
+                try:
+                    run.translator.translate_into(signal, held)
+                except GatewayError as error:  # the backend broke the protocol: none of this signal is shown
+                    del held[mark:]
+                    _release(run, held)
+                    metrics.labelled(metrics.SIGNALS_REFUSED, type(signal).__name__).inc()
+                    log.warning("run %s: %s", run.lease.run_id, error.detail)
+                    return Failed(error)
+                if not held.due and held:
+                    held.due = True
+                    loop.call_soon(held.publish_when_waiting)
+                if len(held) >= MAX_HELD and _release(run, held):
+                    await run.stream.room()
         _release(run, held)
         return Completed()
     finally:
@@ -222,7 +224,7 @@ def _release(run: Run, held: list[bytes]) -> bool:
     return paced
 
 
-async def _close(signals: AsyncIterator[s.Signal]) -> None:
+async def _close(signals: AsyncIterator[s.Ready]) -> None:
     aclose = getattr(signals, "aclose", None)
     if aclose is None:
         return

@@ -177,3 +177,36 @@ async def test_a_failure_of_the_publish_the_loop_runs_for_a_burst_fails_the_run_
     assert "a" in broken[0] and "b" not in broken[0], "the burst's own publish broke"
     assert texts(events) == [] and events[-1]["type"] == "RUN_ERROR" and events[-1]["code"] == "A2A_EXECUTION_FAILED", events[-1]
     assert agent.closed == 1
+
+
+async def test_signals_handed_over_in_lists_are_shown_in_order_and_a_terminal_one_ends_the_run():
+    """A step may bring a list of signals (what one network read brought): each is taken as if it came alone, and
+    what follows the terminal signal in its list is never shown."""
+    agent = ScriptedAgent(
+        [[s.TextDelta(text="a"), s.TextDelta(text="b")], s.TextDelta(text="c"), [s.TextDelta(text="d"), s.Completed(), s.TextDelta(text="late")]]
+    )
+    events = await Harness(agent).run(body())
+    assert texts(events) == ["a", "b", "c", "d"] and types(events)[-2:] == ["TEXT_MESSAGE_END", "RUN_FINISHED"]
+    assert agent.closed == 1
+
+
+async def test_a_refused_signal_in_a_list_shows_the_list_s_earlier_signals_and_none_of_its_own():
+    refused = s.CustomEvent(name="iac-code.session.v1", value={})  # the gateway's own name: refused
+    agent = ScriptedAgent([[s.TextDelta(text="a"), refused, s.TextDelta(text="b")], s.Completed()])
+    events = await Harness(agent).run(body())
+    assert texts(events) == ["a"] and events[-1]["type"] == "RUN_ERROR" and events[-1]["code"] == "AGENT_PROTOCOL_ERROR"
+    assert [e for e in events if e["type"] == "CUSTOM" and e["name"] == "iac-code.session.v1" and e["value"] == {}] == []
+
+
+async def test_a_list_longer_than_a_trailing_client_allows_waits_for_room_within_the_list():
+    count = MAX_LAG * 4
+    agent = ScriptedAgent([[s.TextDelta(text=str(index)) for index in range(count)], s.Completed()])
+    handle = await Harness(agent).start(body())
+    stream = handle.events(30)
+    seen: list[dict[str, Any]] = []
+    await read_until(stream, seen, "0")  # the client reads once, then trails
+    for _ in range(MAX_LAG * 8):
+        await asyncio.sleep(0)
+    assert agent.closed == 0, "the run waits for room in the middle of its list"
+    seen.extend(json.loads(data) for batch in [b async for b in stream] for _, data in batch or [])
+    assert texts(seen) == [str(index) for index in range(count)] and seen[-1]["type"] == "RUN_FINISHED"
