@@ -98,6 +98,18 @@ class AguiUpstream(BackgroundServer):
             yield TextMessageStartEvent(message_id=message, role="assistant")
             yield TextMessageContentEvent(message_id=message, delta="and then nothing")
             return
+        if command == "/burst":  # a whole turn in one write, which the gateway reads in one network read
+            records = [
+                TextMessageStartEvent(message_id=message, role="assistant"),
+                *(TextMessageContentEvent(message_id=message, delta=f"{word} ") for word in ("one", "two", "three")),
+            ]
+            if argument == "bad":
+                tail = "data: {not json\n\n"
+            else:
+                ended = [TextMessageEndEvent(message_id=message), RunFinishedEvent(thread_id=thread, run_id=run)]
+                tail = "".join(EventEncoder().encode(event) for event in [*ended, TextMessageContentEvent(message_id=message, delta="late")])
+            yield "".join(EventEncoder().encode(event) for event in records) + tail
+            return
         if command == "/error":
             yield RunErrorEvent(message="The model is rate limited.", code="RATE_LIMITED")
             return

@@ -186,6 +186,17 @@ def test_each_upstream_failure_has_its_code_and_the_run_ends_well_formed(fronted
     assert again.terminal["outcome"] == {"type": "success"}, "nothing is held: the thread takes its next run"
 
 
+@pytest.mark.parametrize("ending", ["", "bad"])
+def test_events_that_arrive_in_one_read_are_shown_in_order_up_to_the_end_or_the_break(fronted, client, ending):
+    result = post_sse(client, fronted.url + "/", plain(f"/burst {ending}".strip()))
+    texts = [event["delta"] for event in result.events if event["type"] == "TEXT_MESSAGE_CONTENT"]
+    assert texts == ["one ", "two ", "three "], "each event of the read, once, in order; none after the upstream's end"
+    if ending == "bad":
+        assert result.terminal["type"] == "RUN_ERROR" and result.terminal["code"] == "AGENT_PROTOCOL_ERROR", result.terminal
+    else:
+        assert result.terminal["type"] == "RUN_FINISHED" and result.terminal["outcome"] == {"type": "success"}, result.terminal
+
+
 def test_on_invocations_an_upstream_error_is_an_agentcore_code_with_its_own_kept(fronted, client):
     result = post_sse(client, fronted.url + "/invocations", plain("/error"))
     assert result.terminal["code"] == "AGENT_ERROR" and result.terminal["metadata"]["gatewayCode"] == "RATE_LIMITED"

@@ -69,18 +69,27 @@ def run_input(request: AgentRequest) -> dict[str, Any]:
     return body
 
 
-async def read_events(request: AgentRequest, events: AsyncIterator[Any]) -> AsyncIterator[s.Signal]:
-    """The upstream's events as signals, to its terminal one; what breaks AG-UI ends the run."""
+async def read_events(request: AgentRequest, reads: AsyncIterator[list[Any]]) -> AsyncIterator[s.Ready]:
+    """The upstream's events as signals, to its terminal one; what breaks AG-UI ends the run. Each list of events
+    (what one network read brought) becomes one list of signals: the gateway takes it in one step."""
     reader = EventReader(request.thread_id, request.run_id)
+    ready: list[s.Signal] = []
     try:
-        async for event in events:
-            for signal in reader.read(event):
-                yield signal
+        async for events in reads:
+            for event in events:
+                ready += reader.read(event)
+                if reader.ended:
+                    break
+            if ready:
+                yield ready
+                ready = []
             if reader.ended:
                 return
     except UpstreamViolation as exc:
         log.warning("run %s: the upstream agent broke AG-UI: %s", request.run_id, exc)
-        yield s.Failed(message=f"The agent broke AG-UI: {exc}.", code="AGENT_PROTOCOL_ERROR")
+        # The signals of the read's earlier events are shown, as they would have been had they come alone.
+        ready.append(s.Failed(message=f"The agent broke AG-UI: {exc}.", code="AGENT_PROTOCOL_ERROR"))
+        yield ready
         return
     yield s.Failed(message="The agent's stream ended before its terminal event.", code="AGENT_PROTOCOL_ERROR")
 
@@ -102,10 +111,10 @@ class AguiHttpBackend(AgentBackend):
         self.response_seconds = response_seconds
         self.http = httpx.AsyncClient(headers=headers, timeout=timeout, verify=tls.client_context(), follow_redirects=False)
 
-    def run(self, request: AgentRequest) -> AsyncIterator[s.Signal]:
+    def run(self, request: AgentRequest) -> AsyncIterator[s.Ready]:
         return self._run(request)
 
-    async def _run(self, request: AgentRequest) -> AsyncIterator[s.Signal]:
+    async def _run(self, request: AgentRequest) -> AsyncIterator[s.Ready]:
         headers = tracing.outgoing({})
         request_id = REQUEST_ID.get()
         if request_id:
@@ -119,8 +128,8 @@ class AguiHttpBackend(AgentBackend):
                 if failure is not None:
                     yield failure
                     return
-                async for signal in read_events(request, _sse_events(response)):
-                    yield signal
+                async for ready in read_events(request, _sse_reads(response)):
+                    yield ready
         except TimeoutError:
             log.info("run %s: the upstream agent sent no response within %.1f s", request.run_id, self.response_seconds)
             yield s.Failed(message=f"The agent did not answer within {self.response_seconds:g} s.", code="AGENT_UNAVAILABLE")
@@ -165,24 +174,33 @@ def _error_text(raw: bytes) -> str:
     return json.dumps(body)[:300]
 
 
-async def _sse_events(response: httpx.Response) -> AsyncIterator[Any]:
-    """Each SSE record's data (its `data:` lines joined) decoded as JSON; comments and other fields are skipped."""
+async def _sse_reads(response: httpx.Response) -> AsyncIterator[list[Any]]:
+    """Per network read, the data of each SSE record it completed (its `data:` lines joined) decoded as JSON;
+    comments and other fields are skipped. A record that breaks AG-UI raises once the read's earlier ones are out."""
     buffer = b""
     async for chunk in response.aiter_bytes():
         buffer += chunk.replace(b"\r\n", b"\n")
-        while True:
-            cut = buffer.find(b"\n\n")
-            if cut < 0:
-                break
-            record, buffer = buffer[:cut], buffer[cut + 2 :]
-            data = _record_data(record)
-            if data is not None:
-                yield decode_event(data)
-        if len(buffer) > MAX_EVENT_BYTES:
-            raise UpstreamViolation(f"an event larger than {MAX_EVENT_BYTES} bytes")
+        events: list[Any] = []
+        try:
+            while True:
+                cut = buffer.find(b"\n\n")
+                if cut < 0:
+                    break
+                record, buffer = buffer[:cut], buffer[cut + 2 :]
+                data = _record_data(record)
+                if data is not None:
+                    events.append(decode_event(data))
+            if len(buffer) > MAX_EVENT_BYTES:
+                raise UpstreamViolation(f"an event larger than {MAX_EVENT_BYTES} bytes")
+        except UpstreamViolation:
+            if events:
+                yield events
+            raise
+        if events:
+            yield events
     data = _record_data(buffer)  # a last record with no blank line after it
     if data is not None:
-        yield decode_event(data)
+        yield [decode_event(data)]
 
 
 def _record_data(record: bytes) -> bytes | None:
@@ -214,18 +232,18 @@ class AguiInProcessBackend(AgentBackend):
     def __init__(self, source: Any) -> None:
         self.source = source
 
-    def run(self, request: AgentRequest) -> AsyncIterator[s.Signal]:
+    def run(self, request: AgentRequest) -> AsyncIterator[s.Ready]:
         return self._run(request)
 
-    async def _run(self, request: AgentRequest) -> AsyncIterator[s.Signal]:
+    async def _run(self, request: AgentRequest) -> AsyncIterator[s.Ready]:
         try:
-            async for signal in read_events(request, self._events(request)):
-                yield signal
+            async for ready in read_events(request, self._events(request)):
+                yield ready
         except Exception as exc:  # the agent's own failure: its run ends with its words, never a 500
             log.warning("run %s: the in-process agent failed", request.run_id, exc_info=True)
             yield s.Failed(message=f"The agent failed: {type(exc).__name__}: {str(exc)[:300]}", code="AGENT_ERROR", as_sent=True)
 
-    async def _events(self, request: AgentRequest) -> AsyncIterator[Any]:
+    async def _events(self, request: AgentRequest) -> AsyncIterator[list[Any]]:
         from ag_ui.core import RunAgentInput  # the source's own package: it brings ag-ui-protocol with it
 
         # A fresh copy per run where the source offers one: adapters keep per-run state on the object (ag-ui-langgraph's
@@ -234,8 +252,8 @@ class AguiInProcessBackend(AgentBackend):
         source = clone() if callable(clone) else self.source
         stream = source.run(RunAgentInput.model_validate(run_input(request)))
         try:
-            async for event in stream:
-                yield _as_dict(event)
+            async for event in stream:  # one event a step: the source may wait between any two
+                yield [_as_dict(event)]
         finally:
             aclose = getattr(stream, "aclose", None)
             if aclose is not None:
