@@ -15,6 +15,7 @@ from gateway.agents.base import AgentBackend, AgentRequest, ResumeAnswer
 
 MAX_SECONDS = 3600  # /slow and /sleep are capped at one hour
 MAX_FLOOD = 1_000_000
+FLOOD_BURST = 64  # deltas /flood hands over in one step: what the driver publishes at once
 QUESTION_OPTIONS = ["yes", "no", "later"]
 CANDIDATES = [
     {"id": "cand-a", "title": "Single-AZ VPC", "monthlyCost": 42},
@@ -52,7 +53,7 @@ class DemoAgent(AgentBackend):
     def __init__(self) -> None:
         self.executions = 0  # tool executions performed by this process (shows a tool never runs twice)
 
-    def run(self, request: AgentRequest) -> AsyncIterator[s.Signal]:
+    def run(self, request: AgentRequest) -> AsyncIterator[s.Ready]:
         """The command's own stream, returned rather than relayed: an idle run holds one generator, not two."""
         if request.resume:
             return self._resume(request)
@@ -238,11 +239,13 @@ class DemoAgent(AgentBackend):
         yield s.TextDelta(text="Starting a task that will fail.")
         yield s.Failed(message="The demo task failed on purpose (/fail).")
 
-    async def _flood(self, request: AgentRequest, argument: str) -> AsyncIterator[s.Signal]:
+    async def _flood(self, request: AgentRequest, argument: str) -> AsyncIterator[s.Ready]:
         count = int(_number(argument, 1000, MAX_FLOOD))
         delta = s.TextDelta(text="x ")
-        for _ in range(count):
-            yield delta
+        while count > 0:  # made at once, so handed over as a backend hands over what one read brought
+            ready: list[s.Signal] = [delta] * min(count, FLOOD_BURST)
+            count -= len(ready)
+            yield ready
         yield s.TextEnd()
         yield s.Completed()
 
