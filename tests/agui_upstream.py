@@ -107,8 +107,21 @@ class AguiUpstream(BackgroundServer):
                 tail = "data: {not json\n\n"
             else:
                 ended = [TextMessageEndEvent(message_id=message), RunFinishedEvent(thread_id=thread, run_id=run)]
-                tail = "".join(EventEncoder().encode(event) for event in [*ended, TextMessageContentEvent(message_id=message, delta="late")])
+                tail = "".join(
+                    EventEncoder().encode(event) for event in [*ended, TextMessageContentEvent(message_id=message, delta="late")]
+                )
             yield "".join(EventEncoder().encode(event) for event in records) + tail
+            return
+        if command == "/hold":  # a text at once, then the stream held open for S seconds before its end
+            yield TextMessageStartEvent(message_id=message, role="assistant")
+            yield TextMessageContentEvent(message_id=message, delta="held")
+            await asyncio.sleep(float(argument or 5))
+            yield TextMessageEndEvent(message_id=message)
+            yield RunFinishedEvent(thread_id=thread, run_id=run)
+            return
+        if command == "/silent":  # nothing after RUN_STARTED for S seconds
+            await asyncio.sleep(float(argument or 5))
+            yield RunFinishedEvent(thread_id=thread, run_id=run)
             return
         if command == "/error":
             yield RunErrorEvent(message="The model is rate limited.", code="RATE_LIMITED")

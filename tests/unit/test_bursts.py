@@ -183,7 +183,11 @@ async def test_signals_handed_over_in_lists_are_shown_in_order_and_a_terminal_on
     """A step may bring a list of signals (what one network read brought): each is taken as if it came alone, and
     what follows the terminal signal in its list is never shown."""
     agent = ScriptedAgent(
-        [[s.TextDelta(text="a"), s.TextDelta(text="b")], s.TextDelta(text="c"), [s.TextDelta(text="d"), s.Completed(), s.TextDelta(text="late")]]
+        [
+            [s.TextDelta(text="a"), s.TextDelta(text="b")],
+            s.TextDelta(text="c"),
+            [s.TextDelta(text="d"), s.Completed(), s.TextDelta(text="late")],
+        ]
     )
     events = await Harness(agent).run(body())
     assert texts(events) == ["a", "b", "c", "d"] and types(events)[-2:] == ["TEXT_MESSAGE_END", "RUN_FINISHED"]

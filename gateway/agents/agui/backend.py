@@ -17,7 +17,7 @@ import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
-import httpx
+import aiohttp
 import msgspec
 
 from gateway import tls, tracing
@@ -103,19 +103,30 @@ class AguiHttpBackend(AgentBackend):
 
     def __init__(self, url: str, token: str | None = None, *, response_seconds: float = 60.0) -> None:
         self.url = url
-        headers = {"Accept": "text/event-stream", "Content-Type": "application/json"}
+        self.headers = {"Accept": "text/event-stream", "Content-Type": "application/json"}
         if token:
-            headers["Authorization"] = f"Bearer {token}"
-        # Events may be IDLE_SECONDS apart; the response head is bounded apart, by `response_seconds`.
-        timeout = httpx.Timeout(IDLE_SECONDS, connect=CONNECT_SECONDS)
+            self.headers["Authorization"] = f"Bearer {token}"
         self.response_seconds = response_seconds
-        self.http = httpx.AsyncClient(headers=headers, timeout=timeout, verify=tls.client_context(), follow_redirects=False)
+        self.session: aiohttp.ClientSession | None = None
+
+    def _http(self) -> aiohttp.ClientSession:
+        """The connection pool, made on the loop that runs the runs (a session belongs to one loop). Unbounded: the
+        gateway's own admission (--max-concurrent-runs) bounds the upstream requests, and a bound here would make
+        runs past it wait for a connection in silence. Events may be IDLE_SECONDS apart; the response head is
+        bounded apart, by `response_seconds`. Proxy variables (HTTP(S)_PROXY, NO_PROXY) are honoured."""
+        if self.session is None or self.session.closed:
+            self.session = aiohttp.ClientSession(
+                connector=aiohttp.TCPConnector(limit=0, ssl=tls.client_context()),
+                timeout=aiohttp.ClientTimeout(total=None, sock_connect=CONNECT_SECONDS, sock_read=IDLE_SECONDS),
+                trust_env=True,
+            )
+        return self.session
 
     def run(self, request: AgentRequest) -> AsyncIterator[s.Ready]:
         return self._run(request)
 
     async def _run(self, request: AgentRequest) -> AsyncIterator[s.Ready]:
-        headers = tracing.outgoing({})
+        headers = tracing.outgoing(dict(self.headers))
         request_id = REQUEST_ID.get()
         if request_id:
             headers["X-Request-ID"] = request_id
@@ -123,37 +134,43 @@ class AguiHttpBackend(AgentBackend):
         try:
             async with contextlib.AsyncExitStack() as stack:
                 async with asyncio.timeout(self.response_seconds):  # the response head (--agent-response-seconds)
-                    response = await stack.enter_async_context(self.http.stream("POST", self.url, content=body, headers=headers))
+                    post = self._http().post(self.url, data=body, headers=headers, allow_redirects=False)
+                    response = await stack.enter_async_context(post)
                 failure = await _refusal(response)
                 if failure is not None:
                     yield failure
                     return
                 async for ready in read_events(request, _sse_reads(response)):
                     yield ready
+        # aiohttp's timeouts are TimeoutErrors too: its own come first, as the failures of the connection they are.
+        except aiohttp.SocketTimeoutError:
+            log.info("run %s: the upstream agent was silent for %.0f s", request.run_id, IDLE_SECONDS)
+            yield s.Failed(message=f"The agent sent nothing for {IDLE_SECONDS:g} s.", code="AGENT_UNAVAILABLE")
+        except aiohttp.ClientError as exc:
+            log.info("run %s: the upstream agent failed: %s", request.run_id, type(exc).__name__)
+            yield s.Failed(message=f"The agent could not be reached ({type(exc).__name__}).", code="AGENT_UNAVAILABLE")
         except TimeoutError:
             log.info("run %s: the upstream agent sent no response within %.1f s", request.run_id, self.response_seconds)
             yield s.Failed(message=f"The agent did not answer within {self.response_seconds:g} s.", code="AGENT_UNAVAILABLE")
-        except httpx.HTTPError as exc:
-            log.info("run %s: the upstream agent failed: %s", request.run_id, type(exc).__name__)
-            yield s.Failed(message=f"The agent could not be reached ({type(exc).__name__}).", code="AGENT_UNAVAILABLE")
 
     async def aclose(self) -> None:
-        await self.http.aclose()
+        if self.session is not None:
+            await self.session.close()
 
 
-async def _refusal(response: httpx.Response) -> s.Failed | None:
+async def _refusal(response: aiohttp.ClientResponse) -> s.Failed | None:
     """A reply that is no AG-UI stream: a 4xx is the upstream refusing the input, a 5xx (or a redirect) is the
     upstream unavailable, a 2xx of another media type is not AG-UI."""
-    if response.status_code >= 300:
+    if response.status >= 300:
         raw = b""
-        async for chunk in response.aiter_bytes():
+        async for chunk in response.content.iter_any():
             raw += chunk
             if len(raw) > MAX_ERROR_BYTES:
                 break
         said = _error_text(raw[:MAX_ERROR_BYTES])
-        if 400 <= response.status_code < 500:
-            return s.Failed(message=f"The agent refused the input ({response.status_code}): {said}", code="INVALID_INPUT")
-        return s.Failed(message=f"The agent answered {response.status_code}: {said}", code="AGENT_UNAVAILABLE")
+        if 400 <= response.status < 500:
+            return s.Failed(message=f"The agent refused the input ({response.status}): {said}", code="INVALID_INPUT")
+        return s.Failed(message=f"The agent answered {response.status}: {said}", code="AGENT_UNAVAILABLE")
     media = response.headers.get("content-type", "").split(";")[0].strip().lower()
     if media != "text/event-stream":
         return s.Failed(message=f"The agent answered {media or 'no media type'}, not an event stream.", code="AGENT_PROTOCOL_ERROR")
@@ -174,11 +191,11 @@ def _error_text(raw: bytes) -> str:
     return json.dumps(body)[:300]
 
 
-async def _sse_reads(response: httpx.Response) -> AsyncIterator[list[Any]]:
+async def _sse_reads(response: aiohttp.ClientResponse) -> AsyncIterator[list[Any]]:
     """Per network read, the data of each SSE record it completed (its `data:` lines joined) decoded as JSON;
     comments and other fields are skipped. A record that breaks AG-UI raises once the read's earlier ones are out."""
     buffer = b""
-    async for chunk in response.aiter_bytes():
+    async for chunk in response.content.iter_any():
         buffer += chunk.replace(b"\r\n", b"\n")
         events: list[Any] = []
         try:
