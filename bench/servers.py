@@ -3,7 +3,9 @@
 Both answer `POST /` with the event sequence the gateway emits for `/flood N` (N from the last user message); the
 bare one also holds `/sleep S` streams (heartbeats every BENCH_HEARTBEAT_SECONDS) and idle WebSockets on `/ws` for
 bench/idle.py.
-Run: python -m bench.servers bare|sdk PORT (uvicorn on uvloop and httptools: the stack a user who wants speed runs)
+Run: python -m bench.servers bare|sdk|upstream PORT (uvicorn on uvloop and httptools: the stack a user who wants speed runs);
+`upstream` is the bare one without the session event, as the AG-UI agent bench/agui_flood.py puts the gateway in
+front of.
 """
 
 from __future__ import annotations
@@ -28,12 +30,18 @@ async def _flood_count(request: Request) -> tuple[dict, int]:
     return body, int(text.split()[1])
 
 
-def bare_events(thread_id: str, run_id: str, count: int) -> list[bytes]:
-    """The gateway's /flood events, pre-encoded once: the floor is only the stack writing bytes."""
+def bare_events(thread_id: str, run_id: str, count: int, *, session: bool = True) -> list[bytes]:
+    """The gateway's /flood events, pre-encoded once: the floor is only the stack writing bytes. Without `session`,
+    no session event: what an AG-UI agent in front of which the gateway runs sends (the name is the gateway's)."""
     msg = "msg-" + uuid.uuid4().hex[:16]
+    session_event = {
+        "type": "CUSTOM",
+        "name": "iac-code.session.v1",
+        "value": {"schemaVersion": 1, "threadId": thread_id, "aguiRunId": run_id},
+    }
     head = [
         {"type": "RUN_STARTED", "threadId": thread_id, "runId": run_id, "protocolVersion": "1.0"},
-        {"type": "CUSTOM", "name": "iac-code.session.v1", "value": {"schemaVersion": 1, "threadId": thread_id, "aguiRunId": run_id}},
+        *([session_event] if session else []),
         {"type": "TEXT_MESSAGE_START", "messageId": msg, "role": "assistant"},
     ]
     content = (
@@ -80,13 +88,19 @@ async def bare(request: Request) -> Stream:
     if text.startswith("/sleep"):
         return Stream(_idle(body, float(text.split()[1])), media_type="text/event-stream")
     count = int(text.split()[1])
-    events = bare_events(body["threadId"], body["runId"], count)
+    return Stream(_one_write_each(bare_events(body["threadId"], body["runId"], count)), media_type="text/event-stream")
 
-    async def gen():
-        for chunk in events:  # one write per event
-            yield chunk
 
-    return Stream(gen(), media_type="text/event-stream")
+async def _one_write_each(events: list[bytes]) -> AsyncIterator[bytes]:
+    for chunk in events:
+        yield chunk
+
+
+@post("/", status_code=200)
+async def upstream(request: Request) -> Stream:
+    """An AG-UI agent for the gateway to front (bench/agui_flood.py): the floor's `/flood` without the session event."""
+    body, count = await _flood_count(request)
+    return Stream(_one_write_each(bare_events(body["threadId"], body["runId"], count, session=False)), media_type="text/event-stream")
 
 
 @post("/", status_code=200)
@@ -123,7 +137,7 @@ async def sdk(request: Request) -> Stream:
 
 if __name__ == "__main__":
     kind, port = sys.argv[1], int(sys.argv[2])
-    app = Litestar(route_handlers=[bare, bare_socket] if kind == "bare" else [sdk], debug=False)
+    app = Litestar(route_handlers={"bare": [bare, bare_socket], "upstream": [upstream]}.get(kind, [sdk]), debug=False)
     # The floor a user would build: Litestar on uvicorn with uvloop and the httptools parser (uvicorn[standard]),
     # the stack the gateway itself runs by default.
     uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", access_log=False, loop="uvloop", http="httptools")
