@@ -5,6 +5,7 @@ AGENT_UNAVAILABLE with words that say so."""
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
@@ -26,7 +27,13 @@ def upstream() -> Iterator[AguiUpstream]:
 
 def request(text: str, index: int = 0) -> AgentRequest:
     return AgentRequest(
-        thread_id=f"t{index}", run_id=f"r{index}", execution_id="e", cwd="/w", language="en", options=AgentOptions(invocation_id="i"), user_text=text
+        thread_id=f"t{index}",
+        run_id=f"r{index}",
+        execution_id="e",
+        cwd="/w",
+        language="en",
+        options=AgentOptions(invocation_id="i"),
+        user_text=text,
     )
 
 
@@ -64,3 +71,46 @@ async def test_an_upstream_silent_past_the_idle_bound_ends_the_run_unavailable(u
     finally:
         await agent.aclose()
     assert signals == [s.Failed(message="The agent sent nothing for 0.5 s.", code="AGENT_UNAVAILABLE")]
+
+
+async def test_the_upstream_is_reached_through_the_proxy_the_environment_names(upstream: AguiUpstream, monkeypatch: Any) -> None:
+    """HTTP_PROXY names the upstream's own address, and the agent URL a host no resolver knows: the request reaches
+    the upstream only through the proxy. NO_PROXY for that host sends it straight, where it cannot be reached."""
+    proxy = upstream.url.removesuffix("/agent")
+    monkeypatch.setenv("HTTP_PROXY", proxy)
+    monkeypatch.delenv("NO_PROXY", raising=False)
+    monkeypatch.delenv("no_proxy", raising=False)
+    agent = AguiHttpBackend("http://agent.invalid/agent")
+    try:
+        signals = [signal async for ready in agent.run(request("hello")) for signal in flat(ready)]
+    finally:
+        await agent.aclose()
+    assert agent.proxy == proxy and isinstance(signals[-1], s.Completed), signals[-1]
+    assert [signal.text for signal in signals if isinstance(signal, s.TextDelta)] == ["You said: hello"]
+    monkeypatch.setenv("NO_PROXY", "agent.invalid")
+    direct = AguiHttpBackend("http://agent.invalid/agent")
+    try:
+        signals = [signal async for ready in direct.run(request("hello")) for signal in flat(ready)]
+    finally:
+        await direct.aclose()
+    assert direct.proxy is None and signals[-1] == s.Failed(message=signals[-1].message, code="AGENT_UNAVAILABLE"), signals[-1]
+
+
+@pytest.mark.parametrize("ending", [b"\r\n", b"\n", b"\r"])
+async def test_records_are_read_whatever_their_line_ends_and_wherever_a_read_splits_them(ending: bytes, monkeypatch: Any) -> None:
+    """The SSE grammar's three line ends, the stream cut into reads at every byte (a CRLF split between two reads
+    included): the same events, in order."""
+    events = [{"type": "RUN_STARTED", "threadId": "t", "runId": "r"}, {"type": "TEXT_MESSAGE_CONTENT", "messageId": "m", "delta": "a"}]
+    stream = b"".join(b": comment" + ending + b"data: " + json.dumps(event).encode() + ending + ending for event in events)
+
+    class Reads:
+        content = None
+
+        async def iter_any(self) -> AsyncIterator[bytes]:
+            for index in range(len(stream)):
+                yield stream[index : index + 1]
+
+    response = Reads()
+    response.content = response  # type: ignore[assignment]
+    read = [event async for batch in backend._sse_reads(response) for event in batch]  # type: ignore[arg-type]
+    assert read == events

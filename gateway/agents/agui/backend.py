@@ -14,6 +14,8 @@ import asyncio
 import contextlib
 import json
 import logging
+import urllib.parse
+import urllib.request
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -107,18 +109,19 @@ class AguiHttpBackend(AgentBackend):
         if token:
             self.headers["Authorization"] = f"Bearer {token}"
         self.response_seconds = response_seconds
+        self.proxy = env_proxy(url)
         self.session: aiohttp.ClientSession | None = None
 
     def _http(self) -> aiohttp.ClientSession:
         """The connection pool, made on the loop that runs the runs (a session belongs to one loop). Unbounded: the
         gateway's own admission (--max-concurrent-runs) bounds the upstream requests, and a bound here would make
         runs past it wait for a connection in silence. Events may be IDLE_SECONDS apart; the response head is
-        bounded apart, by `response_seconds`. Proxy variables (HTTP(S)_PROXY, NO_PROXY) are honoured."""
+        bounded apart, by `response_seconds`. The proxy is read from the environment once (`env_proxy`): aiohttp's
+        own `trust_env` would also read ~/.netrc in a thread for every request."""
         if self.session is None or self.session.closed:
             self.session = aiohttp.ClientSession(
                 connector=aiohttp.TCPConnector(limit=0, ssl=tls.client_context()),
                 timeout=aiohttp.ClientTimeout(total=None, sock_connect=CONNECT_SECONDS, sock_read=IDLE_SECONDS),
-                trust_env=True,
             )
         return self.session
 
@@ -134,7 +137,7 @@ class AguiHttpBackend(AgentBackend):
         try:
             async with contextlib.AsyncExitStack() as stack:
                 async with asyncio.timeout(self.response_seconds):  # the response head (--agent-response-seconds)
-                    post = self._http().post(self.url, data=body, headers=headers, allow_redirects=False)
+                    post = self._http().post(self.url, data=body, headers=headers, allow_redirects=False, proxy=self.proxy)
                     response = await stack.enter_async_context(post)
                 failure = await _refusal(response)
                 if failure is not None:
@@ -156,6 +159,15 @@ class AguiHttpBackend(AgentBackend):
     async def aclose(self) -> None:
         if self.session is not None:
             await self.session.close()
+
+
+def env_proxy(url: str) -> str | None:
+    """The proxy HTTP_PROXY or HTTPS_PROXY (or their lower-case spellings) names for `url`, unless NO_PROXY exempts its
+    host: what httpx's default reads, without its netrc."""
+    parts = urllib.parse.urlsplit(url)
+    if urllib.request.proxy_bypass(parts.hostname or ""):
+        return None
+    return urllib.request.getproxies().get(parts.scheme)
 
 
 async def _refusal(response: aiohttp.ClientResponse) -> s.Failed | None:
@@ -193,17 +205,24 @@ def _error_text(raw: bytes) -> str:
 
 async def _sse_reads(response: aiohttp.ClientResponse) -> AsyncIterator[list[Any]]:
     """Per network read, the data of each SSE record it completed (its `data:` lines joined) decoded as JSON;
-    comments and other fields are skipped. A record that breaks AG-UI raises once the read's earlier ones are out."""
-    buffer = b""
+    comments and other fields are skipped. A record that breaks AG-UI raises once the read's earlier ones are out.
+    Lines may end in CRLF, LF or CR (the SSE grammar), a CRLF split between two reads included."""
+    buffer = b""  # the records not yet complete, their line ends made LF
+    carry = b""  # a CR that ended the last read: the LF that may follow it begins the next
     async for chunk in response.content.iter_any():
-        buffer += chunk.replace(b"\r\n", b"\n")
+        text = carry + chunk
+        carry = b"\r" if text.endswith(b"\r") else b""
+        if b"\r" in text:
+            text = text[: len(text) - len(carry)].replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+        buffer += text
+        if b"\n\n" not in buffer:
+            if len(buffer) > MAX_EVENT_BYTES:
+                raise UpstreamViolation(f"an event larger than {MAX_EVENT_BYTES} bytes")
+            continue
+        *records, buffer = buffer.split(b"\n\n")  # one pass: a read of many records copies each once
         events: list[Any] = []
         try:
-            while True:
-                cut = buffer.find(b"\n\n")
-                if cut < 0:
-                    break
-                record, buffer = buffer[:cut], buffer[cut + 2 :]
+            for record in records:
                 data = _record_data(record)
                 if data is not None:
                     events.append(decode_event(data))
@@ -222,8 +241,13 @@ async def _sse_reads(response: aiohttp.ClientResponse) -> AsyncIterator[list[Any
 
 def _record_data(record: bytes) -> bytes | None:
     """An SSE record's `data:` lines joined (LF line ends), or None when it has none (a comment, a heartbeat)."""
+    if record.startswith(b"data:") and b"\n" not in record:  # one data line: what AG-UI servers send
+        return record[6:] if record[5:6] == b" " else record[5:]
     data = [line[5:].removeprefix(b" ") for line in record.split(b"\n") if line.startswith(b"data:")]
     return b"\n".join(data) if data else None
+
+
+_decode = msgspec.json.Decoder().decode
 
 
 def decode_event(raw: bytes) -> Any:
@@ -232,7 +256,7 @@ def decode_event(raw: bytes) -> Any:
     if too_deep(raw, EVENT_DEPTH):
         raise UpstreamViolation(f"an event nested deeper than {EVENT_DEPTH} levels")
     try:
-        return msgspec.json.decode(raw)
+        return _decode(raw)
     except msgspec.DecodeError:
         raise UpstreamViolation("an event that is not JSON") from None
 
