@@ -29,7 +29,7 @@ from bench.flood import (
     figure,
     free_port,
     gateway_command,
-    load,
+    interleaved,
     paired,
     pinned,
     spawn,
@@ -75,15 +75,8 @@ def main() -> None:
         servers["gateway"] = start_gateway(behind_url, os.path.join(state_dir, "gateway"), ROOT, args.store)
         if args.baseline:
             servers["baseline"] = start_gateway(behind_url, os.path.join(state_dir, "baseline"), args.baseline, args.store)
-        results: dict[str, dict[str, list[dict]]] = {name: {kind: [] for kind in kinds} for name in configs}
         try:
-            for kind in kinds:
-                load(servers[kind][1], 10, 20, 200)  # warm-up
-            for _ in range(args.rounds):
-                for name in configs:
-                    streams, count, runs, _ = CONFIGS[name]
-                    for kind in kinds:
-                        results[name][kind].append(load(servers[kind][1], streams, count, runs, servers[kind][0].pid))
+            results = interleaved(servers, configs, args.rounds)
         finally:
             for proc, _ in [*servers.values(), (behind, behind_url)]:
                 proc.terminate()

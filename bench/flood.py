@@ -202,6 +202,20 @@ def paired(rows: list[dict], base: list[dict], metric: str, *, shorter_better: b
     return f"round by round {statistics.median(ratios):.2f}x ({ratios[0]:.2f}-{ratios[-1]:.2f}x)"
 
 
+def interleaved(servers: dict[str, tuple[subprocess.Popen, str]], configs: list[str], rounds: int) -> dict[str, dict[str, list[dict]]]:
+    """Each config's load on each server, after a warm-up, `rounds` times over: the servers interleaved within a round,
+    so that a drift of the machine's speed hits them all alike. Results by config, then server."""
+    results: dict[str, dict[str, list[dict]]] = {name: {kind: [] for kind in servers} for name in configs}
+    for proc_url in servers.values():
+        load(proc_url[1], 10, 20, 200)  # warm-up
+    for _ in range(rounds):
+        for name in configs:
+            streams, count, runs, _ = CONFIGS[name]
+            for kind, (proc, url) in servers.items():
+                results[name][kind].append(load(url, streams, count, runs, proc.pid))
+    return results
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--store", choices=["memory", "file", "redis"], default="memory")
@@ -225,15 +239,8 @@ def main() -> None:
         redis = start_redis(state_dir) if args.store == "redis" else None
         store = redis[1] if redis else args.store
         servers = {kind: start(kind, state_dir, store, args.baseline) for kind in kinds}
-        results: dict[str, dict[str, list[dict]]] = {name: {kind: [] for kind in kinds} for name in configs}
         try:
-            for kind in kinds:
-                load(servers[kind][1], 10, 20, 200)  # warm-up
-            for _ in range(args.rounds):
-                for name in configs:
-                    streams, count, runs, _ = CONFIGS[name]
-                    for kind in kinds:
-                        results[name][kind].append(load(servers[kind][1], streams, count, runs, servers[kind][0].pid))
+            results = interleaved(servers, configs, args.rounds)
         finally:
             for proc, _ in [*servers.values(), *([redis] if redis else [])]:
                 proc.terminate()
