@@ -214,8 +214,9 @@ async def _sse_reads(response: aiohttp.ClientResponse) -> AsyncIterator[list[Any
         carry = b"\r" if text.endswith(b"\r") else b""
         if b"\r" in text:
             text = text[: len(text) - len(carry)].replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+        searched = max(0, len(buffer) - 1)  # a large record arriving in many reads is searched once, not per read
         buffer += text
-        if b"\n\n" not in buffer:
+        if buffer.find(b"\n\n", searched) < 0:
             if len(buffer) > MAX_EVENT_BYTES:
                 raise UpstreamViolation(f"an event larger than {MAX_EVENT_BYTES} bytes")
             continue
