@@ -109,7 +109,8 @@ def test_in_process_events_may_be_models_dicts_or_encoded_records():
     from ag_ui.core import TextMessageContentEvent
 
     assert _as_dict(TextMessageContentEvent(message_id="m", delta="d")) == {"type": "TEXT_MESSAGE_CONTENT", "messageId": "m", "delta": "d"}
-    assert _as_dict('data: {"type":"RAW","event":1}\n\n') == {"type": "RAW", "event": 1}
+    for end in ("\n", "\r\n", "\r"):  # the SSE grammar's line ends
+        assert _as_dict(f'data: {{"type":"RAW",{end}data: "event":1}}{end}{end}') == {"type": "RAW", "event": 1}
     with pytest.raises(UpstreamViolation):
         _as_dict(object())
 

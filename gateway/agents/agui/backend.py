@@ -306,7 +306,7 @@ def _as_dict(event: Any) -> Any:
     if isinstance(event, dict):
         return event
     if isinstance(event, (str, bytes)):
-        raw = (event.encode() if isinstance(event, str) else event).replace(b"\r\n", b"\n")
+        raw = (event.encode() if isinstance(event, str) else event).replace(b"\r\n", b"\n").replace(b"\r", b"\n")
         data = _record_data(raw)
         return decode_event(raw if data is None else data)
     dump = getattr(event, "model_dump", None)
