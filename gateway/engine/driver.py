@@ -112,7 +112,7 @@ async def _follow(run: Run) -> Coroutine[Any, Any, Outcome]:
 MAX_HELD = 64  # events of signals a backend had ready at once, published together at most
 
 
-class _Ready(list[bytes]):
+class _Held(list[bytes]):
     """The events of signals a backend had ready, encoded, not yet published. While some are held, a callback is due on the
     loop: its next turn comes when the backend waits (or the run gives the loop its turn), and the callback publishes
     them in it, ahead of whatever ends that wait (a reply, a stop), so what was ready goes out before the backend
@@ -155,7 +155,7 @@ async def _consume(run: Run, signals: AsyncIterator[s.Ready], digests: dict[str,
     keeper = run.keeper
     awaiting = run.state is RunState.AWAITING_ACCEPTANCE
     loop = asyncio.get_running_loop()
-    held = _Ready(run)
+    held = _Held(run)
     try:
         while True:
             try:  # an idle run waits with no object of ours between its task and the backend
