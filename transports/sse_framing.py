@@ -9,7 +9,7 @@ from gateway.engine.stream import Entry
 from gateway.protocol import events as e
 from transports.render import agentcore_run_error
 
-_RUN_ERROR = b'{"type":"RUN_ERROR"'
+RUN_ERROR_HEAD = b'{"type":"RUN_ERROR"'  # how an encoded RUN_ERROR begins
 # `id: N\ndata: ` for positions 0 to len - 1, made as streams reach them (at most about 200 KB): a batch of events
 # whose positions follow each other is then one join of byte strings that exist already, where a format apiece
 # cost four times as much (bench/NOTES.md). Longer streams format the records past it.
@@ -19,7 +19,7 @@ _id_heads: list[bytes] = []
 
 def agentcore_event(data: bytes) -> bytes:
     """AgentCore's RUN_ERROR codes (the gateway's code kept in metadata); other events unchanged."""
-    if not data.startswith(_RUN_ERROR):
+    if not data.startswith(RUN_ERROR_HEAD):
         return data
     return e.encode_json(agentcore_run_error(msgspec.json.decode(data, type=e.RunError)))
 

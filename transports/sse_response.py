@@ -29,7 +29,7 @@ from gateway.engine.stream import Entry, FollowerCut
 from gateway.protocol import events as e
 from transports.lean import forget_request
 from transports.render import SSE_HEADERS, SSE_MEDIA_TYPE
-from transports.sse_framing import sse_records
+from transports.sse_framing import RUN_ERROR_HEAD, sse_records
 
 log = logging.getLogger("agui.sse")
 
@@ -38,7 +38,7 @@ _END: HTTPResponseBodyEvent = {"type": "http.response.body", "body": b"", "more_
 _CONTENT_TYPE = f"{SSE_MEDIA_TYPE}; charset=utf-8"  # what Litestar's Stream says for a text media type
 
 
-_TERMINAL = (b'{"type":"RUN_FINISHED"', b'{"type":"RUN_ERROR"')  # a run's last event: the response ends with it
+_TERMINAL = (b'{"type":"RUN_FINISHED"', RUN_ERROR_HEAD)  # a run's last event: the response ends with it
 DEFER_HOOK = "defer_next_write"  # what our server's transport offers: hold a write (the head) until the next
 # Runs in flight from which a new stream's first write waits one turn of the loop, so that its run's first step
 # (often the whole of a short run) goes out in that write: on a busy process a write (a system call, and on
