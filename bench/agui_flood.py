@@ -25,36 +25,23 @@ from bench.flood import (
     ROOT,
     SERVER_CORE,
     WORKSPACE,
-    _answering,
     figure,
     free_port,
     gateway_command,
     interleaved,
     paired,
-    pinned,
     spawn,
 )
 
 
 def start_agent(core: int) -> tuple[subprocess.Popen, str]:
     port = free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "bench.servers", "upstream", str(port)],
-        cwd=ROOT,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        preexec_fn=pinned(core),
-    )
-    return _answering(proc, f"http://127.0.0.1:{port}", "/")
+    return spawn([sys.executable, "-m", "bench.servers", "upstream", str(port)], port, "/", core=core)
 
 
 def start_gateway(agent_url: str, state_dir: str, checkout: str, store: str) -> tuple[subprocess.Popen, str]:
     port = free_port()
-    command = gateway_command(port, state_dir, "--store", store, "--agent", f"agui+{agent_url}/")
-    if checkout == ROOT:
-        return spawn(command, port, "/ping")
-    proc = subprocess.Popen(command, cwd=checkout, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, preexec_fn=pinned(SERVER_CORE))
-    return _answering(proc, f"http://127.0.0.1:{port}", "/ping")
+    return spawn(gateway_command(port, state_dir, "--store", store, "--agent", f"agui+{agent_url}/"), port, "/ping", cwd=checkout)
 
 
 def main() -> None:

@@ -46,9 +46,14 @@ def pinned(core: int):
     return lambda: os.sched_setaffinity(0, {core})
 
 
-def spawn(cmd: list[str], port: int, probe: str = "/", env: dict[str, str] | None = None) -> tuple[subprocess.Popen, str]:
-    """Start a server process on loopback, on the servers' core, and wait until `probe` answers (any HTTP status)."""
-    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, preexec_fn=pinned(SERVER_CORE))
+def spawn(
+    cmd: list[str], port: int, probe: str = "/", env: dict[str, str] | None = None, *, cwd: str = ROOT, core: int | None = None
+) -> tuple[subprocess.Popen, str]:
+    """Start a server process on loopback, on the servers' core unless `core` says another, from `cwd` (another
+    checkout's gateway: `-m server` imports from its directory first), and wait until `probe` answers (any HTTP
+    status)."""
+    on = SERVER_CORE if core is None else core
+    proc = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, preexec_fn=pinned(on))
     return _answering(proc, f"http://127.0.0.1:{port}", probe)
 
 
@@ -84,11 +89,9 @@ def gateway_command(port: int, state_dir: str, *extra: str) -> list[str]:
 def start(kind: str, state_dir: str, store: str = "memory", baseline: str | None = None) -> tuple[subprocess.Popen, str]:
     os.makedirs(WORKSPACE, exist_ok=True)
     port = free_port()
-    if kind == "baseline":  # the gateway of another checkout: `-m server` imports from its directory first
+    if kind == "baseline":  # the gateway of another checkout
         assert baseline is not None
-        command = gateway_command(port, os.path.join(state_dir, "baseline"), "--store", store)
-        proc = subprocess.Popen(command, cwd=baseline, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, preexec_fn=pinned(SERVER_CORE))
-        return _answering(proc, f"http://127.0.0.1:{port}", "/ping")
+        return spawn(gateway_command(port, os.path.join(state_dir, "baseline"), "--store", store), port, "/ping", cwd=baseline)
     if kind in ("gateway", "memory"):  # "memory": the gateway on the memory store, beside a file or Redis one
         return spawn(gateway_command(port, state_dir, "--store", store if kind == "gateway" else "memory"), port, "/ping")
     if kind == "h11":  # the gateway on the pure-Python stack (--http h11 --loop asyncio), for the before/after
