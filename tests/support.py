@@ -164,6 +164,27 @@ def run_body(
     return body
 
 
+def raw_run_request(port: int, text: str) -> bytes:
+    """A run request (a new thread, `text` as the user's message) as the bytes a raw socket sends."""
+    body = json.dumps(run_body(text)).encode()
+    head = (
+        f"POST / HTTP/1.1\r\nhost: 127.0.0.1:{port}\r\ncontent-type: application/json\r\n"
+        f"accept: text/event-stream\r\ncontent-length: {len(body)}\r\n\r\n"
+    )
+    return head.encode() + body
+
+
+def dechunk(raw: bytes) -> bytes:
+    """The body of a whole chunked HTTP/1.1 response (head included in `raw`)."""
+    body, rest = b"", raw.split(b"\r\n\r\n", 1)[1]
+    while True:
+        size_line, rest = rest.split(b"\r\n", 1)
+        size = int(size_line, 16)
+        if size == 0:
+            return body
+        body, rest = body + rest[:size], rest[size + 2 :]
+
+
 @dataclass
 class SseResult:
     status: int

@@ -14,17 +14,8 @@ import socket
 import pytest
 import websockets
 
-from tests.support import Gateway, assert_well_formed_run, parse_sse, run_body
+from tests.support import Gateway, assert_well_formed_run, dechunk, parse_sse, raw_run_request, run_body
 from transports.sse_response import BUSY_RUNS
-
-
-def _request(port: int, text: str) -> bytes:
-    body = json.dumps(run_body(text)).encode()
-    head = (
-        f"POST / HTTP/1.1\r\nhost: 127.0.0.1:{port}\r\ncontent-type: application/json\r\n"
-        f"accept: text/event-stream\r\ncontent-length: {len(body)}\r\n\r\n"
-    )
-    return head.encode() + body
 
 
 def _writes(gateway: Gateway) -> int:
@@ -33,28 +24,18 @@ def _writes(gateway: Gateway) -> int:
         return next(int(line.split()[1]) for line in io if line.startswith("syscw:"))
 
 
-def _dechunk(raw: bytes) -> bytes:
-    body, rest = b"", raw.split(b"\r\n\r\n", 1)[1]
-    while True:
-        size_line, rest = rest.split(b"\r\n", 1)
-        size = int(size_line, 16)
-        if size == 0:
-            return body
-        body, rest = body + rest[:size], rest[size + 2 :]
-
-
 def _flood(gateway: Gateway) -> tuple[list[dict], int]:
     """A /flood 20 run read to its end; its events and the write calls the server made meanwhile."""
     with socket.create_connection(("127.0.0.1", gateway.port)) as sock:
         before = _writes(gateway)
-        sock.sendall(_request(gateway.port, "/flood 20"))
+        sock.sendall(raw_run_request(gateway.port, "/flood 20"))
         raw = b""
         while not raw.endswith(b"0\r\n\r\n"):
             chunk = sock.recv(65536)
             assert chunk, "the connection closed before the response ended"
             raw += chunk
         written = _writes(gateway) - before
-    events, _, _ = parse_sse(_dechunk(raw))
+    events, _, _ = parse_sse(dechunk(raw))
     return events, written
 
 
@@ -79,7 +60,7 @@ def test_a_busy_process_sends_a_short_run_whole_in_one_write(quiet_gateway):
     try:
         for _ in range(BUSY_RUNS):
             sock = socket.create_connection(("127.0.0.1", quiet_gateway.port))
-            sock.sendall(_request(quiet_gateway.port, "/sleep 60"))
+            sock.sendall(raw_run_request(quiet_gateway.port, "/sleep 60"))
             assert b"RUN_STARTED" in sock.recv(65536)
             sleepers.append(sock)
         events, written = _flood(quiet_gateway)
