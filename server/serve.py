@@ -13,6 +13,7 @@ import uvicorn
 from gateway.fds import descriptor_share, per_client_cap
 from gateway.protocol.validate import MAX_BODY_BYTES
 from gateway.settings import Settings
+from server.accept_burst import BurstAcceptor
 from server.awake import Awake
 from server.connection_limits import MAX_HEAD_BYTES, ConnectionLimits
 from server.http_protocol import protocols
@@ -28,10 +29,31 @@ class GatewayServer(uvicorn.Server):
         self.ctx = services
         self._loop: asyncio.AbstractEventLoop | None = None
         self._draining: asyncio.Task | None = None
+        self._acceptors: list[BurstAcceptor] = []
 
     async def serve(self, sockets=None) -> None:
         self._loop = asyncio.get_running_loop()
         await super().serve(sockets)
+
+    async def startup(self, sockets=None) -> None:
+        await super().startup(sockets)
+        loop = asyncio.get_running_loop()
+        config, state = self.config, self.server_state
+
+        def create_protocol() -> asyncio.Protocol:  # as uvicorn's startup makes each connection's protocol
+            return config.http_protocol_class(config=config, server_state=state, app_state=self.lifespan.state)  # type: ignore[call-arg]
+
+        for server in getattr(self, "servers", []):
+            for listener in server.sockets or ():
+                acceptor = BurstAcceptor.beside(loop, listener, create_protocol)
+                if acceptor is not None:
+                    self._acceptors.append(acceptor)
+
+    async def shutdown(self, sockets=None) -> None:
+        for acceptor in self._acceptors:  # before uvicorn stops its own listening
+            acceptor.close()
+        self._acceptors.clear()
+        await super().shutdown(sockets)
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         if self._draining is not None or self._loop is None or sig not in (signal.SIGTERM, signal.SIGINT):

@@ -1,0 +1,118 @@
+"""A burst of new connections is accepted in one or two turns of uvloop's loop, where uvloop alone takes one a
+turn (server/accept_burst.py): real listening sockets, real connections the kernel queued while the loop was busy."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+
+import uvloop
+
+from server.accept_burst import BurstAcceptor, queued
+
+BURST = 30
+
+
+class Counted(asyncio.Protocol):
+    def __init__(self, made: list[asyncio.BaseTransport]) -> None:
+        self.made = made
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.made.append(transport)
+
+
+async def turns_to_accept(with_acceptor: bool) -> int:
+    """Turns of the loop until every connection of a burst queued while the loop was busy was made."""
+    loop = asyncio.get_running_loop()
+    made: list[asyncio.BaseTransport] = []
+
+    def factory() -> asyncio.Protocol:
+        return Counted(made)
+
+    server = await loop.create_server(factory, "127.0.0.1", 0, backlog=128)
+    listening = server.sockets[0]
+    acceptor = BurstAcceptor.beside(loop, listening, factory) if with_acceptor else None
+    assert (acceptor is not None) is with_acceptor
+    port = listening.getsockname()[1]
+    # The loop is busy in this step: the kernel completes each handshake and queues the connection.
+    clients = [socket.create_connection(("127.0.0.1", port)) for _ in range(BURST)]
+    probe = socket.fromfd(listening.fileno(), listening.family, listening.type)
+    assert queued(probe) == BURST
+    probe.close()
+    turns = 0
+    while len(made) < BURST and turns < 10 * BURST:
+        await asyncio.sleep(0)
+        turns += 1
+    assert len(made) == BURST
+    for transport in made:
+        transport.close()
+    for client in clients:
+        client.close()
+    if acceptor is not None:
+        acceptor.close()
+    server.close()
+    await server.wait_closed()
+    return turns
+
+
+def test_a_burst_is_accepted_at_once_on_uvloop(caplog) -> None:
+    caplog.set_level(logging.DEBUG, logger="agui.serve")
+    assert uvloop.run(turns_to_accept(True)) <= 3
+    # By the acceptor in one turn, or all but one when uvloop's own accept came first in that turn.
+    messages = [record.getMessage() for record in caplog.records]
+    assert messages in (
+        [f"accepted {BURST} connections of a burst in one turn"],
+        [f"accepted {BURST - 1} connections of a burst in one turn"],
+    )
+
+
+def test_uvloop_alone_takes_one_connection_a_turn() -> None:
+    """Why the acceptor exists: should uvloop ever drain its queue itself, this fails and the acceptor can go."""
+    assert uvloop.run(turns_to_accept(False)) >= BURST - 1
+
+
+def test_the_acceptor_stands_aside_where_it_is_not_needed() -> None:
+    async def check() -> None:
+        loop = asyncio.get_running_loop()
+        server = await loop.create_server(asyncio.Protocol, "127.0.0.1", 0)
+        assert BurstAcceptor.beside(loop, server.sockets[0], asyncio.Protocol) is None  # asyncio drains its queue itself
+        server.close()
+        await server.wait_closed()
+
+    asyncio.run(check())
+
+
+def test_a_connection_that_arrives_alone_is_left_to_uvloop(caplog) -> None:
+    caplog.set_level(logging.DEBUG, logger="agui.serve")
+
+    async def check() -> None:
+        loop = asyncio.get_running_loop()
+        made: list[asyncio.BaseTransport] = []
+        server = await loop.create_server(lambda: Counted(made), "127.0.0.1", 0)
+        listening = server.sockets[0]
+        acceptor = BurstAcceptor.beside(loop, listening, lambda: Counted(made))
+        assert acceptor is not None
+        client = socket.create_connection(("127.0.0.1", listening.getsockname()[1]))
+        for _ in range(20):
+            await asyncio.sleep(0)
+        assert len(made) == 1
+        made[0].close()
+        client.close()
+        acceptor.close()
+        server.close()
+        await server.wait_closed()
+
+    uvloop.run(check())
+    assert not [record for record in caplog.records if "burst" in record.getMessage()]
+
+
+def test_no_acceptor_for_a_unix_socket(tmp_path) -> None:
+    async def check() -> None:
+        loop = asyncio.get_running_loop()
+        server = await loop.create_unix_server(asyncio.Protocol, str(tmp_path / "s"))
+        assert BurstAcceptor.beside(loop, server.sockets[0], asyncio.Protocol) is None
+        server.close()
+        await server.wait_closed()
+
+    uvloop.run(check())
