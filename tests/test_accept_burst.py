@@ -77,12 +77,12 @@ def _burst(gateway: Gateway) -> None:
             sock.close()
 
 
-@pytest.mark.parametrize("store", ["memory", "file"])
-def test_a_burst_of_connections_to_a_busy_gateway_is_accepted_at_once_and_served(tmp_path, store):
+@pytest.mark.parametrize(("store", "http"), [("memory", "httptools"), ("file", "httptools"), ("memory", "h11")])
+def test_a_burst_of_connections_to_a_busy_gateway_is_accepted_at_once_and_served(tmp_path, store, http):
     # A cap just above the load and one burst: the second burst is admitted only if the first one's connections
     # were all counted out as they closed, on whichever path they were accepted.
     cap = LOAD + BURST + 5
-    gateway = Gateway(tmp_path, "--store", store, "--allowed-cwd", "/tmp", "--max-connections-per-client", str(cap)).start()
+    gateway = Gateway(tmp_path, "--store", store, "--http", http, "--allowed-cwd", "/tmp", "--max-connections-per-client", str(cap)).start()
     load = Load(gateway.port)
     try:
         assert load.flowing.wait(30), "the load's runs did not stream"
