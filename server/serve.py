@@ -43,7 +43,7 @@ class GatewayServer(uvicorn.Server):
         def create_protocol() -> asyncio.Protocol:  # as uvicorn's startup makes each connection's protocol
             return config.http_protocol_class(config=config, server_state=state, app_state=self.lifespan.state)  # type: ignore[call-arg]
 
-        for server in getattr(self, "servers", []):
+        for server in self.servers:
             for listener in server.sockets or ():
                 acceptor = BurstAcceptor.beside(loop, listener, create_protocol)
                 if acceptor is not None:

@@ -174,6 +174,16 @@ def raw_run_request(port: int, text: str) -> bytes:
     return head.encode() + body
 
 
+def read_chunked_response(sock: socket.socket) -> bytes:
+    """A whole chunked HTTP/1.1 response, head included, read off a raw socket to its last chunk."""
+    raw = b""
+    while not raw.endswith(b"0\r\n\r\n"):
+        chunk = sock.recv(65536)
+        assert chunk, "the connection closed before the response ended"
+        raw += chunk
+    return raw
+
+
 def dechunk(raw: bytes) -> bytes:
     """The body of a whole chunked HTTP/1.1 response (head included in `raw`)."""
     body, rest = b"", raw.split(b"\r\n\r\n", 1)[1]

@@ -10,20 +10,10 @@ import threading
 
 import pytest
 
-from tests.support import Gateway, assert_well_formed_run, dechunk, parse_sse, raw_run_request
+from tests.support import Gateway, assert_well_formed_run, dechunk, parse_sse, raw_run_request, read_chunked_response
 
 BURST = 40
 LOAD = 50  # /flood runs in flight, read as fast as they come: every turn of the loop takes 256 events of each
-
-
-def _read_response(sock: socket.socket) -> list[dict]:
-    raw = b""
-    while not raw.endswith(b"0\r\n\r\n"):
-        chunk = sock.recv(65536)
-        assert chunk, "the connection closed before the response ended"
-        raw += chunk
-    events, _, _ = parse_sse(dechunk(raw))
-    return events
 
 
 class Load:
@@ -68,7 +58,7 @@ def _burst(gateway: Gateway) -> None:
         for sock in sockets:
             sock.sendall(raw_run_request(gateway.port, "/flood 5"))
         for sock in sockets:
-            events = _read_response(sock)
+            events, _, _ = parse_sse(dechunk(read_chunked_response(sock)))
             assert_well_formed_run(events)
             assert events[-1]["type"] == "RUN_FINISHED" and events[-1]["outcome"]["type"] == "success"
             assert len([event for event in events if event["type"] == "TEXT_MESSAGE_CONTENT"]) == 5

@@ -14,7 +14,7 @@ import socket
 import pytest
 import websockets
 
-from tests.support import Gateway, assert_well_formed_run, dechunk, parse_sse, raw_run_request, run_body
+from tests.support import Gateway, assert_well_formed_run, dechunk, parse_sse, raw_run_request, read_chunked_response, run_body
 from transports.sse_response import BUSY_RUNS
 
 
@@ -29,11 +29,7 @@ def _flood(gateway: Gateway) -> tuple[list[dict], int]:
     with socket.create_connection(("127.0.0.1", gateway.port)) as sock:
         before = _writes(gateway)
         sock.sendall(raw_run_request(gateway.port, "/flood 20"))
-        raw = b""
-        while not raw.endswith(b"0\r\n\r\n"):
-            chunk = sock.recv(65536)
-            assert chunk, "the connection closed before the response ended"
-            raw += chunk
+        raw = read_chunked_response(sock)
         written = _writes(gateway) - before
     events, _, _ = parse_sse(dechunk(raw))
     return events, written
