@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import resource
 import socket
 import time
 
@@ -13,6 +15,7 @@ import uvloop
 from server.accept_burst import SLOW_TURN, BurstAcceptor, queued
 
 BURST = 30
+SPARE = 64
 
 
 class Counted(asyncio.Protocol):
@@ -23,9 +26,9 @@ class Counted(asyncio.Protocol):
         self.made.append(transport)
 
 
-async def turns_to_accept(with_acceptor: bool, turn_seconds: float = 2 * SLOW_TURN) -> int:
+async def turns_to_accept(with_acceptor: bool, turn_seconds: float = 2 * SLOW_TURN, free: int | None = None) -> int:
     """Turns of the loop, each `turn_seconds` long (the work of a loaded server), until every connection of a burst
-    queued while the loop was busy was made."""
+    queued while the loop was busy was made; `free`: the descriptors left below the reserve (SPARE) meanwhile."""
     loop = asyncio.get_running_loop()
     made: list[asyncio.BaseTransport] = []
 
@@ -34,7 +37,7 @@ async def turns_to_accept(with_acceptor: bool, turn_seconds: float = 2 * SLOW_TU
 
     server = await loop.create_server(factory, "127.0.0.1", 0, backlog=128)
     listening = server.sockets[0]
-    acceptor = BurstAcceptor.beside(loop, listening, factory) if with_acceptor else None
+    acceptor = BurstAcceptor.beside(loop, listening, factory, spare=SPARE) if with_acceptor else None
     assert (acceptor is not None) is with_acceptor
     port = listening.getsockname()[1]
     # The loop is busy in this step: the kernel completes each handshake and queues the connection.
@@ -42,11 +45,19 @@ async def turns_to_accept(with_acceptor: bool, turn_seconds: float = 2 * SLOW_TU
     probe = socket.fromfd(listening.fileno(), listening.family, listening.type)
     assert queued(probe) == BURST
     probe.close()
+    limit = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if free is not None:
+        lowest = os.dup(0)  # the kernel's lowest free descriptor: the next accepted connection's
+        os.close(lowest)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (lowest + free + SPARE, limit[1]))
     turns = 0
-    while len(made) < BURST and turns < 10 * BURST:
-        time.sleep(turn_seconds)
-        await asyncio.sleep(0)
-        turns += 1
+    try:
+        while len(made) < BURST and turns < 10 * BURST:
+            time.sleep(turn_seconds)
+            await asyncio.sleep(0)
+            turns += 1
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, limit)
     assert len(made) == BURST
     for transport in made:
         transport.close()
@@ -68,6 +79,15 @@ def test_a_burst_is_accepted_at_once_on_a_busy_uvloop(caplog) -> None:
     assert int(messages[0].split()[1]) >= BURST - 3
 
 
+def test_a_burst_leaves_the_reserved_descriptors_to_uvloop(caplog) -> None:
+    """With 10 descriptors free below the reserve, the acceptor takes 10 of the burst; uvloop, one a turn, the rest."""
+    caplog.set_level(logging.DEBUG, logger="agui.serve")
+    assert uvloop.run(turns_to_accept(True, free=10)) >= BURST - 12
+    messages = [record.getMessage() for record in caplog.records]
+    assert len(messages) == 1 and messages[0].endswith(" connections of a burst in one turn")
+    assert 8 <= int(messages[0].split()[1]) <= 10
+
+
 def test_short_turns_leave_a_burst_to_uvloop(caplog) -> None:
     """An idle server drains a burst in as many short turns: the acceptor, whose path costs memory per connection, stays out."""
     caplog.set_level(logging.DEBUG, logger="agui.serve")
@@ -84,7 +104,7 @@ def test_the_acceptor_stands_aside_where_it_is_not_needed() -> None:
     async def check() -> None:
         loop = asyncio.get_running_loop()
         server = await loop.create_server(asyncio.Protocol, "127.0.0.1", 0)
-        assert BurstAcceptor.beside(loop, server.sockets[0], asyncio.Protocol) is None  # asyncio drains its queue itself
+        assert BurstAcceptor.beside(loop, server.sockets[0], asyncio.Protocol, spare=SPARE) is None  # asyncio drains its queue itself
         server.close()
         await server.wait_closed()
 
@@ -99,7 +119,7 @@ def test_a_connection_that_arrives_alone_is_left_to_uvloop(caplog) -> None:
         made: list[asyncio.BaseTransport] = []
         server = await loop.create_server(lambda: Counted(made), "127.0.0.1", 0)
         listening = server.sockets[0]
-        acceptor = BurstAcceptor.beside(loop, listening, lambda: Counted(made))
+        acceptor = BurstAcceptor.beside(loop, listening, lambda: Counted(made), spare=SPARE)
         assert acceptor is not None
         client = socket.create_connection(("127.0.0.1", listening.getsockname()[1]))
         for _ in range(20):
@@ -119,7 +139,7 @@ def test_no_acceptor_for_a_unix_socket(tmp_path) -> None:
     async def check() -> None:
         loop = asyncio.get_running_loop()
         server = await loop.create_unix_server(asyncio.Protocol, str(tmp_path / "s"))
-        assert BurstAcceptor.beside(loop, server.sockets[0], asyncio.Protocol) is None
+        assert BurstAcceptor.beside(loop, server.sockets[0], asyncio.Protocol, spare=SPARE) is None
         server.close()
         await server.wait_closed()
 
