@@ -12,10 +12,10 @@ more than one still does after a turn longer than SLOW_TURN, it accepts them all
 server's own protocol factory (`connect_accepted_socket`). A connection that waits alone, and a burst that short
 turns drain, are left to uvloop: the second path costs only where uvloop falls behind.
 
-A burst never takes the descriptors the process keeps in reserve: the kernel gives each new descriptor the lowest
-number free, so one numbered within `spare` of the soft limit ends the burst, and the rest wait for uvloop. Without
-that, a burst larger than the free descriptors would run the process out of them before the first of its
-connections was refused, and libuv, out of descriptors, closes what waits in the queue unanswered.
+A burst never takes the descriptors the process keeps in reserve (the last `spare` below the soft limit): it takes
+only as many connections as there are descriptors free below them, and the rest wait for uvloop. Without that, a
+burst larger than the free descriptors would run the process out of them before the first of its connections was
+refused, and libuv, out of descriptors, accepts and closes what waits in the queue unanswered.
 """
 
 from __future__ import annotations
