@@ -12,10 +12,10 @@ more than one still does after a turn longer than SLOW_TURN, it accepts them all
 server's own protocol factory (`connect_accepted_socket`). A connection that waits alone, and a burst that short
 turns drain, are left to uvloop: the second path costs only where uvloop falls behind.
 
-A burst never takes the descriptors the process keeps in reserve (the last `spare` below the soft limit): it takes
-only as many connections as there are descriptors free below them, and the rest wait for uvloop. Without that, a
-burst larger than the free descriptors would run the process out of them before the first of its connections was
-refused, and libuv, out of descriptors, accepts and closes what waits in the queue unanswered.
+A burst never takes the descriptors the process keeps in reserve: it takes only as many connections as `room`
+says are free before them (gateway/fds.py), and the rest wait for uvloop. Without that, a burst larger than the
+free descriptors would run the process out of them before the first of its connections was refused, and libuv, out
+of descriptors, accepts and closes what waits in the queue unanswered.
 """
 
 from __future__ import annotations
@@ -23,8 +23,6 @@ from __future__ import annotations
 import asyncio
 import errno
 import logging
-import os
-import resource
 import socket
 import struct
 from collections.abc import Callable
@@ -58,10 +56,14 @@ class BurstAcceptor:
     """Accepts every connection waiting in `listener`'s queue when uvloop falls behind (long turns, a burst)."""
 
     def __init__(
-        self, loop: asyncio.AbstractEventLoop, listener: socket.socket, protocol_factory: Callable[[], asyncio.Protocol], spare: int
+        self,
+        loop: asyncio.AbstractEventLoop,
+        listener: socket.socket,
+        protocol_factory: Callable[[], asyncio.Protocol],
+        room: Callable[[int], int | None],
     ) -> None:
         self._loop = loop
-        self._spare = spare
+        self._room = room
         self._listener = listener
         self._factory = protocol_factory
         self._tasks: set[asyncio.Task[None]] = set()
@@ -71,17 +73,21 @@ class BurstAcceptor:
 
     @classmethod
     def beside(
-        cls, loop: asyncio.AbstractEventLoop, server_socket: socket.socket, protocol_factory: Callable[[], asyncio.Protocol], spare: int
+        cls,
+        loop: asyncio.AbstractEventLoop,
+        server_socket: socket.socket,
+        protocol_factory: Callable[[], asyncio.Protocol],
+        room: Callable[[int], int | None],
     ) -> BurstAcceptor | None:
-        """An acceptor on a descriptor of its own for a TCP server's listening socket, which leaves the last `spare`
-        descriptors below the soft limit to others; None where none is needed (asyncio's loop, a Unix socket, a
-        kernel that does not report the queue)."""
+        """An acceptor on a descriptor of its own for a TCP server's listening socket, which accepts no more at once
+        than `room(an open descriptor)` says may be opened (None: any number); None where none is needed (asyncio's
+        loop, a Unix socket, a kernel that does not report the queue)."""
         if type(loop).__module__.split(".")[0] != "uvloop" or _TCP_INFO is None:
             return None
         if server_socket.family not in (socket.AF_INET, socket.AF_INET6):
             return None
         listener = socket.fromfd(server_socket.fileno(), server_socket.family, server_socket.type)  # a dup
-        return cls(loop, listener, protocol_factory, spare)
+        return cls(loop, listener, protocol_factory, room)
 
     def _ready(self) -> None:
         waiting = queued(self._listener)
@@ -95,7 +101,8 @@ class BurstAcceptor:
             return
         self._last_turn = None
         accepted = 0
-        for _ in range(self._room(waiting)):  # uvloop, if it comes after this in the turn, finds none and simply waits
+        room = self._room(self._listener.fileno())
+        for _ in range(waiting if room is None else min(waiting, room)):  # uvloop, coming after this, finds none and waits
             try:
                 connection, _ = self._listener.accept()
             except (BlockingIOError, InterruptedError):
@@ -112,21 +119,6 @@ class BurstAcceptor:
             accepted += 1
         if accepted:
             log.debug("accepted %d connections of a burst in one turn", accepted)
-
-    def _room(self, waiting: int) -> int:
-        """How many of `waiting` connections to accept: as many as descriptors are free below the reserve. The kernel
-        gives a new descriptor the lowest number free, so a probe's number counts those open below it. Those open
-        above a gap go uncounted until new ones fill it, and EMFILE stays the backstop: counting every open
-        descriptor (/proc/self/fd) would cost 4 ms a burst at 10,000."""
-        soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
-        if soft == resource.RLIM_INFINITY:
-            return waiting
-        try:
-            lowest = os.dup(self._listener.fileno())
-        except OSError:  # none free at all
-            return 0
-        os.close(lowest)
-        return max(0, min(waiting, soft - self._spare - lowest))
 
     def _resume(self) -> None:
         if self._listener.fileno() >= 0:

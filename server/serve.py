@@ -10,7 +10,7 @@ from types import FrameType
 
 import uvicorn
 
-from gateway.fds import RESERVED, descriptor_share, per_client_cap
+from gateway.fds import descriptor_share, free_before_reserve, per_client_cap
 from gateway.protocol.validate import MAX_BODY_BYTES
 from gateway.settings import Settings
 from server.accept_burst import BurstAcceptor
@@ -45,7 +45,7 @@ class GatewayServer(uvicorn.Server):
 
         for server in self.servers:
             for listener in server.sockets or ():
-                acceptor = BurstAcceptor.beside(loop, listener, create_protocol, spare=RESERVED)
+                acceptor = BurstAcceptor.beside(loop, listener, create_protocol, room=free_before_reserve)
                 if acceptor is not None:
                     self._acceptors.append(acceptor)
 

@@ -12,10 +12,10 @@ import time
 
 import uvloop
 
+from gateway.fds import RESERVED, free_before_reserve
 from server.accept_burst import SLOW_TURN, BurstAcceptor, queued
 
 BURST = 30
-SPARE = 64
 
 
 class Counted(asyncio.Protocol):
@@ -28,7 +28,7 @@ class Counted(asyncio.Protocol):
 
 async def turns_to_accept(with_acceptor: bool, turn_seconds: float = 2 * SLOW_TURN, free: int | None = None) -> int:
     """Turns of the loop, each `turn_seconds` long (the work of a loaded server), until every connection of a burst
-    queued while the loop was busy was made; `free`: the descriptors left below the reserve (SPARE) meanwhile."""
+    queued while the loop was busy was made; `free`: the descriptors left before the reserve meanwhile."""
     loop = asyncio.get_running_loop()
     made: list[asyncio.BaseTransport] = []
 
@@ -37,7 +37,7 @@ async def turns_to_accept(with_acceptor: bool, turn_seconds: float = 2 * SLOW_TU
 
     server = await loop.create_server(factory, "127.0.0.1", 0, backlog=128)
     listening = server.sockets[0]
-    acceptor = BurstAcceptor.beside(loop, listening, factory, spare=SPARE) if with_acceptor else None
+    acceptor = BurstAcceptor.beside(loop, listening, factory, room=free_before_reserve) if with_acceptor else None
     assert (acceptor is not None) is with_acceptor
     port = listening.getsockname()[1]
     # The loop is busy in this step: the kernel completes each handshake and queues the connection.
@@ -49,7 +49,7 @@ async def turns_to_accept(with_acceptor: bool, turn_seconds: float = 2 * SLOW_TU
     if free is not None:
         lowest = os.dup(0)  # the kernel's lowest free descriptor: the next accepted connection's
         os.close(lowest)
-        resource.setrlimit(resource.RLIMIT_NOFILE, (lowest + free + SPARE, limit[1]))
+        resource.setrlimit(resource.RLIMIT_NOFILE, (lowest + free + RESERVED, limit[1]))
     turns = 0
     try:
         while len(made) < BURST and turns < 10 * BURST:
@@ -104,7 +104,9 @@ def test_the_acceptor_stands_aside_where_it_is_not_needed() -> None:
     async def check() -> None:
         loop = asyncio.get_running_loop()
         server = await loop.create_server(asyncio.Protocol, "127.0.0.1", 0)
-        assert BurstAcceptor.beside(loop, server.sockets[0], asyncio.Protocol, spare=SPARE) is None  # asyncio drains its queue itself
+        assert (
+            BurstAcceptor.beside(loop, server.sockets[0], asyncio.Protocol, room=free_before_reserve) is None
+        )  # asyncio drains its queue itself
         server.close()
         await server.wait_closed()
 
@@ -119,7 +121,7 @@ def test_a_connection_that_arrives_alone_is_left_to_uvloop(caplog) -> None:
         made: list[asyncio.BaseTransport] = []
         server = await loop.create_server(lambda: Counted(made), "127.0.0.1", 0)
         listening = server.sockets[0]
-        acceptor = BurstAcceptor.beside(loop, listening, lambda: Counted(made), spare=SPARE)
+        acceptor = BurstAcceptor.beside(loop, listening, lambda: Counted(made), room=free_before_reserve)
         assert acceptor is not None
         client = socket.create_connection(("127.0.0.1", listening.getsockname()[1]))
         for _ in range(20):
@@ -139,7 +141,7 @@ def test_no_acceptor_for_a_unix_socket(tmp_path) -> None:
     async def check() -> None:
         loop = asyncio.get_running_loop()
         server = await loop.create_unix_server(asyncio.Protocol, str(tmp_path / "s"))
-        assert BurstAcceptor.beside(loop, server.sockets[0], asyncio.Protocol, spare=SPARE) is None
+        assert BurstAcceptor.beside(loop, server.sockets[0], asyncio.Protocol, room=free_before_reserve) is None
         server.close()
         await server.wait_closed()
 
