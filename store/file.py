@@ -19,11 +19,11 @@ from store.document import DocumentStore
 from store.eventlog import LogFenced, LogWrite
 from store.eventlog.file import FileEventLog
 from store.journal import Journal, deleted_record, state_record
+from store.kept import KeptEncoder
 from store.lane import IoLane
 from store.legacy import import_thread_files
 from store.records import ExecutionStatus, ThreadState
 
-_encoder = msgspec.json.Encoder()
 _decoder = msgspec.json.Decoder(ThreadState)
 WRITTEN_KEPT = 4096  # threads whose last written bytes are kept, to load them without reading the journal
 
@@ -59,6 +59,7 @@ class FileStore(DocumentStore):
         self.journal = journal
         self.events = self.file_events
         self._written: OrderedDict[str, bytes] = OrderedDict()  # thread -> its newest state, newest last
+        self._encoder = KeptEncoder(msgspec.json.Encoder())  # what it encodes is kept (_written)
 
     @staticmethod
     def _decode(thread_id: str, raw: bytes) -> ThreadState:
@@ -89,7 +90,7 @@ class FileStore(DocumentStore):
     async def _save(self, thread_id: str, state: ThreadState, then: Callable[[], None] | None = None) -> None:
         """Join the next batch and wait until it is durable: writes that arrive while a batch is being made durable
         share the next one (group commit: one write and one flush for all of them, whatever their number)."""
-        data = _encoder.encode(state)
+        data = self._encoder.encode(state)
         self._written.pop(thread_id, None)  # until it is durable, the journal is what counts
         await self._lane.join(self._append, (thread_id, state_record(data), state.updated_at, then))
         self._written[thread_id] = data

@@ -10,9 +10,9 @@ import msgspec
 from store.base import Clock
 from store.document import DocumentStore
 from store.eventlog.memory import MemoryEventLog
+from store.kept import KeptEncoder
 from store.records import ThreadState
 
-_encoder = msgspec.msgpack.Encoder()
 _decoder = msgspec.msgpack.Decoder(ThreadState)
 
 
@@ -27,13 +27,14 @@ class MemoryStore(DocumentStore):
         self.events = MemoryEventLog(log_retention, clock=clock)
         # Encoded, so a caller can never alias (and mutate) the stored copy.
         self._states: dict[str, bytes] = {}
+        self._encoder = KeptEncoder(msgspec.msgpack.Encoder())
 
     async def _load(self, thread_id: str) -> ThreadState | None:
         raw = self._states.get(thread_id)
         return None if raw is None else _decoder.decode(raw)
 
     async def _save(self, thread_id: str, state: ThreadState, then: Callable[[], None] | None = None) -> None:
-        self._states[thread_id] = _encoder.encode(state)
+        self._states[thread_id] = self._encoder.encode(state)
         if then is not None:
             then()
 
