@@ -138,3 +138,78 @@ async def test_a_refused_signal_ends_the_run_with_agent_protocol_error_and_none_
     assert [event["type"] for event in events if event["type"].startswith("STATE")] == []
     assert events[-1]["type"] == "RUN_ERROR" and events[-1]["code"] == "AGENT_PROTOCOL_ERROR", events[-1]
     assert events[-1]["message"].endswith("A state patch came before any state snapshot."), events[-1]
+
+
+def test_a_patch_is_applied_as_rfc_6902_says():
+    t = translator({"list": [1, 3], "obj": {"a": True}})
+    patch = [
+        {"op": "add", "path": "/list/1", "value": 2},
+        {"op": "add", "path": "/list/-", "value": 4},
+        {"op": "copy", "from": "/obj", "path": "/copied"},
+        {"op": "replace", "path": "/copied/a", "value": False},
+        {"op": "move", "from": "/list", "path": "/obj/list"},
+        {"op": "test", "path": "/obj/a", "value": True},
+        {"op": "remove", "path": "/obj/list/0"},
+    ]
+    [delta] = t.translate(s.StateDelta(patch=patch))
+    assert t.state == {"obj": {"a": True, "list": [2, 3, 4]}, "copied": {"a": False}}
+    assert isinstance(delta, e.StateDelta) and delta.delta == patch, "the patch goes on as the agent sent it"
+    t.translate(s.StateDelta(patch=[{"op": "replace", "path": "", "value": {"root": 1}}]))
+    assert t.state == {"root": 1}
+    for bad in (
+        {"op": "test", "path": "/root", "value": True},  # JSON equality: true is not 1
+        {"op": "remove", "path": ""},
+        {"op": "move", "from": "", "path": "/inside"},
+        {"op": "add", "path": "/root/x", "value": 1},  # a number has no members
+    ):
+        assert "does not apply" in refused(t, s.StateDelta(patch=[bad])), bad
+    assert t.state == {"root": 1}
+
+
+def test_the_document_never_shares_a_value_with_the_patch_sent_on():
+    t = translator({})
+    patch = [{"op": "add", "path": "/a", "value": {"x": 1}}, {"op": "replace", "path": "/a/x", "value": 2}]
+    [delta] = t.translate(s.StateDelta(patch=patch))
+    assert isinstance(delta, e.StateDelta) and delta.delta[0]["value"] == {"x": 1}
+    assert t.state == {"a": {"x": 2}}
+
+
+def test_only_rfc_6902_operations_are_applied():
+    t = translator({"s": "a"})
+    detail = refused(t, s.StateDelta(patch=[{"op": "append", "path": "/s", "value": "b"}]))  # jsonpatch's own extension
+    assert "not one of RFC 6902's" in detail and t.state == {"s": "a"}
+
+
+@pytest.mark.parametrize(
+    ("patch", "said"),
+    [
+        # Each copy of the root doubles the document: 21 would make it 2 MiB times its size.
+        ([{"op": "copy", "from": "", "path": f"/k{i}"} for i in range(21)], "larger than its bound of 1048576 bytes"),
+        ([{"op": "copy", "from": "/s", "path": f"/c{i}"} for i in range(1000)], "larger than its bound"),
+        # Copy and remove keep the size level; the work is what grows.
+        (
+            [op for _ in range(2000) for op in ({"op": "copy", "from": "/s", "path": "/t"}, {"op": "remove", "path": "/t"})],
+            "bytes of work",
+        ),
+    ],
+)
+def test_a_patch_is_refused_before_its_work_is_done(patch, said):
+    """The charge comes before each operation: the refusal names the bound, and the state is as it was."""
+    state = {"s": "y" * 300_000}
+    t = translator(state)
+    assert said in refused(t, s.StateDelta(patch=patch))
+    assert t.state is state and state == {"s": "y" * 300_000}
+
+
+def test_a_patch_may_replace_most_of_a_state_near_its_bound():
+    """A removal counts against the growth, and a move copies nothing."""
+    t = translator({"big": "a" * 700_000})
+    t.translate(s.StateDelta(patch=[{"op": "remove", "path": "/big"}, {"op": "add", "path": "/big", "value": "b" * 200_000}]))
+    t.translate(s.StateDelta(patch=[{"op": "replace", "path": "/big", "value": "c" * 200_000}]))
+    assert t.state == {"big": "c" * 200_000}
+    t = translator({"big": "a" * 900_000})
+    t.translate(s.StateDelta(patch=[{"op": "move", "from": "/big", "path": "/moved"}]))
+    assert t.state == {"moved": "a" * 900_000}
+    # No document in the middle of a patch may pass the bound either: copying first, then removing, is refused.
+    copy_then_remove = [{"op": "copy", "from": "/moved", "path": "/copy"}, {"op": "remove", "path": "/moved"}]
+    assert "larger than its bound" in refused(t, s.StateDelta(patch=copy_then_remove))
