@@ -114,14 +114,14 @@ def _terminal_events(run: Run, outcome: Outcome) -> list[e.Event]:
             run_id=run_id,
             outcome=e.SuccessOutcome(pending_tool_call_ids=list(outcome.pending_tool_call_ids) or None),
             result=outcome.result,
-            usage=list(run.translator.usage) or None,
+            usage=run.translator.usage_entries(),
         )
         return [*_closing(run), finished]
     if isinstance(outcome, Interrupted):
         interrupt = e.InterruptOutcome(interrupts=list(outcome.announced))
         return [
             *_closing(run),
-            e.RunFinished(thread_id=thread_id, run_id=run_id, outcome=interrupt, usage=list(run.translator.usage) or None),
+            e.RunFinished(thread_id=thread_id, run_id=run_id, outcome=interrupt, usage=run.translator.usage_entries()),
         ]
     if isinstance(outcome, Failed):
         return [*_session(run), _error_event(run, outcome.error)]
@@ -130,7 +130,7 @@ def _terminal_events(run: Run, outcome: Outcome) -> list[e.Event]:
 
 def _error_event(run: Run, error: GatewayError) -> e.RunError:
     metadata = with_request_id({"threadId": run.thread_id, "runId": run.lease.run_id})  # the run's task inherited it
-    usage = list(run.translator.usage) or None
+    usage = run.translator.usage_entries()
     code, message = error.agent_code or error.code.name, error.agent_message or message_for(error, run.prepared.language)
     return e.RunError(code=code, message=message, metadata=metadata, usage=usage)
 

@@ -39,6 +39,8 @@ def open_text(message_id: str, owner: str | None) -> OpenText:
 
 TEXT_ROLES = frozenset({"assistant", "developer", "system", "user"})
 IAC_NAMES = frozenset({SESSION_EVENT, PIPELINE_EVENT, ARTIFACT_EVENT, TOOL_PROGRESS_EVENT})
+MAX_USAGE_ENTRIES = 64  # distinct (provider, model) pairs a run's usage may name
+MAX_USAGE_NAME = 256  # characters of a usage entry's provider or model
 
 
 class Translator:
@@ -80,11 +82,11 @@ class Translator:
         self.texts: dict[str | None, OpenText] = {}
         self.text_ids_used: dict[str, None] = {}  # ids the agent named, in order (a dict: an empty set is 216 bytes)
         self.reasoning_id: str | None = None
-        # Open tool calls and steps, and the usage reports, as tuples: few and rarely changed, and a run with none
-        # holds the one empty tuple rather than three empty lists all its life.
+        # Open tool calls and steps as tuples: few and rarely changed, and a run with none holds the one empty tuple
+        # rather than two empty lists all its life.
         self.tools: tuple[str, ...] = ()
         self.steps: tuple[str, ...] = tuple(open_steps)
-        self.usage: tuple[e.TokenUsage, ...] = ()
+        self.usage: dict[tuple[str | None, str | None], e.TokenUsage] | None = None  # (provider, model) -> its sums
 
     # -- spans -----------------------------------------------------------------
     def _owner(self, entity_id: str) -> str | None:
@@ -392,11 +394,18 @@ class Translator:
         self._add_usage(signal)
 
     def _add_usage(self, signal: s.Usage) -> None:
-        """Usage reports are summed per (provider, model) into RUN_FINISHED.usage."""
-        entry = next((u for u in self.usage if (u.provider, u.model) == (signal.provider, signal.model)), None)
+        """Usage reports are summed per (provider, model) into RUN_FINISHED.usage, each in constant time; more than
+        MAX_USAGE_ENTRIES pairs, or a name past MAX_USAGE_NAME, is refused."""
+        usage = self.usage if self.usage is not None else {}
+        key = (signal.provider, signal.model)
+        entry = usage.get(key)
         if entry is None:
-            entry = e.TokenUsage(provider=signal.provider, model=signal.model)
-            self.usage = (*self.usage, entry)
+            if len(usage) >= MAX_USAGE_ENTRIES:
+                raise refused(f"the run's usage names more than {MAX_USAGE_ENTRIES} providers and models")
+            if any(name is not None and len(name) > MAX_USAGE_NAME for name in key):
+                raise refused(f"a usage entry's provider or model is longer than {MAX_USAGE_NAME} characters")
+            entry = usage[key] = e.TokenUsage(provider=signal.provider, model=signal.model)
+            self.usage = usage
         for name in ("input_tokens", "output_tokens", "reasoning_tokens", "cached_input_tokens"):
             value = getattr(signal, name)
             if value is not None:
@@ -406,6 +415,10 @@ class Translator:
             total = signal.input_tokens + signal.output_tokens  # a report without its own total
         if total is not None:
             entry.total_tokens = (entry.total_tokens or 0) + total
+
+    def usage_entries(self) -> list[e.TokenUsage] | None:
+        """RUN_FINISHED's (or RUN_ERROR's) usage: one entry per (provider, model), in the order first reported."""
+        return list(self.usage.values()) if self.usage else None
 
     def identities(self) -> dict[str, str]:
         return {k: v for k, v in self.session.items() if k in ("contextId", "taskId", "sessionId") and v is not None}

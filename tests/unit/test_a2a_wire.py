@@ -381,7 +381,7 @@ def test_s3_usage_is_summed_by_provider_and_model_with_reported_totals():
     ):
         for signal in r.read(status(iac={"usage": usage})):
             t.translate(signal)
-    [entry] = t.usage
+    [entry] = t.usage_entries() or []
     assert (entry.input_tokens, entry.output_tokens, entry.total_tokens, entry.cached_input_tokens) == (11, 7, 23, 4)
 
 

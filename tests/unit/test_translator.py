@@ -81,9 +81,31 @@ def test_usage_is_summed_per_provider_and_model():
     t.translate(s.Usage(input_tokens=3, output_tokens=4, model="m", provider="p"))
     t.translate(s.Usage(input_tokens=1, output_tokens=1, reasoning_tokens=2, model="m", provider="p"))
     t.translate(s.Usage(input_tokens=5, model="other"))
-    first, second = t.usage
+    first, second = t.usage_entries() or []
     assert (first.input_tokens, first.output_tokens, first.reasoning_tokens, first.total_tokens) == (4, 5, 2, 9)
     assert second.model == "other" and second.total_tokens is None
+
+
+def test_usage_is_merged_in_constant_time_per_report_and_bounded_in_entries():
+    """20,000 reports of one model are one entry; a 65th distinct (provider, model) ends the run."""
+    from gateway.engine.translator import MAX_USAGE_ENTRIES, MAX_USAGE_NAME
+    from gateway.errors import ErrorCode, GatewayError
+
+    t = translator()
+    for _ in range(20_000):
+        t.translate(s.Usage(input_tokens=1, output_tokens=1, model="m", provider="p"))
+    [entry] = t.usage_entries() or []
+    assert (entry.input_tokens, entry.total_tokens) == (20_000, 40_000)
+    for index in range(1, MAX_USAGE_ENTRIES):
+        t.translate(s.Usage(input_tokens=1, model=f"m{index}"))
+    for fresh, past, said in (
+        (t, s.Usage(input_tokens=1, model="one too many"), f"more than {MAX_USAGE_ENTRIES} providers"),
+        (translator(), s.Usage(model="m", provider="p" * (MAX_USAGE_NAME + 1)), f"longer than {MAX_USAGE_NAME}"),
+    ):
+        with pytest.raises(GatewayError) as raised:
+            fresh.translate(past)
+        assert raised.value.code is ErrorCode.AGENT_PROTOCOL_ERROR and said in (raised.value.detail or "")
+    assert len(t.usage_entries() or []) == MAX_USAGE_ENTRIES
 
 
 def test_open_steps_of_an_interrupted_execution_reopen():
@@ -122,7 +144,7 @@ def test_reported_totals_are_summed_as_reported():
     t = translator()
     t.translate(s.Usage(input_tokens=10, output_tokens=5, total_tokens=20, cached_input_tokens=4, model="m"))
     t.translate(s.Usage(input_tokens=1, output_tokens=2, model="m"))
-    [entry] = t.usage
+    [entry] = t.usage_entries() or []
     assert (entry.total_tokens, entry.cached_input_tokens) == (23, 4)
 
 

@@ -13,6 +13,8 @@ from typing import Any
 
 from gateway.agents import signals as s
 
+MAX_USAGE_REPORTS = 1024  # entries of one RUN_FINISHED's usage
+
 
 class UpstreamViolation(Exception):
     """The upstream broke AG-UI: the run ends AGENT_PROTOCOL_ERROR with this reason."""
@@ -235,7 +237,10 @@ class EventReader:
         if event.get("threadId") != self.thread_id or event.get("runId") != self.run_id:
             raise UpstreamViolation("RUN_FINISHED for another run than the one asked for")
         self.ended = True
-        out: list[s.Signal] = [_usage(entry) for entry in event.get("usage") or [] if isinstance(entry, dict)]
+        reports = event.get("usage") or []
+        if not isinstance(reports, list) or len(reports) > MAX_USAGE_REPORTS:
+            raise UpstreamViolation(f"RUN_FINISHED's usage is not a list of at most {MAX_USAGE_REPORTS} entries")
+        out: list[s.Signal] = [_usage(entry) for entry in reports if isinstance(entry, dict)]
         given = event.get("outcome")
         outcome: dict[str, Any] = given if isinstance(given, dict) else {"type": "success"}
         kind = outcome.get("type")
