@@ -15,7 +15,7 @@ _STRINGS = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"')
 _NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
 
 
-def too_deep(raw: bytes | str, limit: int = MAX_JSON_DEPTH) -> bool:
+def too_deep(raw: bytes | bytearray | str, limit: int = MAX_JSON_DEPTH) -> bool:
     """Whether the JSON text nests arrays and objects more than `limit` deep (malformed text is left to the decoder)."""
     data = raw.encode("utf-8", "surrogatepass") if isinstance(raw, str) else raw
     if data.count(b"[") + data.count(b"{") <= limit:

@@ -32,6 +32,9 @@ from gateway.logs import REQUEST_ID
 log = logging.getLogger("agui.agents.agui")
 MAX_EVENT_BYTES = 8 * 1024 * 1024  # one upstream SSE record
 EVENT_DEPTH = 128  # JSON nesting accepted in an upstream event
+# JSON values in one upstream event, counted before it is decoded as its commas and brackets (those in strings too):
+# decoding makes an object of each, on the loop, and 8 MiB of `[],` would be 2.7 million of them (half a second).
+MAX_EVENT_VALUES = 250_000
 CONNECT_SECONDS = 10.0  # to open the upstream connection
 IDLE_SECONDS = 300.0  # of silence in the upstream's stream (an AG-UI server sends no heartbeat of its own)
 MAX_ERROR_BYTES = 64 * 1024  # of an upstream's error body, read for its message
@@ -207,7 +210,9 @@ async def _sse_reads(response: aiohttp.ClientResponse) -> AsyncIterator[list[Any
     """Per network read, the data of each SSE record it completed (its `data:` lines joined) decoded as JSON;
     comments and other fields are skipped. A record that breaks AG-UI raises once the read's earlier ones are out.
     Lines may end in CRLF, LF or CR (the SSE grammar), a CRLF split between two reads included."""
-    buffer = b""  # the records not yet complete, their line ends made LF
+    # The records not yet complete, their line ends made LF: a bytearray grows in place, so a large record arriving
+    # in many small reads is copied once, not once per read.
+    buffer = bytearray()
     carry = b""  # a CR that ended the last read: the LF that may follow it begins the next
     async for chunk in response.content.iter_any():
         text = carry + chunk
@@ -240,7 +245,7 @@ async def _sse_reads(response: aiohttp.ClientResponse) -> AsyncIterator[list[Any
         yield [decode_event(data)]
 
 
-def _record_data(record: bytes) -> bytes | None:
+def _record_data(record: bytes | bytearray) -> bytes | bytearray | None:
     """An SSE record's `data:` lines joined (LF line ends), or None when it has none (a comment, a heartbeat)."""
     if record.startswith(b"data:") and b"\n" not in record:  # one data line: what AG-UI servers send
         return record[6:] if record[5:6] == b" " else record[5:]
@@ -251,9 +256,11 @@ def _record_data(record: bytes) -> bytes | None:
 _decode = msgspec.json.Decoder().decode
 
 
-def decode_event(raw: bytes) -> Any:
+def decode_event(raw: bytes | bytearray) -> Any:
     if len(raw) > MAX_EVENT_BYTES:
         raise UpstreamViolation(f"an event larger than {MAX_EVENT_BYTES} bytes")
+    if len(raw) > MAX_EVENT_VALUES and raw.count(b",") + raw.count(b"[") + raw.count(b"{") > MAX_EVENT_VALUES:
+        raise UpstreamViolation(f"an event of more than {MAX_EVENT_VALUES} JSON values")
     if too_deep(raw, EVENT_DEPTH):
         raise UpstreamViolation(f"an event nested deeper than {EVENT_DEPTH} levels")
     try:
