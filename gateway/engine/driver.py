@@ -12,11 +12,12 @@ from typing import TYPE_CHECKING, Any
 from gateway import PROTOCOL_VERSION, metrics
 from gateway.agents import signals as s
 from gateway.agents.base import ResumeAnswer
+from gateway.engine.documents import refused
 from gateway.engine.faults import STORE_FAILURES, failed_signal_error, store_error
 from gateway.engine.machine import RunEvent, RunState
 from gateway.engine.outcome import Completed, Failed, Interrupted, Outcome
 from gateway.engine.request import agent_request
-from gateway.engine.resume import check_resume
+from gateway.engine.resume import check_resume, unanswerable
 from gateway.errors import GatewayError
 from gateway.protocol import events as e
 
@@ -67,6 +68,12 @@ async def _terminal(run: Run, signal: s.Signal) -> Outcome:
     if isinstance(signal, s.Failed):
         return Failed(failed_signal_error(signal))
     if isinstance(signal, s.InputRequired):
+        # Refused at the source: an interrupt no resume can answer would hold the thread until it expired.
+        problem = unanswerable(signal.interrupts)
+        if problem is not None:
+            metrics.labelled(metrics.SIGNALS_REFUSED, "InputRequired").inc()
+            log.warning("run %s: %s", run.lease.run_id, problem)
+            return Failed(refused(problem))
         return Interrupted(signal)
     assert isinstance(signal, s.Completed)
     return Completed(signal.result, signal.pending_tool_call_ids)
@@ -174,9 +181,9 @@ async def _consume(run: Run, signals: AsyncIterator[s.Ready], digests: dict[str,
             for signal in ready if isinstance(ready, list) else (ready,):
                 if awaiting and not isinstance(signal, s.Failed):
                     awaiting = False
-                    refused = await _accept(run, digests)
-                    if refused is not None:
-                        return refused
+                    not_accepted = await _accept(run, digests)
+                    if not_accepted is not None:
+                        return not_accepted
                 if type(signal) in not_shown:  # one check for the rare signals on the hot path
                     paced = _release(run, held)
                     if isinstance(signal, s.Adoptable):

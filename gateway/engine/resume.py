@@ -1,4 +1,5 @@
-"""Checks a resume against the execution's pending interrupts (CONTRACT §4); errors are reported in the stream."""
+"""Checks a resume against the execution's pending interrupts (CONTRACT §4), errors reported in the stream; and, at the
+source, that interrupts a backend asks for can be answered by a resume this check accepts."""
 
 from __future__ import annotations
 
@@ -9,15 +10,41 @@ import jsonschema
 from msgspec import UNSET
 
 from gateway.agents.base import ResumeAnswer
+from gateway.agents.signals import InterruptRequest
 from gateway.engine.digest import answer_digest
 from gateway.errors import ErrorCode, GatewayError
-from gateway.protocol.input import ResumeEntry
+from gateway.protocol.input import MAX_ID_LENGTH, ResumeEntry
 from store.records import Execution
 
 
 def _validator(schema: dict[str, Any]) -> Any:
     cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
     return cls(schema, format_checker=cls.FORMAT_CHECKER)
+
+
+MAX_INTERRUPTS = 100  # interrupts one run may leave for a resume to answer
+
+
+def unanswerable(interrupts: Sequence[InterruptRequest]) -> str | None:
+    """Why no client could answer these interrupts (the clause of the run's AGENT_PROTOCOL_ERROR), or None: each id
+    must be one a resume may name (1 to MAX_ID_LENGTH characters, once), each schema a valid JSON Schema."""
+    if not 0 < len(interrupts) <= MAX_INTERRUPTS:
+        return f"the agent asked for {len(interrupts)} interrupts, where a run may leave 1 to {MAX_INTERRUPTS}"
+    seen: set[str] = set()
+    for index, interrupt in enumerate(interrupts):
+        if not isinstance(interrupt.id, str) or not 0 < len(interrupt.id) <= MAX_ID_LENGTH:
+            return f"interrupt {index}'s id is not 1 to {MAX_ID_LENGTH} characters, as a resume's interruptId must be"
+        if interrupt.id in seen:
+            return f"interrupt {index}'s id {interrupt.id!r} names an earlier interrupt of the run too"
+        seen.add(interrupt.id)
+        if interrupt.tool_call_id is not None and len(interrupt.tool_call_id) > MAX_ID_LENGTH:
+            return f"interrupt {index}'s toolCallId is longer than {MAX_ID_LENGTH} characters"
+        if interrupt.response_schema:
+            try:
+                _validator(interrupt.response_schema).check_schema(interrupt.response_schema)
+            except jsonschema.exceptions.SchemaError as exc:
+                return f"interrupt {index}'s responseSchema is not a JSON Schema ({exc.message[:200]})"
+    return None
 
 
 def check_resume(

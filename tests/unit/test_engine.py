@@ -392,3 +392,30 @@ async def test_a_closed_run_is_freed_at_once_not_left_to_the_cyclic_collector(le
         assert [o for o in gc.get_objects() if type(o) is Run and not any(o is run for run in earlier)] == []
     finally:
         gc.enable()
+
+
+def _ask(*ids: str, schema: dict | None = None) -> s.InputRequired:
+    return s.InputRequired(interrupts=[s.InterruptRequest(id=i, reason="question", message="?", response_schema=schema or {}) for i in ids])
+
+
+@pytest.mark.parametrize(
+    ("ask", "said"),
+    [
+        (_ask("same", "same"), "names an earlier interrupt"),
+        (_ask("x" * 1000), "1 to 256 characters"),
+        (_ask(), "asked for 0 interrupts"),
+        (_ask(*(f"i{n}" for n in range(101))), "asked for 101 interrupts"),
+        (_ask("i1", schema={"type": 5}), "is not a JSON Schema"),
+    ],
+)
+async def test_an_interrupt_no_resume_could_answer_ends_the_run_and_leaves_the_thread_free(ask, said):
+    """Refused at the source: nothing is saved as pending, and the thread takes its next run at once."""
+    agent = ScriptedAgent([ask], [s.TextDelta(text="next"), s.Completed()])
+    harness = Harness(agent)
+    events = await harness.run(body())
+    assert events[-1]["type"] == "RUN_ERROR" and events[-1]["code"] == "AGENT_PROTOCOL_ERROR", events[-1]
+    assert said in events[-1]["message"], events[-1]["message"]
+    document = await harness.store.read_document("t1")
+    assert document["active"] is None and document["history"][-1]["pending"] == []
+    after = await harness.run(body(run="r2"))
+    assert after[-1]["type"] == "RUN_FINISHED" and after[-1]["outcome"] == {"type": "success"}
