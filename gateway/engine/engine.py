@@ -22,7 +22,7 @@ from gateway.engine.faults import STORE_FAILURES, store_error
 from gateway.engine.follow import LogHandle
 from gateway.engine.handle import LiveHandle, RunHandle
 from gateway.engine.logwriter import LogPolicy
-from gateway.engine.outcome import Cancelled, Disconnected, outcome_label
+from gateway.engine.outcome import Cancelled, Disconnected, failure_reason, outcome_label
 from gateway.engine.prepare import PreparedRun
 from gateway.engine.retained import RetainedLogs
 from gateway.engine.run import Run, RunServices
@@ -325,12 +325,14 @@ class RunEngine:
         self._runs.pop(run.lease.run_id, None)
         if self._by_execution.get(run.lease.execution_id) is run:
             del self._by_execution[run.lease.execution_id]
+        reason = failure_reason(run.outcome)
         log.info(
-            "run ended thread=%s run=%s outcome=%s seconds=%.3f",
+            "run ended thread=%s run=%s outcome=%s seconds=%.3f%s",
             run.thread_id,
             run.lease.run_id,
             label,
             seconds,
+            "" if reason is None else f" reason={reason!r}",
         )
         if not self._runs:
             self._idle.set()

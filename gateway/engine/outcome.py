@@ -41,10 +41,24 @@ class HandedOff(msgspec.Struct, frozen=True):
 Outcome = Completed | Interrupted | Cancelled | Failed | Disconnected | HandedOff
 
 
+AGENT_REPORTED = "AGENT_ERROR"  # the label of a failure the agent reported itself (its own RUN_ERROR, its exception)
+
+
 def outcome_label(outcome: Outcome | None) -> str:
-    """A short name for logs: the outcome kind, or the error code of a failure."""
+    """A short name for logs and metrics: the outcome kind, the error code of a failure of ours, or AGENT_REPORTED
+    (the agent's own codes are its vocabulary, unbounded: never a label)."""
     if outcome is None:
         return "running"
     if isinstance(outcome, Failed):
-        return outcome.error.code.name
+        return AGENT_REPORTED if outcome.error.agent_code is not None else outcome.error.code.name
     return type(outcome).__name__.lower()
+
+
+def failure_reason(outcome: Outcome | None) -> str | None:
+    """What a failure's log line says of it: the agent's own code and message, or our detail (None: no failure)."""
+    if not isinstance(outcome, Failed):
+        return None
+    error = outcome.error
+    if error.agent_code is not None:
+        return f"{error.agent_code}: {(error.agent_message or '')[:300]}"
+    return (error.detail or error.field or error.code.name)[:300]

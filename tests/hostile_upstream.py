@@ -1,0 +1,128 @@
+"""An AG-UI upstream that sends what a buggy or hostile agent might, byte for byte: raw asyncio on a free loopback
+port in a background thread, so nothing between it and the gateway tidies what it writes. The last user message
+names the script; each script is a list of raw writes."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from tests.support import free_port
+
+
+def record(event: dict[str, Any]) -> bytes:
+    return b"data: " + json.dumps(event, separators=(",", ":")).encode() + b"\n\n"
+
+
+Script = Callable[[dict[str, Any]], list[bytes]]
+
+
+def _started(body: dict[str, Any]) -> bytes:
+    return record({"type": "RUN_STARTED", "threadId": body["threadId"], "runId": body["runId"]})
+
+
+def _finished(body: dict[str, Any], **extra: Any) -> bytes:
+    return record({"type": "RUN_FINISHED", "threadId": body["threadId"], "runId": body["runId"], **extra})
+
+
+def _interrupts(body: dict[str, Any], *ids: str) -> list[bytes]:
+    outcome = {"type": "interrupt", "interrupts": [{"id": i, "reason": "confirm"} for i in ids]}
+    return [_started(body), _finished(body, outcome=outcome)]
+
+
+SCRIPTS: dict[str, Script] = {
+    "hello": lambda b: [
+        _started(b),
+        record({"type": "TEXT_MESSAGE_START", "messageId": "m", "role": "assistant"}),
+        record({"type": "TEXT_MESSAGE_CONTENT", "messageId": "m", "delta": "hi"}),
+        record({"type": "TEXT_MESSAGE_END", "messageId": "m"}),
+        _finished(b),
+    ],
+    # 25 copies of the root: each doubles the state (900 bytes of patch, 2^25 times the document).
+    "doubling": lambda b: [
+        _started(b),
+        record({"type": "STATE_SNAPSHOT", "snapshot": {"seed": "x" * 64}}),
+        record({"type": "STATE_DELTA", "delta": [{"op": "copy", "from": "", "path": f"/k{i}"} for i in range(25)]}),
+        _finished(b),
+    ],
+    # 1,000 copies of a 900 KB string.
+    "copies": lambda b: [
+        _started(b),
+        record({"type": "STATE_SNAPSHOT", "snapshot": {"s": "y" * 900_000}}),
+        record({"type": "STATE_DELTA", "delta": [{"op": "copy", "from": "/s", "path": f"/c{i}"} for i in range(1000)]}),
+        _finished(b),
+    ],
+    "activity": lambda b: [
+        _started(b),
+        record({"type": "ACTIVITY_SNAPSHOT", "messageId": "a", "activityType": "plan", "content": {"seed": "x" * 64}}),
+        record(
+            {
+                "type": "ACTIVITY_DELTA",
+                "messageId": "a",
+                "activityType": "plan",
+                "patch": [{"op": "copy", "from": "", "path": f"/k{i}"} for i in range(25)],
+            }
+        ),
+        _finished(b),
+    ],
+    # 20,000 usage entries, each its own model: 1.7 MB.
+    "usage": lambda b: [
+        _started(b),
+        _finished(b, usage=[{"provider": "p", "model": f"model-{i:05d}", "inputTokens": 1, "outputTokens": 1} for i in range(20_000)]),
+    ],
+    "error": lambda b: [_started(b), record({"type": "RUN_ERROR", "code": "MODEL_OVERLOADED", "message": "Try again later."})],
+    "duplicate-interrupts": lambda b: _interrupts(b, "same", "same"),
+    "long-interrupt-id": lambda b: _interrupts(b, "i" * 1000),
+    # 2.7 million empty arrays in one 8 MB event: decoding would make an object of each.
+    "values": lambda b: [_started(b), record({"type": "RAW", "event": [[] for _ in range(2_700_000)]}), _finished(b)],
+    # A 3 MiB event written 1 KiB at a time, then the run ends well.
+    "trickle": lambda b: [
+        _started(b),
+        *_split(record({"type": "CUSTOM", "name": "big", "value": "z" * (3 * 1024 * 1024)}), 1024),
+        _finished(b),
+    ],
+}
+
+
+def _split(data: bytes, size: int) -> list[bytes]:
+    return [data[i : i + size] for i in range(0, len(data), size)]
+
+
+class HostileUpstream:
+    """`url` is its AG-UI route; every request gets the script its last user message names."""
+
+    def __init__(self) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}/agent"
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.server: asyncio.Server | None = None
+
+    def start(self) -> HostileUpstream:
+        self.thread.start()
+        self.server = asyncio.run_coroutine_threadsafe(asyncio.start_server(self._serve, "127.0.0.1", self.port), self.loop).result(10)
+        return self
+
+    def stop(self) -> None:
+        if self.server is not None:
+            self.loop.call_soon_threadsafe(self.server.close)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(10)
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            head = await reader.readuntil(b"\r\n\r\n")
+            length = next(int(line.split(b":", 1)[1]) for line in head.split(b"\r\n") if line.lower().startswith(b"content-length:"))
+            body = json.loads(await reader.readexactly(length))
+            text = next(m["content"] for m in reversed(body["messages"]) if m.get("role") == "user")
+            writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n")
+            for chunk in SCRIPTS[text](body):
+                writer.write(chunk)
+                await writer.drain()  # each write its own segment, as far as the peer reads them apart
+        except (ConnectionError, asyncio.IncompleteReadError):
+            pass
+        finally:
+            writer.close()

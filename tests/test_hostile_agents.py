@@ -1,0 +1,130 @@
+"""An agent behind the gateway cannot hurt the replica: a hostile AG-UI upstream (tests/hostile_upstream.py, raw bytes)
+sends patches that double a document, a thousand copies of a large string, twenty thousand usage entries,
+interrupts no resume could answer, an event of millions of values and a large event trickled in; each run ends with
+its documented code, `/health` keeps answering throughout (polled every 50 ms), the replica's memory stays bounded,
+and the thread is free for its next run."""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+
+import httpx
+import pytest
+
+from tests.hostile_upstream import HostileUpstream
+from tests.support import Gateway, post_sse
+
+# A frozen loop showed /health 5.8-10.4 s late and the process 0.8 GB larger. The margins hold on a loaded 2-core
+# machine and still tell a freeze from noise.
+WORST_HEALTH_SECONDS = 1.0
+MAX_RSS_GROWTH = 200 * 1024 * 1024
+
+
+@pytest.fixture(scope="module")
+def hostile():
+    server = HostileUpstream().start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def gateway(hostile, tmp_path_factory):
+    server = Gateway(tmp_path_factory.mktemp("hostile"), "--agent", "agui+" + hostile.url).start()
+    yield server
+    server.stop()
+
+
+def rss(pid: int) -> int:
+    with open(f"/proc/{pid}/status") as status:
+        line = next(line for line in status if line.startswith("VmRSS:"))
+    return int(line.split()[1]) * 1024
+
+
+class HealthWatch:
+    """Polls /health every 50 ms in a thread while the block runs; `worst` is the slowest answer, in seconds."""
+
+    def __init__(self, url: str) -> None:
+        self.url, self.worst, self.failures = url + "/health", 0.0, 0
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._poll, daemon=True)
+
+    def _poll(self) -> None:
+        with httpx.Client(timeout=30) as client:
+            while not self.stop.is_set():
+                began = time.monotonic()
+                try:
+                    ok = client.get(self.url).status_code == 200
+                except httpx.HTTPError:
+                    ok = False
+                self.worst = max(self.worst, time.monotonic() - began)
+                self.failures += not ok
+                self.stop.wait(0.05)
+
+    def __enter__(self) -> HealthWatch:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        self.thread.join(35)
+
+
+def run(gateway: Gateway, text: str, thread_id: str | None = None) -> dict:
+    body = {
+        "threadId": thread_id or f"t-{uuid.uuid4().hex[:10]}",
+        "runId": f"r-{uuid.uuid4().hex[:8]}",
+        "state": {},
+        "messages": [{"id": f"m-{uuid.uuid4().hex[:6]}", "role": "user", "content": text}],
+        "tools": [],
+        "context": [],
+        "forwardedProps": {},
+    }
+    with httpx.Client() as client:
+        result = post_sse(client, gateway.url + "/", body)
+    assert result.status == 200, result.body[:300]
+    return result.terminal
+
+
+@pytest.mark.parametrize(
+    ("script", "said"),
+    [
+        ("doubling", "larger than its bound of 1048576 bytes"),
+        ("copies", "larger than its bound of 1048576 bytes"),
+        ("activity", "larger than its bound of 1048576 bytes"),
+        ("usage", "usage is not a list of at most 1024 entries"),
+        ("duplicate-interrupts", "names an earlier interrupt"),
+        ("long-interrupt-id", "1 to 256 characters"),
+        ("values", "more than 250000 JSON values"),
+    ],
+)
+def test_a_hostile_event_ends_its_run_and_the_replica_keeps_serving(gateway, script, said):
+    assert gateway.proc is not None
+    thread_id = f"t-{script}-{uuid.uuid4().hex[:6]}"
+    before = rss(gateway.proc.pid)
+    with HealthWatch(gateway.url) as health:
+        terminal = run(gateway, script, thread_id)
+    assert terminal["type"] == "RUN_ERROR" and terminal["code"] == "AGENT_PROTOCOL_ERROR", terminal
+    assert said in terminal["message"], terminal["message"]
+    assert health.failures == 0 and health.worst < WORST_HEALTH_SECONDS, (health.worst, health.failures)
+    assert rss(gateway.proc.pid) - before < MAX_RSS_GROWTH
+    after = run(gateway, "hello", thread_id)  # the thread is free: no interrupt was left pending
+    assert after["type"] == "RUN_FINISHED" and after["outcome"]["type"] == "success", after
+
+
+def test_a_large_event_trickled_in_is_read_whole(gateway):
+    with HealthWatch(gateway.url) as health:
+        terminal = run(gateway, "trickle")
+    assert terminal["type"] == "RUN_FINISHED", terminal
+    assert health.failures == 0 and health.worst < WORST_HEALTH_SECONDS, (health.worst, health.failures)
+
+
+def test_the_log_names_an_upstream_failure_as_the_agents_with_its_reason(gateway):
+    terminal = run(gateway, "error")
+    assert (terminal["code"], terminal["message"]) == ("MODEL_OVERLOADED", "Try again later."), terminal
+    run(gateway, "duplicate-interrupts")
+    ended = [line for line in gateway.logs().splitlines() if "run ended" in line and "outcome=A" in line]
+    assert any("outcome=AGENT_ERROR" in line and "reason='MODEL_OVERLOADED: Try again later.'" in line for line in ended), ended
+    refused = [line for line in ended if "outcome=AGENT_PROTOCOL_ERROR" in line]
+    assert refused and all(" reason=" in line for line in refused) and "names an earlier interrupt" in refused[-1], refused
