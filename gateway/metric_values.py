@@ -6,7 +6,7 @@ on the exporter's thread, only reads them."""
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from prometheus_client import REGISTRY
@@ -116,6 +116,24 @@ class Gauge(Counter):
 
     def set(self, value: float) -> None:
         self._unlabelled().set(value)
+
+    def read_from(self, read: Callable[[], float]) -> None:
+        """The unlabelled value is `read()` at each scrape (a number kept elsewhere, updated with no call here)."""
+        self._unlabelled()  # a gauge without labels
+        self.children[()] = _Read(read)
+
+
+class _Read:
+    """A gauge's child whose value is read when scraped."""
+
+    __slots__ = ("read",)
+
+    def __init__(self, read: Callable[[], float]) -> None:
+        self.read = read
+
+    @property
+    def value(self) -> float:
+        return self.read()
 
 
 class Histogram(_Family):

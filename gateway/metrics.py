@@ -19,6 +19,9 @@ RUNS_ENDED = Counter(
 )
 RUNS_REFUSED = Counter("agui_runs_refused", "Runs refused before they started, by transport and error code.", ["transport", "code"])
 RUNS_IN_FLIGHT = Gauge("agui_runs_in_flight", "Runs in flight on this replica.")
+RUNS_CUT = Counter("agui_runs_cut", "Runs ended because they held more than their share of --max-live-run-bytes.")
+# Read from the engine's account when scraped (`set_function`): no lock on the path of each event.
+LIVE_RUN_BYTES = Gauge("agui_live_run_bytes", "Bytes the live runs' event rings hold, as --max-live-run-bytes counts them.")
 CONNECTIONS_OPEN = Gauge("agui_connections_open", "Open run streams: SSE responses and WebSocket connections.", ["kind"])
 SIGNALS_REFUSED = Counter(
     "agui_signals_refused", "Backend signals that would have broken the protocol (the run failed), by signal type.", ["signal"]

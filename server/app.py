@@ -85,6 +85,7 @@ def build_services(settings: Settings, store: ThreadStore, agent: AgentBackend) 
         max_runs=settings.max_concurrent_runs,
         on_busy_change=status.set_busy,
         log_policy=policy,
+        max_live_bytes=settings.max_live_run_bytes,
     )
     return TransportServices(settings, engine, Access(store), build_authenticator(settings), status, agent.name)
 

@@ -120,6 +120,13 @@ FLAGS: tuple[Flag, ...] = (
         integer("--max-concurrent-runs", 0),
     ),
     Flag(
+        "--max-live-run-bytes",
+        "536870912",
+        "memory budget of the live runs' event rings on this replica: while they hold it new runs get 429 "
+        "SERVICE_QUOTA_EXCEEDED, past it the runs over their share are cut (0 = no budget)",
+        integer("--max-live-run-bytes", 0),
+    ),
+    Flag(
         "--rate-limit",
         None,
         "per-caller request rate, e.g. 20/s or 600/m (token bucket; shared across replicas with the "

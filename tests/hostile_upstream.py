@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from tests.support import free_port
@@ -17,7 +17,7 @@ def record(event: dict[str, Any]) -> bytes:
     return b"data: " + json.dumps(event, separators=(",", ":")).encode() + b"\n\n"
 
 
-Script = Callable[[dict[str, Any]], list[bytes]]
+Script = Callable[[dict[str, Any]], Iterable[bytes]]
 
 
 def _started(body: dict[str, Any]) -> bytes:
@@ -33,7 +33,17 @@ def _interrupts(body: dict[str, Any], *ids: str) -> list[bytes]:
     return [_started(body), _finished(body, outcome=outcome)]
 
 
+def _endless(body: dict[str, Any]) -> Iterator[bytes]:
+    """Text without end, as far as the gateway reads it: 100,000 deltas of 1 KiB (100 MiB) at most."""
+    yield _started(body)
+    yield record({"type": "TEXT_MESSAGE_START", "messageId": "m", "role": "assistant"})
+    delta = record({"type": "TEXT_MESSAGE_CONTENT", "messageId": "m", "delta": "e" * 1024})
+    for _ in range(100_000):
+        yield delta
+
+
 SCRIPTS: dict[str, Script] = {
+    "endless": _endless,
     "hello": lambda b: [
         _started(b),
         record({"type": "TEXT_MESSAGE_START", "messageId": "m", "role": "assistant"}),

@@ -20,6 +20,7 @@ from tests.support import Gateway, post_sse
 # machine and still tell a freeze from noise.
 WORST_HEALTH_SECONDS = 1.0
 MAX_RSS_GROWTH = 200 * 1024 * 1024
+BUDGET = 24 * 1024 * 1024
 
 
 @pytest.fixture(scope="module")
@@ -31,7 +32,9 @@ def hostile():
 
 @pytest.fixture(scope="module")
 def gateway(hostile, tmp_path_factory):
-    server = Gateway(tmp_path_factory.mktemp("hostile"), "--agent", "agui+" + hostile.url).start()
+    # A small budget for live runs, so that a few endless runs pass it (the scenarios of one run stay within it).
+    budget = str(BUDGET)
+    server = Gateway(tmp_path_factory.mktemp("hostile"), "--agent", "agui+" + hostile.url, "--max-live-run-bytes", budget).start()
     yield server
     server.stop()
 
@@ -128,3 +131,33 @@ def test_the_log_names_an_upstream_failure_as_the_agents_with_its_reason(gateway
     assert any("outcome=AGENT_ERROR" in line and "reason='MODEL_OVERLOADED: Try again later.'" in line for line in ended), ended
     refused = [line for line in ended if "outcome=AGENT_PROTOCOL_ERROR" in line]
     assert refused and all(" reason=" in line for line in refused) and "names an earlier interrupt" in refused[-1], refused
+
+
+def test_endless_runs_are_cut_at_their_share_of_the_live_runs_budget(gateway):
+    """Four endless upstream runs would hold 16 MiB each in their rings: past the 24 MiB budget each is cut at its
+    share with SERVICE_QUOTA_EXCEEDED, /health shows the budget in use and keeps answering, and the memory goes back."""
+    assert gateway.proc is not None
+    before = rss(gateway.proc.pid)
+    results: list[dict] = []
+    with HealthWatch(gateway.url) as health:
+        runs = [threading.Thread(target=lambda: results.append(run(gateway, "endless"))) for _ in range(4)]
+        for thread in runs:
+            thread.start()
+        seen = 0
+        while any(thread.is_alive() for thread in runs):
+            seen = max(seen, httpx.get(gateway.url + "/health", timeout=30).json()["liveRunBytes"]["used"])
+            time.sleep(0.05)
+        for thread in runs:
+            thread.join()
+    assert [(r["type"], r["code"]) for r in results] == [("RUN_ERROR", "SERVICE_QUOTA_EXCEEDED")] * 4, results
+    assert all("more than its share" in r["message"] for r in results), results
+    # Past the budget by what a step of each run brings, and by the rings of runs already cut that their clients are
+    # still reading (docs/reference.md): never by a run's whole ring.
+    assert BUDGET // 2 < seen <= BUDGET * 3 // 2, seen
+    assert health.failures == 0 and health.worst < WORST_HEALTH_SECONDS, (health.worst, health.failures)
+    assert rss(gateway.proc.pid) - before < MAX_RSS_GROWTH
+    deadline = time.monotonic() + 30
+    while httpx.get(gateway.url + "/health", timeout=30).json()["liveRunBytes"]["used"] > 0:
+        assert time.monotonic() < deadline, "the rings gave their charge back"
+        time.sleep(0.05)
+    assert run(gateway, "hello")["type"] == "RUN_FINISHED"

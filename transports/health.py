@@ -47,6 +47,7 @@ async def health(services: Services) -> dict[str, object]:
         "clientTools": ctx.engine.agent.client_tools,  # whether a plain request may declare client tools
         "store": {"kind": ctx.settings.store_kind, "reachable": reachable},
         "runsInFlight": ctx.engine.in_flight,
+        "liveRunBytes": ctx.engine.live.report(),  # the memory budget of live runs (--max-live-run-bytes) in use
         "adoption": ctx.engine.adopter is not None,  # live runs of a dead or draining replica are taken over here
         "fileDescriptors": fd_report(),
     }

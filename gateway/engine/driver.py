@@ -6,19 +6,21 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 from collections.abc import AsyncIterator, Coroutine
 from typing import TYPE_CHECKING, Any
 
 from gateway import PROTOCOL_VERSION, metrics
 from gateway.agents import signals as s
 from gateway.agents.base import ResumeAnswer
+from gateway.engine.budget import LiveBytes
 from gateway.engine.documents import refused
 from gateway.engine.faults import STORE_FAILURES, failed_signal_error, store_error
 from gateway.engine.machine import RunEvent, RunState
 from gateway.engine.outcome import Completed, Failed, Interrupted, Outcome
 from gateway.engine.request import agent_request
 from gateway.engine.resume import check_resume, unanswerable
-from gateway.errors import GatewayError
+from gateway.errors import ErrorCode, GatewayError
 from gateway.protocol import events as e
 
 if TYPE_CHECKING:
@@ -163,6 +165,9 @@ async def _consume(run: Run, signals: AsyncIterator[s.Ready], digests: dict[str,
     awaiting = run.state is RunState.AWAITING_ACCEPTANCE
     loop = asyncio.get_running_loop()
     held = _Held(run)
+    # The memory budget of live runs, checked once a step of the backend's stream: one comparison while it holds.
+    live = run.services.live
+    cut_above = live.limit or math.inf
     try:
         while True:
             try:  # an idle run waits with no object of ours between its task and the backend
@@ -208,6 +213,8 @@ async def _consume(run: Run, signals: AsyncIterator[s.Ready], digests: dict[str,
                     loop.call_soon(held.publish_when_waiting)
                 if len(held) >= MAX_HELD and _release(run, held):
                     await run.stream.room()
+            if live.used > cut_above and live.over_share(run.stream.held_bytes):
+                return _over_budget(run, held, live)
         _release(run, held)
         return Completed()
     finally:
@@ -215,6 +222,19 @@ async def _consume(run: Run, signals: AsyncIterator[s.Ready], digests: dict[str,
         # shows nothing more; the callback may still be due.
         held.clear()
         await _close(signals)
+
+
+def _over_budget(run: Run, held: list[bytes], live: LiveBytes) -> Failed:
+    """The live runs passed the replica's budget and this one holds more than its share: it ends, never the replica."""
+    _release(run, held)
+    metrics.RUNS_CUT.inc()
+    holds = run.stream.held_bytes
+    log.warning("run %s: cut at %d bytes of events, past its share of the live runs' budget (%s)", run.lease.run_id, holds, live.report())
+    detail = (
+        f"The run held {holds} bytes of events, more than its share of this replica's memory budget for live runs "
+        f"({live.limit} bytes among {live.rings}; --max-live-run-bytes)."
+    )
+    return Failed(GatewayError(ErrorCode.SERVICE_QUOTA_EXCEEDED, detail=detail))
 
 
 def _release(run: Run, held: list[bytes]) -> bool:

@@ -16,6 +16,7 @@ from gateway import metrics, tracing
 from gateway.agents.base import AgentBackend
 from gateway.engine import lifecycle
 from gateway.engine.adopt import Adopter, Adoption
+from gateway.engine.budget import LiveBytes
 from gateway.engine.caller import ANONYMOUS, Caller, check_user_id, thread_key
 from gateway.engine.eager import start_eagerly
 from gateway.engine.faults import STORE_FAILURES, store_error
@@ -58,6 +59,7 @@ class RunEngine:
         on_busy_change: Callable[[bool], None] | None = None,
         log_policy: LogPolicy | None = None,
         timers: Timers = LOOP_TIMERS,
+        max_live_bytes: int = 0,
     ) -> None:
         self.store = store
         self.agent = agent
@@ -65,6 +67,8 @@ class RunEngine:
         self.on_busy_change = on_busy_change
         self.accepting = True  # False while draining at shutdown
         retained = None if log_policy is None else RetainedLogs(store.events, log_policy.retained_bytes, log_policy.retention_seconds)
+        self.live = LiveBytes(max_live_bytes)  # the memory budget of live runs (--max-live-run-bytes)
+        metrics.LIVE_RUN_BYTES.read_from(lambda: self.live.used)
         self._services = RunServices(
             store,
             agent,
@@ -75,6 +79,7 @@ class RunEngine:
             log_policy,
             retained,
             timers,
+            self.live,
         )
         self.reattach = log_policy is not None
         self._starting = 0  # admissions in progress, counted against the cap
@@ -110,6 +115,11 @@ class RunEngine:
             raise GatewayError(ErrorCode.SHUTTING_DOWN)
         if self.max_runs and self._unsettled + self._starting >= self.max_runs:
             raise GatewayError(ErrorCode.SERVICE_QUOTA_EXCEEDED)
+        if self.live.full:
+            raise GatewayError(
+                ErrorCode.SERVICE_QUOTA_EXCEEDED,
+                detail=f"The live runs on this replica hold its memory budget of {self.live.limit} bytes (--max-live-run-bytes).",
+            )
         self._starting += 1
         run_span = tracing.start_run_span(
             "agui.run",

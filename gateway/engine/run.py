@@ -15,6 +15,7 @@ from opentelemetry.trace import Span
 from gateway import metrics
 from gateway.agents.base import AgentBackend
 from gateway.engine import documents
+from gateway.engine.budget import UNBOUNDED, LiveBytes
 from gateway.engine.lease import LeaseKeeper
 from gateway.engine.logwriter import LogPolicy, LogWriter
 from gateway.engine.machine import RunEvent, RunMachine, RunState, StopReason
@@ -50,6 +51,7 @@ class RunServices:
     log_policy: LogPolicy | None = None  # None: no event log, no reattach (a disconnect always cancels at once)
     retained: RetainedLogs | None = None  # the byte budget of the ended runs' logs (with a log policy)
     timers: Timers = LOOP_TIMERS  # the time of the lease keeper, the grace window, the end-of-run retry, the log writes
+    live: LiveBytes = UNBOUNDED  # the replica's memory budget for live runs' rings
 
 
 def _session(prepared: PreparedRun, execution: Execution | None) -> dict[str, Any]:
@@ -139,12 +141,12 @@ class Run:
     def _log(self, services: RunServices, prepared: PreparedRun, key: str) -> tuple[EventStream, LogWriter | None, float]:
         policy = services.log_policy
         if policy is None:
-            return EventStream(self), None, 0.0
+            return EventStream(self, budget=services.live), None, 0.0
         events = services.store.events
         adoption, fence = self.adoption, self.lease.fence
         ref = LogRef(key, self.lease.run_id)
         opened = adoption is not None and adoption.opened
-        stream = EventStream(self, policy.bounds, start=adoption.head if adoption is not None else 0)
+        stream = EventStream(self, policy.bounds, start=adoption.head if adoption is not None else 0, budget=services.live)
         writer = LogWriter(events, ref, self, stream, fence=fence, created=opened, retained=services.retained, timers=services.timers)
         if events.live_writes:
             stream.watch(writer)

@@ -18,6 +18,7 @@ from typing import Protocol
 
 from gateway import collector
 from gateway.engine import heartbeat
+from gateway.engine.budget import EVENT_OVERHEAD, UNBOUNDED, LiveBytes
 from gateway.protocol import events as e
 
 Entry = tuple[int, bytes]  # (position, the event's JSON)
@@ -89,7 +90,9 @@ class EventStream:
         "_base",
         "_beats",
         "_bounds",
+        "_budget",
         "_bytes",
+        "_charged",
         "_cursors",
         "_data",
         "_first",
@@ -116,12 +119,17 @@ class EventStream:
         owner: StreamOwner,
         bounds: Bounds = Bounds(),
         start: int = 0,
+        budget: LiveBytes = UNBOUNDED,
     ) -> None:
-        """`start`: the position before the first one this stream gives out (an adopted run goes on from its log)."""
+        """`start`: the position before the first one this stream gives out (an adopted run goes on from its log);
+        `budget`: the replica's account of live rings, charged for what this one holds until it is dropped."""
         self._data: list[bytes] = []  # _data[i] holds position _base + i
         self._base = start + 1
         self._first = start + 1  # the oldest position still held (entries before it are trimmed)
         self._bytes = 0  # bytes held from _first on
+        self._budget = budget
+        self._charged = 0  # what this ring has charged to the budget: its bytes and each event's EVENT_OVERHEAD
+        budget.opened()
         self.head = start  # the last position written
         self.ended = False
         self._bounds = bounds
@@ -228,6 +236,9 @@ class EventStream:
         bounds = self._bounds
         if self.head - self._first >= bounds.max_events or self._bytes > bounds.max_bytes:
             self._trim()
+        charged = self._bytes + EVENT_OVERHEAD * (self.head + 1 - self._first)
+        self._budget.used += charged - self._charged
+        self._charged = charged
         if self._watching:
             self._watcher.stream_grew()
         if grew and self._readable() > readable:  # `grew` is still the waiters' list: nothing above replaces it
@@ -403,6 +414,9 @@ class EventStream:
 
     def _drop(self) -> None:
         collector.RETURN.released(self._bytes)
+        if self._budget is not UNBOUNDED:  # once: a dropped ring lets go of the replica's account
+            self._budget.closed(self._charged)
+            self._budget, self._charged = UNBOUNDED, 0
         self._data = []
         self._base = self._first = self.head + 1
         self._bytes = 0

@@ -419,3 +419,55 @@ async def test_an_interrupt_no_resume_could_answer_ends_the_run_and_leaves_the_t
     assert document["active"] is None and document["history"][-1]["pending"] == []
     after = await harness.run(body(run="r2"))
     assert after[-1]["type"] == "RUN_FINISHED" and after[-1]["outcome"] == {"type": "success"}
+
+
+async def _until(condition, turns: int = 1000) -> None:
+    for _ in range(turns):
+        if condition():
+            return
+        await asyncio.sleep(0)
+    raise AssertionError("the condition never held")
+
+
+async def test_the_live_runs_memory_budget_refuses_new_runs_and_cuts_the_run_over_its_share():
+    """Budget 50 KB: B holds 45 KB and waits, A adds 11 KB (under its share of two: 25 KB) and passes the budget. A new
+    run is refused with 429 SERVICE_QUOTA_EXCEEDED; B, over its share, is cut at its next step; A finishes."""
+    b_waits, a_waits = asyncio.Event(), asyncio.Event()
+    kilobyte = "k" * 1000
+    big = [s.TextDelta(text=kilobyte) for _ in range(40)]  # with their frames and EVENT_OVERHEAD, about 45 KB
+    small = [s.TextDelta(text=kilobyte) for _ in range(10)]
+    agent = ScriptedAgent(
+        [*big, b_waits, s.TextDelta(text="more"), s.Completed()],
+        [*small, a_waits, s.Completed()],
+        [s.TextDelta(text="room again"), s.Completed()],
+    )
+    harness = Harness(agent, max_live_bytes=50_000)
+    live = harness.engine.live
+    b = asyncio.create_task(collect(await harness.start(body(thread="tB", run="rB"))))
+    await _until(lambda: live.used > 44_000)
+    a = asyncio.create_task(collect(await harness.start(body(thread="tA", run="rA"))))
+    await _until(lambda: live.used > 50_000)
+    assert live.full and live.rings == 2
+    with pytest.raises(GatewayError) as refused:
+        await harness.start(body(thread="tC", run="rC"))
+    assert refused.value.code is ErrorCode.SERVICE_QUOTA_EXCEEDED and "--max-live-run-bytes" in (refused.value.detail or "")
+    b_waits.set()
+    cut = await b
+    assert cut[-1]["type"] == "RUN_ERROR" and cut[-1]["code"] == "SERVICE_QUOTA_EXCEEDED", cut[-1]
+    assert "more than its share" in cut[-1]["message"]
+    a_waits.set()
+    finished = await a
+    assert finished[-1]["type"] == "RUN_FINISHED", finished[-1]
+    await _until(lambda: live.rings == 0)
+    assert live.used == 0, "every ring gave its charge back"
+    again = await harness.run(body(thread="tC", run="rC2"))
+    assert again[-1]["type"] == "RUN_FINISHED"
+
+
+async def test_with_no_budget_the_account_is_kept_and_nothing_is_cut():
+    agent = ScriptedAgent([*(s.TextDelta(text="k" * 1000) for _ in range(100)), s.Completed()])
+    harness = Harness(agent)
+    events = await harness.run(body())
+    assert events[-1]["type"] == "RUN_FINISHED" and harness.engine.live.limit == 0
+    await _until(lambda: harness.engine.live.rings == 0)
+    assert harness.engine.live.used == 0
