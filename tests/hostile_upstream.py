@@ -1,13 +1,14 @@
 """An AG-UI upstream that sends what a buggy or hostile agent might, byte for byte: raw asyncio on a free loopback
-port in a background thread, so nothing between it and the gateway tidies what it writes. The last user message
-names the script; each script is a list of raw writes."""
+port in a background thread, so nothing between it and the gateway tidies what it writes; and the same scripts as an
+in-process AG-UI source (`--agent tests.hostile_upstream:source`), record by record. The last user message names the
+script; each script is a sequence of raw writes."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 import threading
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from typing import Any
 
 from tests.support import free_port
@@ -86,8 +87,9 @@ SCRIPTS: dict[str, Script] = {
     "error": lambda b: [_started(b), record({"type": "RUN_ERROR", "code": "MODEL_OVERLOADED", "message": "Try again later."})],
     "duplicate-interrupts": lambda b: _interrupts(b, "same", "same"),
     "long-interrupt-id": lambda b: _interrupts(b, "i" * 1000),
-    # 2.7 million empty arrays in one 8 MB event: decoding would make an object of each.
-    "values": lambda b: [_started(b), record({"type": "RAW", "event": [[] for _ in range(2_700_000)]}), _finished(b)],
+    # 2.7 million empty arrays in one 8 MB event: decoding would make an object of each. Built as bytes (an in-process
+    # source builds it on the gateway's own loop).
+    "values": lambda b: [_started(b), b'data: {"type":"RAW","event":[' + b"[]," * 2_699_999 + b"[]]}\n\n", _finished(b)],
     # A 3 MiB event written 1 KiB at a time, then the run ends well.
     "trickle": lambda b: [
         _started(b),
@@ -136,3 +138,20 @@ class HostileUpstream:
             pass
         finally:
             writer.close()
+
+
+class HostileSource:
+    """The scripts as an in-process AG-UI event source: each event is one whole SSE record (the trickle's pieces are
+    joined: a source hands over whole events)."""
+
+    async def run(self, run_input: Any) -> AsyncIterator[bytes]:
+        text = next(m.content for m in reversed(run_input.messages) if m.role == "user")
+        pending: list[bytes] = []
+        for chunk in SCRIPTS[text]({"threadId": run_input.thread_id, "runId": run_input.run_id}):
+            pending.append(chunk)
+            if chunk.endswith(b"\n\n"):
+                yield b"".join(pending)
+                pending = []
+
+
+source = HostileSource()

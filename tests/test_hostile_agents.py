@@ -30,11 +30,16 @@ def hostile():
     server.stop()
 
 
-@pytest.fixture(scope="module")
-def gateway(hostile, tmp_path_factory):
-    # A small budget for live runs, so that a few endless runs pass it (the scenarios of one run stay within it).
-    budget = str(BUDGET)
-    server = Gateway(tmp_path_factory.mktemp("hostile"), "--agent", "agui+" + hostile.url, "--max-live-run-bytes", budget).start()
+@pytest.fixture(scope="module", params=["http-upstream-file-store", "in-process-source-redis-store"])
+def gateway(request, hostile, tmp_path_factory):
+    """The HTTP upstream on the file store, and the same scripts from an in-process source on the Redis store; a
+    small budget for live runs, so that a few endless runs pass it (the scenarios of one run stay within it)."""
+    if request.param == "http-upstream-file-store":
+        backend: tuple[str, ...] = ("--agent", "agui+" + hostile.url)
+    else:
+        backend = ("--agent", "tests.hostile_upstream:source", "--store", request.getfixturevalue("redis_server").url)
+    server = Gateway(tmp_path_factory.mktemp("hostile"), *backend, "--max-live-run-bytes", str(BUDGET)).start()
+    server.kind = request.param
     yield server
     server.stop()
 
