@@ -76,9 +76,8 @@ class AgentRequest(msgspec.Struct, frozen=True):
     message_id: str | None = None  # the AG-UI id of the user message
     images: tuple[tuple[str, str], ...] = ()  # (mimeType, base64) of the user message's inline images
     # A plain AG-UI request (no iacCode extension) hands over the whole of it, as JSON: every message of the
-    # conversation (each with `id`, `role` and its content, `toolCalls`, `toolCallId`), the client's tools, its
-    # state, context and forwardedProps, and the run it follows. With the extension, none of these (the seed
-    # contract).
+    # conversation as the client wrote it (no field added, none dropped), the client's tools, its state, context and
+    # forwardedProps, and the run it follows. With the extension, none of these (the seed contract).
     plain: bool = False
     messages: tuple[dict[str, Any], ...] = ()
     tools: tuple[dict[str, Any], ...] = ()
@@ -86,6 +85,7 @@ class AgentRequest(msgspec.Struct, frozen=True):
     context: tuple[Any, ...] = ()
     forwarded_props: dict[str, Any] | None = None
     parent_run_id: str | None = None
+    protocol_version: str | None = None  # the AG-UI version the client declared (`protocolVersion`), if it did
     resume: tuple[ResumeAnswer, ...] = ()
     checkpoint: Any = None
     # True once the run was handed to another replica (drain, or a newer owner): leave the agent's task running.

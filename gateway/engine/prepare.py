@@ -10,7 +10,7 @@ from gateway.engine.digest import request_digest
 from gateway.errors import GatewayError
 from gateway.i18n import negotiate
 from gateway.protocol import validate
-from gateway.protocol.input import RunAgentInput, decode_forwarded_props, decode_run_input
+from gateway.protocol.input import AsSent, RunAgentInput, decode_as_sent, decode_run_input
 
 
 class PreparedRun(msgspec.Struct):
@@ -23,7 +23,7 @@ class PreparedRun(msgspec.Struct):
     runtime_session_id: str | None = None  # AgentCore's X-Amzn-Bedrock-AgentCore-Runtime-Session-Id, when sent
     transport: str = "sse"  # which transport carries the run: a metrics label (sse, invocations, ws)
     grace_seconds: float = 0.0  # reattach grace window the client asked for (the engine caps it)
-    forwarded_props: dict[str, Any] | None = None  # a plain request's whole forwardedProps, for its backend
+    as_sent: AsSent | None = None  # a plain request's messages, forwardedProps and protocolVersion as sent, for its backend
 
     @property
     def user_id(self) -> str | None:
@@ -46,7 +46,7 @@ class PreparedRun(msgspec.Struct):
         1 KiB for one short message; a long conversation's history, all of it)."""
         none: list[Any] = []  # one empty list for the three (nothing adds to a released input)
         self.run = msgspec.structs.replace(self.run, state=None, messages=none, tools=none, context=none)
-        self.forwarded_props = None
+        self.as_sent = None
 
 
 def prepare(
@@ -77,7 +77,5 @@ def prepare(
     except GatewayError as exc:
         exc.language = language
         raise
-    forwarded = decode_forwarded_props(body) if run.forwarded_props.iacCode is msgspec.UNSET else None
-    return PreparedRun(
-        run, workspace, request_digest(body), text, images, language, runtime_session_id, transport, forwarded_props=forwarded
-    )
+    as_sent = decode_as_sent(body) if run.forwarded_props.iacCode is msgspec.UNSET else None
+    return PreparedRun(run, workspace, request_digest(body), text, images, language, runtime_session_id, transport, as_sent=as_sent)

@@ -60,6 +60,7 @@ def agent_request(
     run = prepared.run
     message = validate.last_user_message(run)
     plain = prepared.plain  # the whole request goes to the backend; with the extension, only the seed contract's part
+    as_sent = prepared.as_sent if plain else None
     parent = run.parent_run_id
     return AgentRequest(
         thread_id=lease.thread_id,
@@ -73,11 +74,12 @@ def agent_request(
         message_id=message.id if message is not None and isinstance(message.id, str) else None,
         images=validate.inline_images(message) if prepared.image_count else (),
         plain=plain,
-        messages=tuple(msgspec.to_builtins(run.messages)) if plain else (),
+        messages=tuple(as_sent.messages) if as_sent is not None else (),
         tools=tuple(tool for tool in run.tools if isinstance(tool, dict)) if plain else (),
         state=run.state if plain else None,
         context=tuple(run.context) if plain else (),
-        forwarded_props=prepared.forwarded_props if plain else None,
+        forwarded_props=as_sent.forwardedProps if as_sent is not None else None,
+        protocol_version=as_sent.protocolVersion if as_sent is not None and isinstance(as_sent.protocolVersion, str) else None,
         parent_run_id=parent if plain and isinstance(parent, str) else None,
         resume=answers,
         checkpoint=checkpoint if answers else None,

@@ -135,12 +135,17 @@ class RunAgentInput(Struct, rename="camel"):
     resume: list[ResumeEntry] | UnsetType = UNSET
 
 
-class _ForwardedOnly(Struct):
+class AsSent(Struct):
+    """What a plain request's backend is handed as the client wrote it (the input decoded once more, generically):
+    every message with every field it carried and none added, the whole forwardedProps, the client's protocolVersion."""
+
+    messages: list[Any] = []
     forwardedProps: dict[str, Any] = {}
+    protocolVersion: str | UnsetType = UNSET
 
 
 _decoder = msgspec.json.Decoder(RunAgentInput)
-_forwarded_decoder = msgspec.json.Decoder(_ForwardedOnly)
+_as_sent_decoder = msgspec.json.Decoder(AsSent)
 
 
 def decode_run_input(body: bytes) -> RunAgentInput:
@@ -148,7 +153,8 @@ def decode_run_input(body: bytes) -> RunAgentInput:
     return _decoder.decode(body)
 
 
-def decode_forwarded_props(body: bytes) -> dict[str, Any]:
-    """All of `forwardedProps`, which RunAgentInput reads only `iacCode` of: a plain request hands it whole to its
-    backend. Read from a body `decode_run_input` has already accepted (the rest of it is skipped, not built)."""
-    return _forwarded_decoder.decode(body).forwardedProps
+def decode_as_sent(body: bytes) -> AsSent:
+    """The messages, forwardedProps and protocolVersion as sent, from a body `decode_run_input` has already accepted
+    (RunAgentInput reads only `iacCode` of forwardedProps, and its typed messages would add fields the client left
+    out and drop the ones AG-UI added since); the rest of the body is skipped, not built."""
+    return _as_sent_decoder.decode(body)
