@@ -22,14 +22,41 @@ class TextDelta(Signal):
     subagent_run_id: str | None = None
 
 
+class TextStart(Signal):
+    """A message opens before any text (an AG-UI upstream's TEXT_MESSAGE_START): it is shown even if it stays empty,
+    as the parent of the tool calls that follow it."""
+
+    message_id: str
+    role: str = "assistant"
+    name: str | None = None
+    subagent_run_id: str | None = None
+
+
 class TextEnd(Signal):
     """The message `message_id` is complete; None completes every open message (the next TextDelta opens a new one)."""
 
     message_id: str | None = None
 
 
+class ReasoningStart(Signal):
+    """A reasoning span opens under the agent's id (it may hold an encrypted value and no text)."""
+
+    message_id: str
+
+
+class ReasoningMessageStart(Signal):
+    """The span's reasoning message opens under the agent's id before any text."""
+
+    message_id: str
+
+
 class ReasoningDelta(Signal):
     text: str
+    message_id: str | None = None  # the agent's id for the span; None: the gateway picks one
+
+
+class ReasoningMessageEnd(Signal):
+    """The reasoning message ends; the span stays open (its encrypted value may follow)."""
 
 
 class ReasoningEnd(Signal):
@@ -55,6 +82,8 @@ class ToolEnd(Signal):
 class ToolResult(Signal):
     tool_call_id: str
     content: str
+    message_id: str | None = None  # the agent's id for the tool message; None: the gateway picks one
+    role: str | None = None  # as an AG-UI upstream sent it ("tool")
 
 
 class ToolProgress(Signal):
@@ -188,8 +217,8 @@ class Adoptable(Signal):
 class InterruptRequest(Struct, kw_only=True):
     id: str
     reason: str
-    message: str
-    response_schema: dict[str, Any]
+    message: str | None = None  # None: the agent gave none, and none is shown
+    response_schema: dict[str, Any] | None = None  # None: any answer is accepted, and no schema is shown
     tool_call_id: str | None = None
     metadata: dict[str, Any] | None = None
 

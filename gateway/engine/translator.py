@@ -54,10 +54,12 @@ class Translator:
         "awaits",
         "owners",
         "reasoning_id",
+        "reasoning_open",
         "sequence",
         "session",
         "session_sent",
         "state",
+        "state_limit",
         "steps",
         "subagents",
         "text_ids_used",
@@ -67,10 +69,17 @@ class Translator:
     )
 
     def __init__(
-        self, session: dict[str, Any], sequence: int, open_steps: list[str], awaits: tuple[str, ...] = (), state: Any = documents.UNSET
+        self,
+        session: dict[str, Any],
+        sequence: int,
+        open_steps: list[str],
+        awaits: tuple[str, ...] = (),
+        state: Any = documents.UNSET,
+        state_limit: int = MAX_STATE_BYTES,
     ) -> None:
         self.session = session
         self.state = state
+        self.state_limit = state_limit  # bytes of the state and of a messages snapshot (--max-state-bytes)
         self.activities: dict[str, Any] | None = None  # activity message id -> its content (created on first use)
         self.owners: dict[str, str] | None = None  # tool call id -> the sub-agent that owns it
         self.subagents: dict[str, bool] | None = None  # sub-agent run id -> still active
@@ -81,7 +90,8 @@ class Translator:
         # deltas' encoded frame (`open_text`), read together for each delta.
         self.texts: dict[str | None, OpenText] = {}
         self.text_ids_used: dict[str, None] = {}  # ids the agent named, in order (a dict: an empty set is 216 bytes)
-        self.reasoning_id: str | None = None
+        self.reasoning_id: str | None = None  # the open reasoning span
+        self.reasoning_open = False  # its reasoning message is open (a span may hold an encrypted value and no text)
         # Open tool calls and steps as tuples: few and rarely changed, and a run with none holds the one empty tuple
         # rather than two empty lists all its life.
         self.tools: tuple[str, ...] = ()
@@ -111,9 +121,15 @@ class Translator:
 
     def _close_reasoning(self, out: list[e.Event]) -> None:
         if self.reasoning_id is not None:
-            out.append(e.ReasoningMessageEnd(message_id=self.reasoning_id))
+            self._close_reasoning_message(out)
             out.append(e.ReasoningEnd(message_id=self.reasoning_id))
             self.reasoning_id = None
+
+    def _close_reasoning_message(self, out: list[e.Event]) -> None:
+        if self.reasoning_open:
+            assert self.reasoning_id is not None
+            out.append(e.ReasoningMessageEnd(message_id=self.reasoning_id))
+            self.reasoning_open = False
 
     def _close_messages(self, out: list[e.Event]) -> None:
         self._close_text(out)
@@ -203,16 +219,25 @@ class Translator:
         key = signal.message_id
         open_message = self.texts.get(key)
         if open_message is None:  # the message starts: its owner is the sub-agent the signal names
-            if signal.role not in TEXT_ROLES:
-                raise refused(f"a text message's role must be one of {sorted(TEXT_ROLES)}, not {signal.role[:40]!r}")
-            self._check_active(signal.subagent_run_id)
-            message_id = self._text_id(key)
-            open_message = self.texts[key] = open_text(message_id, signal.subagent_run_id)
-            out.append(
-                e.TextMessageStart(message_id=message_id, role=signal.role, name=signal.name, subagent_run_id=signal.subagent_run_id)
-            )
+            open_message = self._open_text(key, signal.role, signal.name, signal.subagent_run_id, out)
         message_id, owner, _, _ = open_message
         out.append(e.TextMessageContent(message_id=message_id, delta=text, subagent_run_id=owner))
+
+    def _text_start(self, signal: s.TextStart, out: list[e.Event]) -> None:
+        """Open the message now, empty: the agent showed it before any text (the parent of its tool calls)."""
+        if signal.message_id in self.texts:
+            return
+        self._close_reasoning(out)
+        self._open_text(signal.message_id, signal.role, signal.name, signal.subagent_run_id, out)
+
+    def _open_text(self, key: str | None, role: str, name: str | None, subagent: str | None, out: list[e.Event]) -> OpenText:
+        if role not in TEXT_ROLES:
+            raise refused(f"a text message's role must be one of {sorted(TEXT_ROLES)}, not {role[:40]!r}")
+        self._check_active(subagent)
+        message_id = self._text_id(key)
+        open_message = self.texts[key] = open_text(message_id, subagent)
+        out.append(e.TextMessageStart(message_id=message_id, role=role, name=name, subagent_run_id=subagent))
+        return open_message
 
     def _text_id(self, key: str | None) -> str:
         """The agent's id when it names one, made unique if that message was already closed in this run."""
@@ -232,15 +257,38 @@ class Translator:
             message_id, owner, _, _ = self.texts.pop(signal.message_id)
             out.append(e.TextMessageEnd(message_id=message_id, subagent_run_id=owner))
 
+    def _reasoning_span(self, message_id: str | None, out: list[e.Event]) -> str:
+        """The open reasoning span's id, opened under `message_id` (or an id of ours) when none is, or when the agent
+        names another one."""
+        self._close_text(out)
+        if self.reasoning_id is not None and message_id is not None and message_id != self.reasoning_id:
+            self._close_reasoning(out)
+        if self.reasoning_id is None:
+            self.reasoning_id = message_id or _new_id("reasoning")
+            out.append(e.ReasoningStart(message_id=self.reasoning_id))
+        return self.reasoning_id
+
+    def _reasoning_message(self, message_id: str | None, out: list[e.Event]) -> str:
+        span = self._reasoning_span(message_id, out)
+        if not self.reasoning_open:
+            self.reasoning_open = True
+            out.append(e.ReasoningMessageStart(message_id=span, role="reasoning"))
+        return span
+
+    def _reasoning_start(self, signal: s.ReasoningStart, out: list[e.Event]) -> None:
+        self._reasoning_span(signal.message_id, out)
+
+    def _reasoning_message_start(self, signal: s.ReasoningMessageStart, out: list[e.Event]) -> None:
+        self._reasoning_message(signal.message_id, out)
+
     def _reasoning(self, signal: s.ReasoningDelta, out: list[e.Event]) -> None:
         if not signal.text:
             return
-        self._close_text(out)
-        if self.reasoning_id is None:
-            self.reasoning_id = _new_id("reasoning")
-            out.append(e.ReasoningStart(message_id=self.reasoning_id))
-            out.append(e.ReasoningMessageStart(message_id=self.reasoning_id, role="reasoning"))
-        out.append(e.ReasoningMessageContent(message_id=self.reasoning_id, delta=signal.text))
+        span = self._reasoning_message(signal.message_id, out)
+        out.append(e.ReasoningMessageContent(message_id=span, delta=signal.text))
+
+    def _reasoning_message_end(self, signal: s.ReasoningMessageEnd, out: list[e.Event]) -> None:
+        self._close_reasoning_message(out)
 
     def _reasoning_end(self, signal: s.ReasoningEnd, out: list[e.Event]) -> None:
         self._close_reasoning(out)
@@ -272,7 +320,11 @@ class Translator:
     def _tool_result(self, signal: s.ToolResult, out: list[e.Event]) -> None:
         self._close_messages(out)
         self._tool_end(s.ToolEnd(tool_call_id=signal.tool_call_id), out)
-        out.append(e.ToolCallResult(message_id=_new_id("tool"), tool_call_id=signal.tool_call_id, content=signal.content))
+        out.append(
+            e.ToolCallResult(
+                message_id=signal.message_id or _new_id("tool"), tool_call_id=signal.tool_call_id, content=signal.content, role=signal.role
+            )
+        )
 
     def _tool_progress(self, signal: s.ToolProgress, out: list[e.Event]) -> None:
         out.append(self._custom(TOOL_PROGRESS_EVENT, {"schemaVersion": 1, "toolCallId": signal.tool_call_id, **signal.data}))
@@ -320,12 +372,12 @@ class Translator:
     # -- documents: shared state, snapshots, raw and custom events ------------------------
     def _state_snapshot(self, signal: s.StateSnapshot, out: list[e.Event]) -> None:
         self._close_messages(out)
-        self.state = bounded(signal.snapshot, MAX_STATE_BYTES, "the state snapshot")
+        self.state = bounded(signal.snapshot, self.state_limit, "the state snapshot", documents.STATE_FLAG)
         out.append(e.StateSnapshot(snapshot=self.state))
 
     def _state_delta(self, signal: s.StateDelta, out: list[e.Event]) -> None:
         self._close_messages(out)
-        self.state = patched(self.state, signal.patch, "state")
+        self.state = patched(self.state, signal.patch, "state", self.state_limit, documents.STATE_FLAG)
         out.append(e.StateDelta(delta=signal.patch))
 
     def _messages_snapshot(self, signal: s.MessagesSnapshot, out: list[e.Event]) -> None:
@@ -333,7 +385,7 @@ class Translator:
         for index, message in enumerate(signal.messages):
             if not isinstance(message, dict) or not isinstance(message.get("id"), str) or not isinstance(message.get("role"), str):
                 raise refused(f"message {index} of the messages snapshot has no id or role")
-        out.append(e.MessagesSnapshot(messages=bounded(signal.messages, MAX_SNAPSHOT_BYTES, "the messages snapshot")))
+        out.append(e.MessagesSnapshot(messages=bounded(signal.messages, self.state_limit, "the messages snapshot", documents.STATE_FLAG)))
 
     def _raw(self, signal: s.Raw, out: list[e.Event]) -> None:
         out.append(e.Raw(event=bounded(signal.event, MAX_SNAPSHOT_BYTES, "a raw event"), source=signal.source))
@@ -425,9 +477,13 @@ class Translator:
 
 
 _HANDLERS: dict[type[s.Signal], Callable[[Translator, Any, list[e.Event]], None]] = {
+    s.TextStart: Translator._text_start,
     s.TextDelta: Translator._text,
     s.TextEnd: Translator._text_end,
+    s.ReasoningStart: Translator._reasoning_start,
+    s.ReasoningMessageStart: Translator._reasoning_message_start,
     s.ReasoningDelta: Translator._reasoning,
+    s.ReasoningMessageEnd: Translator._reasoning_message_end,
     s.ReasoningEnd: Translator._reasoning_end,
     s.ToolStart: Translator._tool_start,
     s.ToolArgs: Translator._tool_args,

@@ -125,7 +125,7 @@ class ToolCallResult(Event, tag="TOOL_CALL_RESULT"):
     message_id: str
     tool_call_id: str
     content: str
-    role: str = "tool"
+    role: str | None = None  # "tool" when the agent said so (AG-UI makes it optional)
 
 
 class StepStarted(Event, tag="STEP_STARTED"):

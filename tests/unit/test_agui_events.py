@@ -19,19 +19,27 @@ def started() -> EventReader:
 
 def test_text_tools_state_and_the_rest_map_to_their_signals():
     reader = started()
-    reader.read({"type": "TEXT_MESSAGE_START", "messageId": "m", "role": "assistant"})
+    assert reader.read({"type": "TEXT_MESSAGE_START", "messageId": "m", "role": "assistant"}) == [s.TextStart(message_id="m")]
     [text] = reader.read({"type": "TEXT_MESSAGE_CONTENT", "messageId": "m", "delta": "hi"})
     assert text == s.TextDelta(text="hi", message_id="m", role="assistant")
     assert reader.read({"type": "TEXT_MESSAGE_END", "messageId": "m"}) == [s.TextEnd(message_id="m")]
     [tool] = reader.read({"type": "TOOL_CALL_START", "toolCallId": "c", "toolCallName": "look", "parentMessageId": "m"})
     assert tool == s.ToolStart(tool_call_id="c", name="look", parent_message_id="m")
     assert reader.read({"type": "TOOL_CALL_CHUNK", "toolCallId": "c", "delta": "{}"}) == [s.ToolArgs(tool_call_id="c", delta="{}")]
-    assert reader.read({"type": "TOOL_CALL_RESULT", "messageId": "x", "toolCallId": "c", "content": "ok"}) == [
-        s.ToolResult(tool_call_id="c", content="ok")
+    assert reader.read({"type": "TOOL_CALL_RESULT", "messageId": "x", "toolCallId": "c", "content": "ok", "role": "tool"}) == [
+        s.ToolResult(tool_call_id="c", content="ok", message_id="x", role="tool")
     ]
     assert reader.read({"type": "STATE_SNAPSHOT", "snapshot": {"a": 1}}) == [s.StateSnapshot(snapshot={"a": 1})]
     assert reader.read({"type": "STATE_DELTA", "delta": []}) == [s.StateDelta(patch=[])]
-    assert reader.read({"type": "REASONING_MESSAGE_CONTENT", "messageId": "x", "delta": "hm"}) == [s.ReasoningDelta(text="hm")]
+    assert reader.read({"type": "REASONING_START", "messageId": "r1"}) == [s.ReasoningStart(message_id="r1")]
+    assert reader.read({"type": "REASONING_MESSAGE_START", "messageId": "r1", "role": "reasoning"}) == [
+        s.ReasoningMessageStart(message_id="r1")
+    ]
+    assert reader.read({"type": "REASONING_MESSAGE_CONTENT", "messageId": "r1", "delta": "hm"}) == [
+        s.ReasoningDelta(text="hm", message_id="r1")
+    ]
+    assert reader.read({"type": "REASONING_MESSAGE_END", "messageId": "r1"}) == [s.ReasoningMessageEnd()]
+    assert reader.read({"type": "REASONING_END", "messageId": "r1"}) == [s.ReasoningEnd()]
     assert reader.read({"type": "CUSTOM", "name": "n", "value": 1}) == [s.CustomEvent(name="n", value=1)]
     assert reader.read({"type": "SUBAGENT_STARTED", "subagentRunId": "sub", "name": "scout"})[0].name == "scout"
     assert reader.read({"type": "STEP_STARTED", "stepName": "plan"}) == [s.StepStart(name="plan")]
@@ -53,7 +61,7 @@ def test_the_terminal_event_gives_the_runs_end():
             "outcome": {"type": "interrupt", "interrupts": [{"id": "i", "message": "ok?"}]},
         }
     )
-    assert isinstance(asked[0], s.InputRequired) and asked[0].interrupts[0].id == "i" and asked[0].interrupts[0].response_schema == {}
+    assert isinstance(asked[0], s.InputRequired) and asked[0].interrupts[0].id == "i" and asked[0].interrupts[0].response_schema is None
     [failed] = started().read({"type": "RUN_ERROR", "message": "quota", "code": "RATE_LIMITED"})
     assert failed == s.Failed(message="quota", code="RATE_LIMITED", as_sent=True)
 

@@ -186,3 +186,60 @@ def test_a_delta_the_translator_refuses_appends_nothing_to_what_is_held():
         t.translate_into(s.TextDelta(text="b", message_id="other", role="tool"), out)
     assert refused.value.code is ErrorCode.AGENT_PROTOCOL_ERROR
     assert out[0] == b"held" and len(out) == 4  # the held entry, the session event, the start and the delta
+
+
+def test_an_agents_ids_spans_and_order_are_kept():
+    """What Pydantic AI sends: an empty parent message, signed thinking with its value between the message's end and
+    the span's, thinking with a value and no text, a tool result's own id that a value then names."""
+    t = translator()
+    t.translate(s.SessionInfo())  # the session event first: what follows is each signal's own
+    signals = [
+        s.ReasoningStart(message_id="r1"),
+        s.ReasoningMessageStart(message_id="r1"),
+        s.ReasoningDelta(text="think", message_id="r1"),
+        s.ReasoningMessageEnd(),
+        s.ReasoningEncrypted(subtype="message", entity_id="r1", encrypted_value="sig-1"),
+        s.ReasoningEnd(),
+        s.ReasoningStart(message_id="r2"),
+        s.ReasoningEncrypted(subtype="message", entity_id="r2", encrypted_value="sig-2"),
+        s.ReasoningEnd(),
+        s.TextStart(message_id="m1"),
+        s.TextEnd(message_id="m1"),
+        s.ToolStart(tool_call_id="c1", name="look", parent_message_id="m1"),
+        s.ToolEnd(tool_call_id="c1"),
+        s.ToolResult(tool_call_id="c1", content="ok", message_id="tr1", role="tool"),
+        s.ReasoningEncrypted(subtype="message", entity_id="tr1", encrypted_value="outcome"),
+    ]
+    events = [event for signal in signals for event in t.translate(signal)]
+    shown = [(type(event).__name__, getattr(event, "message_id", None) or getattr(event, "entity_id", None)) for event in events]
+    assert shown == [
+        ("ReasoningStart", "r1"),
+        ("ReasoningMessageStart", "r1"),
+        ("ReasoningMessageContent", "r1"),
+        ("ReasoningMessageEnd", "r1"),
+        ("ReasoningEncryptedValue", "r1"),
+        ("ReasoningEnd", "r1"),
+        ("ReasoningStart", "r2"),
+        ("ReasoningEncryptedValue", "r2"),
+        ("ReasoningEnd", "r2"),
+        ("TextMessageStart", "m1"),
+        ("TextMessageEnd", "m1"),
+        ("ToolCallStart", None),
+        ("ToolCallEnd", None),
+        ("ToolCallResult", "tr1"),
+        ("ReasoningEncryptedValue", "tr1"),
+    ]
+    assert events[-2].role == "tool" and t.close_all() == []
+
+
+def test_reasoning_without_ids_still_gets_ids_of_ours():
+    t = translator()
+    t.translate(s.SessionInfo())
+    first = t.translate(s.ReasoningDelta(text="a"))
+    span = first[0].message_id
+    assert span.startswith("reasoning-") and [type(e).__name__ for e in first] == [
+        "ReasoningStart",
+        "ReasoningMessageStart",
+        "ReasoningMessageContent",
+    ]
+    assert [type(e).__name__ for e in t.translate(s.TextDelta(text="b"))][:2] == ["ReasoningMessageEnd", "ReasoningEnd"]

@@ -30,11 +30,12 @@ from gateway.jsondepth import too_deep
 from gateway.logs import REQUEST_ID
 
 log = logging.getLogger("agui.agents.agui")
-MAX_EVENT_BYTES = 8 * 1024 * 1024  # one upstream SSE record
+MAX_EVENT_BYTES = 9 * 1024 * 1024  # one upstream SSE record: a snapshot at the default --max-state-bytes, and its frame
 EVENT_DEPTH = 128  # JSON nesting accepted in an upstream event
 # JSON values in one upstream event, counted before it is decoded as its commas and brackets (those in strings too):
-# decoding makes an object of each, on the loop, and 8 MiB of `[],` would be 2.7 million of them (half a second).
-MAX_EVENT_VALUES = 250_000
+# decoding makes an object of each, on the loop, and 8 MiB of `[],` would be 2.7 million of them (half a second). A
+# conversation of 8 MB, its prose's commas included, counts about a quarter of this.
+MAX_EVENT_VALUES = 500_000
 CONNECT_SECONDS = 10.0  # to open the upstream connection
 IDLE_SECONDS = 300.0  # of silence in the upstream's stream (an AG-UI server sends no heartbeat of its own)
 MAX_ERROR_BYTES = 64 * 1024  # of an upstream's error body, read for its message
@@ -62,6 +63,8 @@ def run_input(request: AgentRequest) -> dict[str, Any]:
     }
     if request.parent_run_id:
         body["parentRunId"] = request.parent_run_id
+    if request.protocol_version:
+        body["protocolVersion"] = request.protocol_version
     if request.resume:
         body["resume"] = [
             {

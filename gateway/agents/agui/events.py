@@ -86,8 +86,10 @@ class EventReader:
     def _text_start(self, event: dict[str, Any]) -> list[s.Signal]:
         message_id = _text(event, "messageId")
         assert message_id is not None
-        self.roles[message_id] = _or(event, "role", "assistant")
-        return []
+        role = self.roles[message_id] = _or(event, "role", "assistant")
+        name = event.get("name") if isinstance(event.get("name"), str) else None
+        # Shown now, even if it stays empty: Pydantic AI opens and closes an empty message as its tool calls' parent.
+        return [s.TextStart(message_id=message_id, role=role, name=name, subagent_run_id=_text(event, "subagentRunId", False))]
 
     def _text_content(self, event: dict[str, Any]) -> list[s.Signal]:
         message_id = _text(event, "messageId")
@@ -111,15 +113,26 @@ class EventReader:
         delta = event.get("delta")
         return self._text_content({**event, "messageId": message_id, "delta": delta}) if isinstance(delta, str) and delta else []
 
+    def _reasoning_start(self, event: dict[str, Any]) -> list[s.Signal]:
+        message_id = _text(event, "messageId")
+        assert message_id is not None
+        return [s.ReasoningStart(message_id=message_id)]
+
+    def _reasoning_message_start(self, event: dict[str, Any]) -> list[s.Signal]:
+        message_id = _text(event, "messageId")
+        assert message_id is not None
+        return [s.ReasoningMessageStart(message_id=message_id)]
+
     def _reasoning(self, event: dict[str, Any]) -> list[s.Signal]:
         delta = event.get("delta")
-        return [s.ReasoningDelta(text=delta)] if isinstance(delta, str) and delta else []
+        message_id = _text(event, "messageId", False)
+        return [s.ReasoningDelta(text=delta, message_id=message_id)] if isinstance(delta, str) and delta else []
+
+    def _reasoning_message_end(self, event: dict[str, Any]) -> list[s.Signal]:
+        return [s.ReasoningMessageEnd()]
 
     def _reasoning_end(self, event: dict[str, Any]) -> list[s.Signal]:
         return [s.ReasoningEnd()]
-
-    def _nothing(self, event: dict[str, Any]) -> list[s.Signal]:
-        return []  # spans the translator opens and closes on its own (a reasoning span's start, a message's end)
 
     def _encrypted(self, event: dict[str, Any]) -> list[s.Signal]:
         subtype, entity, value = _text(event, "subtype"), _text(event, "entityId"), _text(event, "encryptedValue")
@@ -163,7 +176,8 @@ class EventReader:
         if not isinstance(content, str):
             raise UpstreamViolation("TOOL_CALL_RESULT without its content")
         assert call_id is not None
-        return [s.ToolResult(tool_call_id=call_id, content=content)]
+        role = event.get("role") if isinstance(event.get("role"), str) else None
+        return [s.ToolResult(tool_call_id=call_id, content=content, message_id=_text(event, "messageId", False), role=role)]
 
     def _step_start(self, event: dict[str, Any]) -> list[s.Signal]:
         name = _text(event, "stepName")
@@ -286,12 +300,12 @@ def _usage(entry: dict[str, Any]) -> s.Usage:
 def _interrupt(item: Any) -> s.InterruptRequest:
     if not isinstance(item, dict) or not isinstance(item.get("id"), str) or not item["id"]:
         raise UpstreamViolation("an interrupt without its id")
-    schema = item.get("responseSchema")
-    return s.InterruptRequest(
+    schema, message = item.get("responseSchema"), item.get("message")
+    return s.InterruptRequest(  # as the agent sent it: no message or schema of ours where it gave none
         id=item["id"],
         reason=_or(item, "reason", "input"),
-        message=_or(item, "message", ""),
-        response_schema=schema if isinstance(schema, dict) else {},
+        message=message if isinstance(message, str) else None,
+        response_schema=schema if isinstance(schema, dict) else None,
         tool_call_id=item.get("toolCallId") if isinstance(item.get("toolCallId"), str) else None,
         metadata=item.get("metadata") if isinstance(item.get("metadata"), dict) else None,
     )
@@ -302,11 +316,11 @@ _HANDLERS: dict[str, Callable[[EventReader, dict[str, Any]], list[s.Signal]]] = 
     "TEXT_MESSAGE_CONTENT": EventReader._text_content,
     "TEXT_MESSAGE_END": EventReader._text_end,
     "TEXT_MESSAGE_CHUNK": EventReader._text_chunk,
-    "REASONING_START": EventReader._nothing,
-    "REASONING_MESSAGE_START": EventReader._nothing,
+    "REASONING_START": EventReader._reasoning_start,
+    "REASONING_MESSAGE_START": EventReader._reasoning_message_start,
     "REASONING_MESSAGE_CONTENT": EventReader._reasoning,
     "REASONING_MESSAGE_CHUNK": EventReader._reasoning,
-    "REASONING_MESSAGE_END": EventReader._nothing,
+    "REASONING_MESSAGE_END": EventReader._reasoning_message_end,
     "REASONING_END": EventReader._reasoning_end,
     "REASONING_ENCRYPTED_VALUE": EventReader._encrypted,
     "TOOL_CALL_START": EventReader._tool_start,
