@@ -94,6 +94,7 @@ class Settings(Struct, kw_only=True):
     public_url: str | None = None
     max_concurrent_runs: int = 0  # 0: no cap
     max_live_run_bytes: int = 512 * 1024 * 1024  # the live runs' event rings on this replica (0: no budget)
+    max_state_bytes: int = 8 * 1024 * 1024  # an agent's state document or messages snapshot
     rate_limit: tuple[float, float] | None = None  # (requests per second, burst)
     log_level: str = "info"
     log_format: str = "text"

@@ -86,6 +86,7 @@ def build_services(settings: Settings, store: ThreadStore, agent: AgentBackend) 
         on_busy_change=status.set_busy,
         log_policy=policy,
         max_live_bytes=settings.max_live_run_bytes,
+        max_state_bytes=settings.max_state_bytes,
     )
     return TransportServices(settings, engine, Access(store), build_authenticator(settings), status, agent.name)
 

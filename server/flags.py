@@ -127,6 +127,13 @@ FLAGS: tuple[Flag, ...] = (
         integer("--max-live-run-bytes", 0),
     ),
     Flag(
+        "--max-state-bytes",
+        "8388608",
+        "bytes of one shared-state document or messages snapshot from the agent, after each snapshot or patch; past "
+        "it the run ends AGENT_PROTOCOL_ERROR naming this bound",
+        integer("--max-state-bytes", 65536, 64 * 1024 * 1024),
+    ),
+    Flag(
         "--rate-limit",
         None,
         "per-caller request rate, e.g. 20/s or 600/m (token bucket; shared across replicas with the "

@@ -85,6 +85,11 @@ SCRIPTS: dict[str, Script] = {
         _finished(b, usage=[{"provider": "p", "model": f"model-{i:05d}", "inputTokens": 1, "outputTokens": 1} for i in range(20_000)]),
     ],
     "error": lambda b: [_started(b), record({"type": "RUN_ERROR", "code": "MODEL_OVERLOADED", "message": "Try again later."})],
+    "big-state": lambda b: [
+        _started(b),
+        record({"type": "STATE_SNAPSHOT", "snapshot": {"messages": [{"id": f"m{i}", "content": "w" * 1000} for i in range(3000)]}}),
+        _finished(b),
+    ],
     "duplicate-interrupts": lambda b: _interrupts(b, "same", "same"),
     "long-interrupt-id": lambda b: _interrupts(b, "i" * 1000),
     # 2.7 million empty arrays in one 8 MB event: decoding would make an object of each. Built as bytes (an in-process

@@ -98,13 +98,13 @@ def run(gateway: Gateway, text: str, thread_id: str | None = None) -> dict:
 @pytest.mark.parametrize(
     ("script", "said"),
     [
-        ("doubling", "larger than its bound of 1048576 bytes"),
-        ("copies", "larger than its bound of 1048576 bytes"),
-        ("activity", "larger than its bound of 1048576 bytes"),
+        ("doubling", "larger than the gateway's bound of 8388608 bytes (--max-state-bytes)"),
+        ("copies", "larger than the gateway's bound of 8388608 bytes (--max-state-bytes)"),
+        ("activity", "larger than the gateway's bound of 1048576 bytes"),
         ("usage", "usage is not a list of at most 1024 entries"),
         ("duplicate-interrupts", "names an earlier interrupt"),
         ("long-interrupt-id", "1 to 256 characters"),
-        ("values", "more than 250000 JSON values"),
+        ("values", "more than 500000 JSON values"),
     ],
 )
 def test_a_hostile_event_ends_its_run_and_the_replica_keeps_serving(gateway, script, said):
@@ -119,6 +119,24 @@ def test_a_hostile_event_ends_its_run_and_the_replica_keeps_serving(gateway, scr
     assert rss(gateway.proc.pid) - before < MAX_RSS_GROWTH
     after = run(gateway, "hello", thread_id)  # the thread is free: no interrupt was left pending
     assert after["type"] == "RUN_FINISHED" and after["outcome"]["type"] == "success", after
+
+
+def test_a_state_of_a_long_conversation_passes_within_the_state_bound(gateway):
+    """3 MiB of state (a LangGraph graph's messages past 1 MiB of history): what works directly works here too."""
+    with httpx.Client() as client:
+        body = {
+            "threadId": f"t-{uuid.uuid4().hex[:10]}",
+            "runId": f"r-{uuid.uuid4().hex[:8]}",
+            "state": {},
+            "messages": [{"id": "m-1", "role": "user", "content": "big-state"}],
+            "tools": [],
+            "context": [],
+            "forwardedProps": {},
+        }
+        result = post_sse(client, gateway.url + "/", body)
+    assert result.terminal["type"] == "RUN_FINISHED", result.terminal
+    [snapshot] = [event for event in result.events if event["type"] == "STATE_SNAPSHOT"]
+    assert len(snapshot["snapshot"]["messages"]) == 3000
 
 
 def test_a_large_event_trickled_in_is_read_whole(gateway):

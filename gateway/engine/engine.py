@@ -14,7 +14,7 @@ from opentelemetry.trace import Span
 
 from gateway import metrics, tracing
 from gateway.agents.base import AgentBackend
-from gateway.engine import lifecycle
+from gateway.engine import documents, lifecycle
 from gateway.engine.adopt import Adopter, Adoption
 from gateway.engine.budget import LiveBytes
 from gateway.engine.caller import ANONYMOUS, Caller, check_user_id, thread_key
@@ -60,6 +60,7 @@ class RunEngine:
         log_policy: LogPolicy | None = None,
         timers: Timers = LOOP_TIMERS,
         max_live_bytes: int = 0,
+        max_state_bytes: int = documents.MAX_STATE_BYTES,
     ) -> None:
         self.store = store
         self.agent = agent
@@ -80,6 +81,7 @@ class RunEngine:
             retained,
             timers,
             self.live,
+            max_state_bytes,
         )
         self.reattach = log_policy is not None
         self._starting = 0  # admissions in progress, counted against the cap

@@ -39,13 +39,13 @@ class _Budget:
         encoded = _encode(value)
         self.work += len(encoded)
         if self.work > self.work_limit:
-            raise PatchRefused(f"it costs more than its bound of {self.work_limit} bytes of work to apply")
+            raise PatchRefused(f"it costs more than the gateway's bound of {self.work_limit} bytes of work to apply")
         return encoded
 
     def grow(self, added: int, removed: int = 0) -> None:
         self.size += added - removed
         if self.size > self.limit + self.slack:
-            raise PatchRefused(f"it would make the document larger than its bound of {self.limit} bytes")
+            raise PatchRefused(f"it would make the document larger than the gateway's bound of {self.limit} bytes")
 
 
 def apply(document: Any, patch: list[Any], limit: int, work_limit: int, slack: int = 0) -> Any:

@@ -52,6 +52,7 @@ class RunServices:
     retained: RetainedLogs | None = None  # the byte budget of the ended runs' logs (with a log policy)
     timers: Timers = LOOP_TIMERS  # the time of the lease keeper, the grace window, the end-of-run retry, the log writes
     live: LiveBytes = UNBOUNDED  # the replica's memory budget for live runs' rings
+    max_state_bytes: int = documents.MAX_STATE_BYTES  # a run's state document and messages snapshots (--max-state-bytes)
 
 
 def _session(prepared: PreparedRun, execution: Execution | None) -> dict[str, Any]:
@@ -118,6 +119,7 @@ class Run:
             reopen,
             services.agent.session_keys,
             prepared.run.state if prepared.plain else documents.UNSET,  # the state the client holds, which patches fit
+            services.max_state_bytes,
         )
         if adoption is not None:
             restore(self.translator, adoption.replayed)

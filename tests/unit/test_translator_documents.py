@@ -8,15 +8,18 @@ import pytest
 
 from gateway.agents import signals as s
 from gateway.engine import documents
-from gateway.engine.documents import MAX_PATCH_BYTES, MAX_STATE_BYTES
+from gateway.engine.documents import MAX_PATCH_BYTES
 from gateway.engine.translator import SESSION_EVENT, Translator
 from gateway.errors import ErrorCode, GatewayError
 from gateway.protocol import events as e
 from tests.unit.scripted import Harness, ScriptedAgent, body
 
 
+MAX_STATE_BYTES = 1024 * 1024  # the bound these tests give the state (--max-state-bytes)
+
+
 def translator(state: object = documents.UNSET) -> Translator:
-    t = Translator({"threadId": "t", "executionId": "exec-1"}, 0, [], (), state)
+    t = Translator({"threadId": "t", "executionId": "exec-1"}, 0, [], (), state, MAX_STATE_BYTES)
     assert t.translate(s.SessionInfo())[0].name == SESSION_EVENT  # first: what follows is each signal's own
     return t
 
@@ -58,8 +61,8 @@ def test_without_a_known_state_a_delta_needs_a_snapshot_first():
 
 def test_state_patches_and_snapshots_are_bounded():
     t = translator({})
-    assert "past its bound" in refused(t, s.StateSnapshot(snapshot={"big": "x" * MAX_STATE_BYTES}))
-    assert "past its bound" in refused(t, s.StateDelta(patch=[{"op": "add", "path": "/big", "value": "x" * MAX_PATCH_BYTES}]))
+    assert "past the gateway's bound" in refused(t, s.StateSnapshot(snapshot={"big": "x" * MAX_STATE_BYTES}))
+    assert "past the gateway's bound" in refused(t, s.StateDelta(patch=[{"op": "add", "path": "/big", "value": "x" * MAX_PATCH_BYTES}]))
     grow = [{"op": "add", "path": f"/k{i}", "value": "x" * (MAX_PATCH_BYTES // 2)} for i in range(1)]
     for _ in range(2 * MAX_STATE_BYTES // MAX_PATCH_BYTES - 1):
         t.translate(s.StateDelta(patch=[{**grow[0], "path": f"/k{len(t.state)}"}]))
@@ -184,8 +187,11 @@ def test_only_rfc_6902_operations_are_applied():
     ("patch", "said"),
     [
         # Each copy of the root doubles the document: 21 would make it 2 MiB times its size.
-        ([{"op": "copy", "from": "", "path": f"/k{i}"} for i in range(21)], "larger than its bound of 1048576 bytes"),
-        ([{"op": "copy", "from": "/s", "path": f"/c{i}"} for i in range(1000)], "larger than its bound"),
+        (
+            [{"op": "copy", "from": "", "path": f"/k{i}"} for i in range(21)],
+            "larger than the gateway's bound of 1048576 bytes (--max-state-bytes)",
+        ),
+        ([{"op": "copy", "from": "/s", "path": f"/c{i}"} for i in range(1000)], "larger than the gateway's bound"),
         # Copy and remove keep the size level; the work is what grows.
         (
             [op for _ in range(2000) for op in ({"op": "copy", "from": "/s", "path": "/t"}, {"op": "remove", "path": "/t"})],
@@ -212,4 +218,4 @@ def test_a_patch_may_replace_most_of_a_state_near_its_bound():
     assert t.state == {"moved": "a" * 900_000}
     # No document in the middle of a patch may pass the bound either: copying first, then removing, is refused.
     copy_then_remove = [{"op": "copy", "from": "/moved", "path": "/copy"}, {"op": "remove", "path": "/moved"}]
-    assert "larger than its bound" in refused(t, s.StateDelta(patch=copy_then_remove))
+    assert "larger than the gateway's bound" in refused(t, s.StateDelta(patch=copy_then_remove))
