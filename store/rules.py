@@ -68,7 +68,7 @@ def expire_and_reap(state: ThreadState, now: float, live_owner: str | None) -> t
 def _check_binding(state: ThreadState, a: Admission) -> None:
     if state.binding is None:
         return
-    if state.binding.cwd != a.cwd:
+    if a.cwd and state.binding.cwd != a.cwd:  # a plain request names no workspace (""): it never conflicts on one
         raise Rejected(Rejection.THREAD_BINDING_CONFLICT, "forwardedProps.iacCode.cwd")
     if state.binding.user_id != a.user_id:
         raise Rejected(Rejection.THREAD_BINDING_CONFLICT, "forwardedProps.iacCode.userId")

@@ -59,6 +59,11 @@ def test_busy_duplicate_and_conflict_across_replicas(replicas, client):
     worker.join()
     assert holder["r"].terminal.get("outcome") == {"type": "success"}, holder["r"].terminal
     assert post_sse(client, b.url + "/", run_body("next", thread=body["threadId"])).terminal["outcome"]["type"] == "success"
+    # A plain thread binds no workspace: each replica's default one (under its own state directory) serves it.
+    plain = {**run_body("plain", thread="plain-" + body["threadId"]), "forwardedProps": {}}
+    assert post_sse(client, a.url + "/", plain).terminal["outcome"]["type"] == "success"
+    again = {**run_body("again", thread=plain["threadId"]), "forwardedProps": {}}
+    assert post_sse(client, b.url + "/", again).terminal["outcome"]["type"] == "success"
 
 
 def test_cancel_through_another_replica(replicas, client):

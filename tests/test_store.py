@@ -133,6 +133,19 @@ async def test_admission_rules(store):
     assert [e.execution_id for e in second.history] == ["e1"] and second.history[0].status == "completed"
 
 
+async def test_a_request_that_names_no_workspace_never_conflicts_on_one(store):
+    """A plain request binds no workspace (""): replicas with different default workspaces serve one plain thread,
+    and a thread bound before keeps taking plain runs; the caller binding still holds."""
+    first = await store.admit(admission(store, cwd="", user="alice"))
+    await store.finish_run(lease(first), "completed", NO_PROGRESS)
+    second = await store.admit(admission(store, run="r2", cwd="", user="alice", execution="e2"))
+    await store.finish_run(lease(second, run="r2", execution="e2"), "completed", NO_PROGRESS)
+    assert await rejected(store.admit(admission(store, run="r3", cwd="", user="bob", execution="e3"))) is Rejection.THREAD_BINDING_CONFLICT
+    bound = await store.admit(admission(store, thread="t2", cwd="/w", execution="e4"))
+    await store.finish_run(lease(bound, thread="t2", execution="e4"), "completed", NO_PROGRESS)
+    assert (await store.admit(admission(store, thread="t2", run="r2", cwd="", execution="e5"))).execution.execution_id == "e5"
+
+
 async def test_interrupt_then_resume_accepts_and_records_answers(store):
     await interrupt(store)
     assert await rejected(store.admit(admission(store, run="r2", execution="e2"))) is Rejection.RESUME_REQUIRED

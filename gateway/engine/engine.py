@@ -260,7 +260,7 @@ class RunEngine:
             thread_id=key,
             run_id=prepared.run.run_id,
             digest=prepared.digest,
-            cwd=prepared.workspace.cwd,
+            cwd=prepared.binding_cwd,
             user_id=prepared.user_id,
             ros_invocation_id=ext.ros_invocation_id,
             is_resume=prepared.is_resume,

@@ -37,6 +37,11 @@ class PreparedRun(msgspec.Struct):
         return self.run.forwarded_props.iacCode is msgspec.UNSET
 
     @property
+    def binding_cwd(self) -> str:
+        """The workspace the thread is bound to: a plain request's agent is sent none, so it binds none ("")."""
+        return "" if self.plain else self.workspace.cwd
+
+    @property
     def is_resume(self) -> bool:
         return bool(self.run.resume)
 

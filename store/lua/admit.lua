@@ -24,7 +24,8 @@ local function refused(reason, field)
   return refuse(reason, field)
 end
 if not is_null(doc.binding) then
-  if doc.binding.cwd ~= a.cwd then return refused('THREAD_BINDING_CONFLICT', 'forwardedProps.iacCode.cwd') end
+  -- A plain request names no workspace (''): it never conflicts on one.
+  if a.cwd ~= '' and doc.binding.cwd ~= a.cwd then return refused('THREAD_BINDING_CONFLICT', 'forwardedProps.iacCode.cwd') end
   local bound_user = doc.binding.user_id
   if is_null(bound_user) then bound_user = nil end
   local user = a.user_id
