@@ -1,6 +1,6 @@
 """A Pydantic AI agent served by its own AG-UI adapter, for the tests: a FunctionModel (no LLM, no network) streams
-text, calls a backend tool (`lookup`) or a client tool the request declares, and the `count` tool sends the run's
-state back with a snapshot."""
+text, thinks with a signature (`/think`, and `/signed` says which signatures came back), calls a backend tool
+(`lookup`) or a client tool the request declares, and the `count` tool sends the run's state back with a snapshot."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from typing import Any
 from ag_ui.core import EventType, StateSnapshotEvent
 from pydantic import BaseModel
 from pydantic_ai import Agent, RunContext, ToolReturn
-from pydantic_ai.messages import ModelMessage, ModelRequest, ToolReturnPart, UserPromptPart
-from pydantic_ai.models.function import AgentInfo, DeltaToolCall, FunctionModel
+from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, ThinkingPart, ToolReturnPart, UserPromptPart
+from pydantic_ai.models.function import AgentInfo, DeltaThinkingPart, DeltaToolCall, FunctionModel
 from pydantic_ai.ui import StateDeps
 from pydantic_ai.ui.ag_ui import AGUIAdapter
 from starlette.applications import Starlette
@@ -34,7 +34,9 @@ def _last(messages: list[ModelMessage]) -> Any:
     return None
 
 
-async def _stream(messages: list[ModelMessage], info: AgentInfo) -> AsyncIterator[str | dict[int, DeltaToolCall]]:
+async def _stream(
+    messages: list[ModelMessage], info: AgentInfo
+) -> AsyncIterator[str | dict[int, DeltaToolCall] | dict[int, DeltaThinkingPart]]:
     last = _last(messages)
     if isinstance(last, ToolReturnPart):
         yield f"The {last.tool_name} tool said {last.content}"
@@ -44,6 +46,14 @@ async def _stream(messages: list[ModelMessage], info: AgentInfo) -> AsyncIterato
         yield {0: DeltaToolCall(name="lookup", json_args='{"q": "vpc"}', tool_call_id="call-lookup")}
     elif text.startswith("/count"):
         yield {0: DeltaToolCall(name="count", json_args="{}", tool_call_id="call-count")}
+    elif text.startswith("/think"):
+        # Signed thinking (as Anthropic's models send it), then the answer.
+        yield {0: DeltaThinkingPart(content="pondering", signature="sig-visible")}
+        yield "Thought about it."
+    elif text.startswith("/signed"):
+        # The signatures the client sent back with its history: what the next turn of a signed model needs.
+        signatures = [p.signature for m in messages if isinstance(m, ModelResponse) for p in m.parts if isinstance(p, ThinkingPart)]
+        yield f"signatures {signatures}"
     elif text.startswith("/client"):
         yield {0: DeltaToolCall(name="confirm", json_args="{}", tool_call_id="call-confirm")}
     elif text.startswith("/slow"):

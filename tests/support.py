@@ -29,8 +29,9 @@ def free_port() -> int:
 
 class BackgroundServer:
     """An ASGI app (a peer agent for the tests) under uvicorn on a free loopback port, in a background thread;
-    `url` is its AG-UI route, and `dropped` lists the paths of responses whose client went away mid-stream (what
-    the app itself is told: ASGI's `http.disconnect` before its response ended)."""
+    `url` is its AG-UI route, `requests` holds each request's body as the app received it, and `dropped` lists the
+    paths of responses whose client went away mid-stream (what the app itself is told: ASGI's `http.disconnect`
+    before its response ended)."""
 
     def __init__(self, app: Any, path: str) -> None:
         import threading
@@ -40,6 +41,7 @@ class BackgroundServer:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}{path}"
         self.dropped: list[str] = []
+        self.requests: list[bytes] = []  # each request's whole body, as the app received it
         self.server = uvicorn.Server(uvicorn.Config(self._watched(app), host="127.0.0.1", port=self.port, log_level="warning"))
         self.thread = threading.Thread(target=self.server.run, daemon=True)
 
@@ -48,6 +50,7 @@ class BackgroundServer:
             if scope["type"] != "http":
                 return await app(scope, receive, send)
             ended = False
+            body: list[bytes] = []
 
             async def sending(message: Any) -> None:
                 nonlocal ended
@@ -58,6 +61,10 @@ class BackgroundServer:
                 message = await receive()
                 if message["type"] == "http.disconnect" and not ended:
                     self.dropped.append(scope["path"])
+                elif message["type"] == "http.request":
+                    body.append(message.get("body", b""))
+                    if not message.get("more_body", False):
+                        self.requests.append(b"".join(body))
                 return message
 
             return await app(scope, receiving, sending)

@@ -1,6 +1,6 @@
 // Drives the gateway with the reference TypeScript client (@ag-ui/client HttpAgent, or the gateway's
 // WebSocketAgent built on it) and prints a JSON report.
-// Input (argv[2]): {"url", "threadId", "kind"?: "http"|"ws", "token"?, "initialState"?, "steps": [{"message"?,
+// Input (argv[2]): {"url", "threadId", "kind"?: "http"|"ws", "token"?, "initialState"?, "stableIds"?, "steps": [{"message"?,
 // "forwardedProps", "tools"?, "toolResult"?, "answer"?: {"status","payload"?}, "abortAfter"?: <events>}]}
 // Each step is one runAgent call; a step with "answer" resumes every pending interrupt with it; "tools" declares
 // client tools; "toolResult" adds a `tool` message with that content for each tool call the previous run left
@@ -72,7 +72,9 @@ for (const step of config.steps) {
   const events = [];
   const run = { events, error: null };
   if (step.message) {
-    agent.addMessage({ id: `m-${report.runs.length}-${Date.now()}`, role: "user", content: step.message });
+    // "stableIds": the same ids on every drive of the same steps (a differential run compares two of them).
+    const id = config.stableIds ? `m-${report.runs.length}` : `m-${report.runs.length}-${Date.now()}`;
+    agent.addMessage({ id, role: "user", content: step.message });
   }
   if ("toolResult" in step) {
     for (const id of pendingToolCalls) agent.addMessage({ id: `result-${id}`, role: "tool", toolCallId: id, content: step.toolResult });
@@ -124,6 +126,9 @@ report.messages = agent.messages.map((m) => ({
   ...(m.subagentRunId ? { subagentRunId: m.subagentRunId } : {}),
 }));
 report.state = agent.state;
+// The client's whole end state, as its own state machine left it: every message with every field (ids, encrypted
+// values, tool calls), for a differential comparison.
+report.endState = { messages: structuredClone(agent.messages), state: structuredClone(agent.state) };
 // Exit once the report is written (a pipe takes 64 KiB at a time); a WebSocketAgent's shared socket stays open.
 await new Promise((done) => process.stdout.write(JSON.stringify(report), done));
 process.exit(0);

@@ -14,7 +14,6 @@ from gateway.errors import ErrorCode, GatewayError
 from gateway.protocol import events as e
 from tests.unit.scripted import Harness, ScriptedAgent, body
 
-
 MAX_STATE_BYTES = 1024 * 1024  # the bound these tests give the state (--max-state-bytes)
 
 

@@ -1,0 +1,137 @@
+"""Differential: the same @ag-ui/client drives a real agent directly and through the gateway (HttpAgent over SSE, and
+the gateway's WebSocketAgent), and the client's end state must be the same: every message with its fields (roles,
+content, empty ones included, tool calls, tool call ids, encrypted values) and the state. The agents pick their own
+ids (Pydantic AI's are random), so ids are compared by what they point at: each is named by the order in which the
+client's messages first show it, and every reference to it must follow. Every request the gateway sends the agent
+must pass @ag-ui/core 1.0's own RunAgentInput schema, and every event the client got through the gateway its
+EventSchemas."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from typing import Any
+
+import pytest
+
+from tests.support import Gateway
+from tests.test_node_client import NODE_DIR, drive
+
+pytestmark = pytest.mark.node
+CONFIRM = {"name": "confirm", "description": "Ask the user", "parameters": {"type": "object", "properties": {}}}
+ID_FIELDS = ("id", "toolCallId", "parentMessageId")
+
+LANGGRAPH_STEPS = [
+    {"message": "hello graph"},
+    {"message": "/tool"},
+    {"message": "/client", "tools": [CONFIRM]},
+    {"toolResult": "yes", "tools": [CONFIRM]},
+    {"message": "and again"},
+]
+PYDANTIC_STEPS = [
+    {"message": "hello model"},
+    {"message": "/think"},
+    {"message": "/signed"},  # the signature must come back with the history: through the gateway too
+    {"message": "/tool"},
+    {"message": "/count"},
+    {"message": "/client", "tools": [CONFIRM]},
+    {"toolResult": "yes", "tools": [CONFIRM]},
+]
+
+
+@pytest.fixture(scope="module")
+def langgraph_upstream():
+    from tests.langgraph_agent import LangGraphServer
+
+    server = LangGraphServer().start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def pydantic_upstream():
+    from tests.pydantic_agent import PydanticAIServer
+
+    server = PydanticAIServer().start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def agents(langgraph_upstream, pydantic_upstream, tmp_path_factory):
+    """Each agent, directly and behind a gateway of its own."""
+    started = {}
+    for name, upstream in (("langgraph", langgraph_upstream), ("pydantic", pydantic_upstream)):
+        gateway = Gateway(tmp_path_factory.mktemp(name), "--agent", "agui+" + upstream.url).start()
+        started[name] = (upstream, gateway)
+    yield started
+    for _, gateway in started.values():
+        gateway.stop()
+
+
+def canonical(end_state: dict[str, Any]) -> dict[str, Any]:
+    """The end state with each id named by the order the messages first show it (`#1`, `#2`, ...), wherever it
+    stands: a message's id, a tool call's, a tool message's toolCallId, and any string equal to one."""
+    names: dict[str, str] = {}
+
+    def collect(value: Any) -> None:
+        if isinstance(value, dict):
+            for key, item in value.items():
+                if key in ID_FIELDS and isinstance(item, str):
+                    names.setdefault(item, f"#{len(names) + 1}")
+                collect(item)
+        elif isinstance(value, list):
+            for item in value:
+                collect(item)
+
+    def rename(value: Any) -> Any:
+        if isinstance(value, dict):
+            return {key: rename(item) for key, item in value.items()}
+        if isinstance(value, list):
+            return [rename(item) for item in value]
+        return names.get(value, value) if isinstance(value, str) else value
+
+    collect(end_state["messages"])
+    return rename(end_state)
+
+
+def check_schemas(requests: list[Any], events: list[Any], core: str = "1.0") -> None:
+    node = shutil.which("node")
+    assert node and os.path.isdir(os.path.join(NODE_DIR, "node_modules", "ag-ui-core-0059")), "run `npm ci` in tests/node"
+    done = subprocess.run(
+        [node, "check_schemas.mjs"],
+        cwd=NODE_DIR,
+        input=json.dumps({"requests": requests, "events": events, "core": core}),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert result["ok"], result["failures"][:3]
+
+
+@pytest.mark.parametrize("kind", ["http", "ws"])
+@pytest.mark.parametrize(("name", "steps"), [("langgraph", LANGGRAPH_STEPS), ("pydantic", PYDANTIC_STEPS)])
+def test_the_clients_end_state_through_the_gateway_is_the_direct_one(agents, name, steps, kind):
+    upstream, gateway = agents[name]
+    initial = {"turns": 4} if name == "pydantic" else {}
+    direct = drive(upstream.url, steps, stableIds=True, initialState=initial)
+    sent_before = len(upstream.requests)
+    through = drive(gateway.url, steps, kind=kind, stableIds=True, initialState=initial)
+    assert [run["error"] for run in through["runs"]] == [None] * len(steps)
+    assert canonical(through["endState"]) == canonical(direct["endState"])
+    for ours, theirs in zip(through["runs"], direct["runs"], strict=True):
+        assert len(ours["pendingToolCallIds"]) == len(theirs["pendingToolCallIds"])
+        assert ours["pendingInterrupts"] == theirs["pendingInterrupts"]
+    forwarded = [json.loads(body) for body in upstream.requests[sent_before:]]
+    assert len(forwarded) == len(steps)
+    assert all(body.get("protocolVersion") for body in forwarded), "the client's declared version goes on"
+    check_schemas(forwarded, [event for run in through["runs"] for event in run["events"]])
+    if name == "pydantic":
+        signed = next(m for m in through["endState"]["messages"] if m["role"] == "reasoning")
+        assert "sig-visible" in signed.get("encryptedValue", ""), signed
+        said = [m["content"] for m in through["endState"]["messages"] if m["role"] == "assistant" and m.get("content")]
+        assert "signatures ['sig-visible']" in said, said
