@@ -53,6 +53,7 @@ def plain(text: str, **extra: object) -> dict:
         "tools": [],
         "context": [],
         "forwardedProps": {},
+        "protocolVersion": "1.0",  # as @ag-ui/client 1.0 declares it
     }
     return {**body, **extra}
 

@@ -126,7 +126,7 @@ def test_a_cancel_through_the_gateway_reaches_the_agentcore_app(agentcore, agent
 
     thread = f"t-{uuid.uuid4().hex[:8]}"
     body = {"threadId": thread, "runId": "r-cancel", "state": {}, "messages": [{"id": "m", "role": "user", "content": "/slow"}]}
-    stream = open_post(agentcore.url + "/", {**body, "tools": [], "context": [], "forwardedProps": {}})
+    stream = open_post(agentcore.url + "/", {**body, "tools": [], "context": [], "forwardedProps": {}, "protocolVersion": "1.0"})
     head = stream.take(6)
     execution = next(e["value"]["executionId"] for _, e in head if e["type"] == "CUSTOM" and e["name"] == "iac-code.session.v1")
     dropped = len(agentcore_upstream.dropped)  # before the cancel: its answer may come after the upstream saw the close
@@ -168,6 +168,7 @@ def slow_body() -> dict:
         "tools": [],
         "context": [],
         "forwardedProps": {},
+        "protocolVersion": "1.0",
     }
 
 

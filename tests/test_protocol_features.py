@@ -6,6 +6,7 @@ the same streams parsed by ag_ui.core."""
 from __future__ import annotations
 
 import json
+import uuid
 
 import pytest
 
@@ -27,6 +28,7 @@ def plain(text: str, *, state: object = None, tools: list | None = None, message
         "tools": tools or [],
         "context": [],
         "forwardedProps": {},
+        "protocolVersion": "1.0",
     }
 
 
@@ -220,3 +222,33 @@ def test_a_client_that_attaches_mid_plan_gets_the_state_it_missed_exactly_once(g
             state = jsonpatch.apply_patch(state, event["delta"])
     assert [step["status"] for step in state["steps"]] == ["completed"] * 4
     assert events[-1]["type"] == "RUN_FINISHED" and events[-1]["outcome"] == {"type": "success"}
+
+
+def test_a_client_that_declares_no_protocol_version_gets_what_its_older_schema_accepts(gateway, client):
+    """@ag-ui/core 0.0.x (CopilotKit 1.75 ships 0.0.59) declares no protocolVersion, and its schema refuses 1.0's
+    pendingToolCallIds and `cancelled` outcome: a run it starts ends in what it accepts, and its pending tool call is
+    still the call with no result. A client that declares 1.0 gets 1.0's outcomes. Chosen per run, from the input."""
+    from tests.reattach_client import open_post
+    from tests.support import post_sse
+    from tests.test_cancel_and_disconnect import CANCEL
+    from tests.test_differential import check_schemas
+
+    older = {key: value for key, value in plain('/frontend confirm {"really":true}', tools=[CONFIRM]).items() if key != "protocolVersion"}
+    older["threadId"] = f"t-older-{uuid.uuid4().hex[:8]}"
+    called = post_sse(client, gateway.url + "/", older)
+    assert called.terminal["outcome"] == {"type": "success"}, called.terminal
+    assert [event["toolCallName"] for event in called.events if event["type"] == "TOOL_CALL_START"] == ["confirm"]
+    assert not any(event["type"] == "TOOL_CALL_RESULT" for event in called.events), "the call with no result is the pending one"
+    declared = post_sse(client, gateway.url + "/", {**older, "threadId": older["threadId"] + "-1.0", "protocolVersion": "1.0"})
+    assert declared.terminal["outcome"]["pendingToolCallIds"] != []
+
+    thread = f"t-older-{uuid.uuid4().hex[:8]}"
+    slow = {**older, "threadId": thread, "runId": "r-stop", "tools": [], "messages": [{"id": "m", "role": "user", "content": "/slow 5"}]}
+    stream = open_post(gateway.url + "/", slow)
+    head = stream.take(3)
+    execution = next(e["value"]["executionId"] for _, e in head if e["type"] == "CUSTOM" and e["name"] == "iac-code.session.v1")
+    cancel = client.post(gateway.url + CANCEL.format(execution), json={"threadId": thread, "rosInvocationId": f"thread:{thread}"})
+    assert cancel.status_code == 200, cancel.text
+    stopped = [event for _, event in [*head, *stream.rest()]]
+    assert stopped[-1]["type"] == "RUN_FINISHED" and "outcome" not in stopped[-1], stopped[-1]
+    check_schemas([], [*called.events, *stopped], core="0.0.59")

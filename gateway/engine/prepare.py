@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import msgspec
@@ -24,6 +25,9 @@ class PreparedRun(msgspec.Struct):
     transport: str = "sse"  # which transport carries the run: a metrics label (sse, invocations, ws)
     grace_seconds: float = 0.0  # reattach grace window the client asked for (the engine caps it)
     as_sent: AsSent | None = None  # a plain request's messages, forwardedProps and protocolVersion as sent, for its backend
+    # The client reads AG-UI 1.0's outcomes (`pendingToolCallIds`, `cancelled`): a plain request that declared
+    # protocolVersion 1.0 or newer, or one with the iacCode extension, whose contract is 1.0. Fixed per run.
+    speaks_1_0: bool = True
 
     @property
     def user_id(self) -> str | None:
@@ -83,4 +87,19 @@ def prepare(
         exc.language = language
         raise
     as_sent = decode_as_sent(body) if run.forwarded_props.iacCode is msgspec.UNSET else None
-    return PreparedRun(run, workspace, request_digest(body), text, images, language, runtime_session_id, transport, as_sent=as_sent)
+    speaks = as_sent is None or declares_1_0(as_sent.protocolVersion)
+    return PreparedRun(
+        run, workspace, request_digest(body), text, images, language, runtime_session_id, transport, as_sent=as_sent, speaks_1_0=speaks
+    )
+
+
+_VERSION = re.compile(r"(\d+)\.(\d+)")
+
+
+def declares_1_0(version: str | msgspec.UnsetType) -> bool:
+    """A `protocolVersion` of 1.0 or newer; none is a client from before the protocol carried a version (@ag-ui/core
+    0.0.x, as CopilotKit 1.75 ships it), whose schema refuses 1.0's `pendingToolCallIds` and `cancelled` outcome."""
+    if not isinstance(version, str):
+        return False
+    match = _VERSION.fullmatch(version)
+    return match is None or (int(match[1]), int(match[2])) >= (1, 0)

@@ -108,11 +108,13 @@ def _closing(run: Run) -> list[e.Event]:
 
 def _terminal_events(run: Run, outcome: Outcome) -> list[e.Event]:
     thread_id, run_id = run.thread_id, run.lease.run_id
+    speaks_1_0 = run.prepared.speaks_1_0  # an older client's schema refuses pendingToolCallIds and `cancelled`
     if isinstance(outcome, Completed):
+        pending = list(outcome.pending_tool_call_ids) if speaks_1_0 else None  # it reads calls with no result instead
         finished = e.RunFinished(
             thread_id=thread_id,
             run_id=run_id,
-            outcome=e.SuccessOutcome(pending_tool_call_ids=list(outcome.pending_tool_call_ids) or None),
+            outcome=e.SuccessOutcome(pending_tool_call_ids=pending or None),
             result=outcome.result,
             usage=run.translator.usage_entries(),
         )
@@ -125,7 +127,8 @@ def _terminal_events(run: Run, outcome: Outcome) -> list[e.Event]:
         ]
     if isinstance(outcome, Failed):
         return [*_session(run), _error_event(run, outcome.error)]
-    return [*_closing(run), e.RunFinished(thread_id=thread_id, run_id=run_id, outcome=e.CancelledOutcome())]
+    cancelled = e.CancelledOutcome() if speaks_1_0 else None  # a bare RUN_FINISHED: the run ended, nothing pending
+    return [*_closing(run), e.RunFinished(thread_id=thread_id, run_id=run_id, outcome=cancelled)]
 
 
 def _error_event(run: Run, error: GatewayError) -> e.RunError:
