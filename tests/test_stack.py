@@ -40,8 +40,9 @@ def stack():
 
 
 def plain(text: str | None, **fields: Any) -> dict[str, Any]:
-    """A plain AG-UI request (no iac-code extension): it runs in the image's default workspace."""
-    return run_body(text, forwardedProps={}, **fields)
+    """A plain AG-UI request (no iac-code extension), as @ag-ui/client 1.0 sends it: it runs in the image's default
+    workspace."""
+    return run_body(text, forwardedProps={}, protocolVersion="1.0", **fields)
 
 
 def headers(stack: Stack, request_id: str | None = None) -> dict[str, str]:

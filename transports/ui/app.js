@@ -142,6 +142,7 @@ function runInput(text, resume, messageId) {
       tools: clientTools ? CLIENT_TOOLS : [],
       context: [],
       forwardedProps: {},
+      protocolVersion: "1.0", // the page reads AG-UI 1.0's outcomes (pendingToolCallIds, cancelled)
       ...(resume ? { resume } : {}),
     };
   }
