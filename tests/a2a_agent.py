@@ -537,6 +537,7 @@ class A2AAgentServer:
         self.rpc_methods: list[str] = []
         self.requests: list[dict[str, Any]] = []  # every JSON-RPC request body, as sent
         self.traceparents: list[str] = []  # the W3C traceparent of each JSON-RPC request
+        self.rpc_headers: list[dict[str, str]] = []  # the A2A-Version and Authorization of each JSON-RPC request
         handler = self.handler = RaisingHandler(agent_executor=self.agent, task_store=self.task_store, agent_card=card)
         # absent (plain 404), ready, missing (404 JSON), retryable (409 nested, once), backup (409 SESSION_BACKUP_NOT_READY,
         # once), unavailable (503, once)

@@ -60,7 +60,9 @@ class RuntimeWire:
         body = json.loads(raw or b"{}")
         method = body.get("method", "")
         self.server.rpc_methods.append(method)
-        self.server.traceparents.append(dict(scope["headers"]).get(b"traceparent", b"").decode())
+        headers = dict(scope["headers"])
+        self.server.traceparents.append(headers.get(b"traceparent", b"").decode())
+        self.server.rpc_headers.append({name: headers.get(name.encode(), b"").decode() for name in ("a2a-version", "authorization")})
         self.server.requests.append(body)
         message = (body.get("params") or {}).get("message") or {}
         text = "".join(p.get("text", "") for p in message.get("parts", []))

@@ -91,7 +91,12 @@ def test_a_plain_request_with_client_tools_is_refused_naming_the_agent(agent, cl
 
 def test_plain_text_agent(gateway_a2a, agent, client):
     body = run_body("plain")
+    calls_before = len(agent.rpc_headers)
     result = post_sse(client, gateway_a2a.url + "/", body)
+    # What the agent received (the wire, not the client's defaults): every JSON-RPC call of the run carried the A2A
+    # version and the operator's token.
+    received = agent.rpc_headers[calls_before:]
+    assert received and all(h == {"a2a-version": "1.0", "authorization": "Bearer agent-secret-token"} for h in received), received
     assert_well_formed_run(result.events)
     assert text_of(result) == "Hello from A2A" and result.terminal["outcome"] == {"type": "success"}
     assert len(result.of("TEXT_MESSAGE_START")) == 1, "deltas of one agent message form one AG-UI message"

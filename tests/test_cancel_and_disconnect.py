@@ -132,6 +132,10 @@ def test_client_disconnect_cancels_the_backend_task(gateway, client):
         time.sleep(0.1)
     state = thread_state(gateway.state_dir, body["threadId"])
     assert state["history"][0]["status"] == "cancelled"
+    # The backend's task ended with the run, long before /slow 30 would: the run's own line says how long it lasted.
+    ended = [line for line in gateway.logs().splitlines() if "run ended" in line and f"run={body['runId']} " in line]
+    assert len(ended) == 1 and "outcome=disconnected" in ended[0], ended
+    assert float(ended[0].split("seconds=")[1].split()[0]) < 10, ended[0]
 
 
 def test_disconnect_after_an_interrupt_keeps_the_durable_state(gateway, client):

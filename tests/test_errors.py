@@ -87,9 +87,23 @@ def expect_error(client, url, body, code, status, *, field=None, headers=None, r
 def test_invalid_input_names_the_field(gateway, client, mutate, field):
     body = run_body("hi")
     mutate(body)
+    before = threads_held(gateway.state_dir)
     expect_error(client, gateway.url, body, "INVALID_INPUT", 400, field=field)
-    # Nothing was left behind for a rejected request.
-    assert thread_state(gateway.state_dir, body.get("threadId") or "x") is None
+    # Nothing was left behind for a rejected request: no thread of its id, nor of any other (a body whose threadId is
+    # the wrong field has no id to look up).
+    if isinstance(body.get("threadId"), str):
+        assert thread_state(gateway.state_dir, body["threadId"]) is None
+    assert threads_held(gateway.state_dir) == before
+
+
+def threads_held(state_dir: str) -> int:
+    """How many threads the file store's journal holds on disk."""
+    import os
+
+    from store.journal import scan
+
+    with open(os.path.join(state_dir, "threads.journal"), "rb") as handle:
+        return len(scan(handle.read()).slots)
 
 
 def _image(value: str, mime: str = "image/png") -> dict:

@@ -102,14 +102,17 @@ def assert_stopped(stream: Stamped) -> None:
     assert end is not None and end["type"] == "RUN_ERROR" and end["code"] in STOPPED, end
 
 
-def assert_no_unrecorded_success(server: RedisServer, *streams: Stamped) -> None:
-    """A client that heard success speaks of an execution the store holds as completed."""
+def assert_store_agrees(server: RedisServer, *streams: Stamped) -> None:
+    """What the client heard is what the store holds: its execution is recorded completed if, and only if, the client
+    heard success (a stopped run's client heard an error: the store must not hold a success it was never told)."""
     held = recorded(server)
     for stream in streams:
         end = stream.terminal()
-        if end is not None and end["type"] == "RUN_FINISHED" and end["outcome"]["type"] == "success":
-            for execution in executions(stream):
-                assert held.get(execution) == "completed", (execution, held)
+        succeeded = end is not None and end["type"] == "RUN_FINISHED" and end.get("outcome", {}).get("type") == "success"
+        heard = executions(stream)
+        assert heard, "the client was told its execution"
+        for execution in heard:
+            assert (held.get(execution) == "completed") == succeeded, (execution, held, end)
 
 
 @pytest.fixture
@@ -154,7 +157,7 @@ def test_a_replica_cut_off_from_redis_stops_streaming_before_another_takes_the_t
     assert_stopped(cut_off)
     split.proxy.release()
     time.sleep(1)
-    assert_no_unrecorded_success(split.server, cut_off)
+    assert_store_agrees(split.server, cut_off)
 
 
 def test_a_run_that_ends_during_a_partition_never_reports_success_the_store_does_not_hold(split):
@@ -167,7 +170,7 @@ def test_a_run_that_ends_during_a_partition_never_reports_success_the_store_does
     assert_stopped(cut_off)
     split.proxy.release()
     time.sleep(1)
-    assert_no_unrecorded_success(split.server, cut_off)
+    assert_store_agrees(split.server, cut_off)
 
 
 def test_an_owner_paused_past_its_lease_streams_nothing_once_awake(split):
@@ -183,7 +186,7 @@ def test_an_owner_paused_past_its_lease_streams_nothing_once_awake(split):
     paused.wait(20)
     assert_silent_since(paused, admitted, "the woken owner")
     assert_stopped(paused)
-    assert_no_unrecorded_success(split.server, paused)
+    assert_store_agrees(split.server, paused)
 
 
 agent = pytest.fixture(scope="module", name="agent")(live_agent)

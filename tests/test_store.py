@@ -232,6 +232,17 @@ async def test_retention_removes_old_state(backend, store):
     if isinstance(store, RedisStore):
         ttl = await store.client.pttl(thread_key("t1"))
         assert 0 < ttl <= 3600 * 1000, "every Redis key carries the retention as its TTL"
+        # And Redis removes it when the retention is up: a store whose retention is 0.3 s.
+        short = RedisStore(backend.redis_url, retention_seconds=0.3)
+        backend.opened.append(short)
+        ended = await short.admit(admission(short, thread="t-short"))
+        await short.finish_run(lease(ended, thread="t-short"), "completed", NO_PROGRESS)
+        deadline = asyncio.get_running_loop().time() + 10
+        while await short.client.exists(thread_key("t-short")):
+            assert asyncio.get_running_loop().time() < deadline, "Redis removed the thread at its retention"
+            await asyncio.sleep(0.05)
+        fresh = await short.admit(admission(short, thread="t-short", run="r1", execution="e9"))
+        assert fresh.history == [], "the old thread state is gone (run ids forgotten)"
         return
     await backend.advance(3601)
     assert await store.purge_expired() == 1

@@ -28,6 +28,7 @@ from tests.support import (
     parse_sse,
     post_sse,
     run_body,
+    thread_state,
 )
 from tests.unit.clock import FakeClock
 
@@ -174,19 +175,21 @@ async def test_thread_busy_holds_across_sse_and_websocket(gateway):
 
 
 async def test_disconnect_cancels_the_run(gateway):
+    """The socket closes mid-run: the execution is recorded cancelled (not left running for its 30 s), and the
+    thread takes its next run."""
     body = run_body("/slow 30")
     async with websockets.connect(ws_url(gateway)) as ws:
         await ws.send(json.dumps(body))
         while (await recv_event(ws))["type"] != "TEXT_MESSAGE_CONTENT":
             pass
     deadline = time.monotonic() + 5
+    while (thread_state(gateway.state_dir, body["threadId"]) or {}).get("active") is not None:
+        assert time.monotonic() < deadline, "the run ended well before its 30 s"
+        await asyncio.sleep(0.05)
+    assert thread_state(gateway.state_dir, body["threadId"])["history"][0]["status"] == "cancelled"
     async with httpx.AsyncClient() as http:
-        while True:
-            response = await http.post(gateway.url + "/", json=run_body("free?", thread=body["threadId"]))
-            if response.status_code == 200:
-                break
-            assert time.monotonic() < deadline
-            await asyncio.sleep(0.1)
+        response = await http.post(gateway.url + "/", json=run_body("free?", thread=body["threadId"]))
+        assert response.status_code == 200
 
 
 MUX = ["agui-mux.v1"]

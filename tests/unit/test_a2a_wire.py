@@ -76,7 +76,8 @@ PERMISSION = {
 
 
 # -- §1 library, transport, auth --------------------------------------------------------------------------
-def test_s1_every_call_sends_a2a_version_and_the_bearer_token():
+def test_s1_the_client_is_made_with_the_a2a_version_and_the_bearer_token():
+    """Its defaults; what the real agent receives on every call is checked end to end (test_a2a: the plain text agent)."""
     client = A2AClient("http://127.0.0.1:1/", "tok")
     assert client.http.headers["A2A-Version"] == "1.0" and client.http.headers["Authorization"] == "Bearer tok"
 
