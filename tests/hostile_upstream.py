@@ -59,6 +59,13 @@ SCRIPTS: dict[str, Script] = {
         record({"type": "STATE_DELTA", "delta": [{"op": "copy", "from": "", "path": f"/k{i}"} for i in range(25)]}),
         _finished(b),
     ],
+    # The 900-byte patch: 21 copies of the root (the benchmark's, which a gateway without the bound survives).
+    "doubling-21": lambda b: [
+        _started(b),
+        record({"type": "STATE_SNAPSHOT", "snapshot": {"seed": "x" * 64}}),
+        record({"type": "STATE_DELTA", "delta": [{"op": "copy", "from": "", "path": f"/k{i}"} for i in range(21)]}),
+        _finished(b),
+    ],
     # 1,000 copies of a 900 KB string.
     "copies": lambda b: [
         _started(b),
