@@ -3,7 +3,9 @@ the slowest `/health` answer while it ran (polled every 50 ms) and the process's
 same against another checkout's gateway, side by side in one run.
 
 Usage: python -m bench.hostile_agents [--baseline DIR] [--scripts doubling,usage,...] [--endless 30]
-`--endless N` adds N endless runs at once (each cut, or read, until it ends) and reports the peak RSS. A baseline
+`--endless N` adds N endless runs at once (each cut by the live runs' budget, SERVICE_QUOTA_EXCEEDED, or read to the
+end of the upstream's 100 MiB) and reports the peak RSS growth; the gateways take AGUI_GATEWAY_* variables from the
+environment (AGUI_GATEWAY_MAX_LIVE_RUN_BYTES for another budget). A baseline
 without the bounds may take the replica's memory or hang on a script: each run is given 120 s.
 """
 
@@ -121,7 +123,7 @@ def main() -> None:
                         def endless(url: str = url) -> str:
                             with ThreadPoolExecutor(args.endless) as pool:
                                 ends = list(pool.map(lambda _: terminal_of(url, "endless"), range(args.endless)))
-                            return f"{sum(e.startswith('RUN_ERROR') for e in ends)}/{len(ends)} cut"
+                            return f"{sum(e.endswith('SERVICE_QUOTA_EXCEEDED') for e in ends)}/{len(ends)} cut"
 
                         end, worst, grown = measure(url, proc.pid, endless)
                         cells.append(f"{end[:24]:>24} {worst * 1000:7.0f} ms {grown / 2**20:6.0f} MiB")

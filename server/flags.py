@@ -121,7 +121,7 @@ FLAGS: tuple[Flag, ...] = (
     ),
     Flag(
         "--max-live-run-bytes",
-        "536870912",
+        "134217728",
         "memory budget of the live runs' event rings on this replica: while they hold it new runs get 429 "
         "SERVICE_QUOTA_EXCEEDED, past it the runs over their share are cut (0 = no budget)",
         integer("--max-live-run-bytes", 0),
