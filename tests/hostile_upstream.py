@@ -34,6 +34,13 @@ def _interrupts(body: dict[str, Any], *ids: str) -> list[bytes]:
     return [_started(body), _finished(body, outcome=outcome)]
 
 
+def _root_copies(body: dict[str, Any], copies: int) -> list[bytes]:
+    """A state, then one patch of `copies` copies of its root: each doubles it."""
+    patch = [{"op": "copy", "from": "", "path": f"/k{i}"} for i in range(copies)]
+    snapshot = record({"type": "STATE_SNAPSHOT", "snapshot": {"seed": "x" * 64}})
+    return [_started(body), snapshot, record({"type": "STATE_DELTA", "delta": patch}), _finished(body)]
+
+
 def _endless(body: dict[str, Any]) -> Iterator[bytes]:
     """Text without end, as far as the gateway reads it: 100,000 deltas of 1 KiB (100 MiB) at most."""
     yield _started(body)
@@ -52,20 +59,10 @@ SCRIPTS: dict[str, Script] = {
         record({"type": "TEXT_MESSAGE_END", "messageId": "m"}),
         _finished(b),
     ],
-    # 25 copies of the root: each doubles the state (900 bytes of patch, 2^25 times the document).
-    "doubling": lambda b: [
-        _started(b),
-        record({"type": "STATE_SNAPSHOT", "snapshot": {"seed": "x" * 64}}),
-        record({"type": "STATE_DELTA", "delta": [{"op": "copy", "from": "", "path": f"/k{i}"} for i in range(25)]}),
-        _finished(b),
-    ],
+    # 25 copies of the root: each doubles the state (2^25 times the document).
+    "doubling": lambda b: _root_copies(b, 25),
     # The issue's 900-byte patch: 21 copies of the root (the benchmark's, which a gateway without the bound survives).
-    "doubling-21": lambda b: [
-        _started(b),
-        record({"type": "STATE_SNAPSHOT", "snapshot": {"seed": "x" * 64}}),
-        record({"type": "STATE_DELTA", "delta": [{"op": "copy", "from": "", "path": f"/k{i}"} for i in range(21)]}),
-        _finished(b),
-    ],
+    "doubling-21": lambda b: _root_copies(b, 21),
     # 1,000 copies of a 900 KB string.
     "copies": lambda b: [
         _started(b),
