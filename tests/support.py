@@ -259,10 +259,12 @@ PAYLOAD_FIELDS = frozenset({"snapshot", "delta", "patch", "event", "value", "mes
 
 
 def assert_no_nulls(value: Any, path: str = "$") -> None:
+    """No field of the gateway's is sent as null; an agent's `rawEvent` is its own, passed on as it sent it."""
     if isinstance(value, dict):
         for key, item in value.items():
             assert item is not None, f"null at {path}.{key}"
-            assert_no_nulls(item, f"{path}.{key}")
+            if key != "rawEvent":
+                assert_no_nulls(item, f"{path}.{key}")
     elif isinstance(value, list):
         for index, item in enumerate(value):
             assert_no_nulls(item, f"{path}[{index}]")

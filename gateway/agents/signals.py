@@ -243,6 +243,16 @@ class Failed(Signal):
     as_sent: bool = False
 
 
+class Stamped(Signal):
+    """`signal`, read from an AG-UI agent's event that carried a `timestamp` or `rawEvent`: the event the signal
+    becomes carries them on. A wrapper, so that the signals of every other backend, and their hot path, stay as they
+    were. Never a terminal signal (the run's end is the gateway's own)."""
+
+    signal: Signal
+    timestamp: int | float | None = None
+    raw_event: Any = None
+
+
 TERMINAL_SIGNALS = (InputRequired, Completed, Failed)
 
 # What a backend's stream yields at each step: a signal, or a list of the signals it had ready at once (the events

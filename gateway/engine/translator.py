@@ -210,6 +210,13 @@ class Translator:
             raise refused(f"the backend sent a signal the gateway does not know ({type(signal).__name__})")
         handler(self, signal, out)
 
+    def _stamped(self, signal: s.Stamped, out: list[e.Event]) -> None:
+        """The wrapped signal's events; the agent's own timestamp and raw event go on the last (the one it became)."""
+        mark = len(out)
+        self._translate(signal.signal, out)
+        if len(out) > mark:
+            out[-1].timestamp, out[-1].raw_event = signal.timestamp, signal.raw_event
+
     def _text(self, signal: s.TextDelta, out: list[e.Event]) -> None:
         text = signal.text
         if not text:
@@ -477,6 +484,7 @@ class Translator:
 
 
 _HANDLERS: dict[type[s.Signal], Callable[[Translator, Any, list[e.Event]], None]] = {
+    s.Stamped: Translator._stamped,
     s.TextStart: Translator._text_start,
     s.TextDelta: Translator._text,
     s.TextEnd: Translator._text_end,

@@ -14,6 +14,8 @@ class Event(Struct, tag_field="type", rename="camel", omit_defaults=True, kw_onl
 
     metadata: dict[str, Any] | None = None
     subagent_run_id: str | None = None  # the sub-agent an event belongs to (AG-UI 1.0)
+    timestamp: int | float | None = None  # an agent's own, passed on as it sent it
+    raw_event: Any = None  # likewise: the event in the agent's own terms
 
 
 class RunStarted(Event, tag="RUN_STARTED"):

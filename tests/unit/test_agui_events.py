@@ -133,3 +133,14 @@ async def test_an_in_process_agent_that_raises_ends_its_run_with_its_words():
 
     signals = [signal async for signal in AguiInProcessBackend(Broken()).run(request(plain=True))]
     assert signals == [s.Failed(message="The agent failed: RuntimeError: the graph fell over", code="AGENT_ERROR", as_sent=True)]
+
+
+def test_an_events_timestamp_and_raw_event_stay_with_its_signal():
+    reader = started()
+    reader.read({"type": "TEXT_MESSAGE_START", "messageId": "m", "role": "assistant"})
+    [delta] = reader.read({"type": "TEXT_MESSAGE_CONTENT", "messageId": "m", "delta": "hi", "timestamp": 17, "rawEvent": {"k": 1}})
+    assert delta == s.Stamped(signal=s.TextDelta(text="hi", message_id="m"), timestamp=17, raw_event={"k": 1})
+    [plain] = reader.read({"type": "TEXT_MESSAGE_CONTENT", "messageId": "m", "delta": "yo"})
+    assert plain == s.TextDelta(text="yo", message_id="m")
+    [end] = reader.read({"type": "RUN_FINISHED", "threadId": "t", "runId": "r", "timestamp": 18})
+    assert end == s.Completed(), "the run's end is the gateway's own: never wrapped"

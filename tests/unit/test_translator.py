@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
@@ -243,3 +244,23 @@ def test_reasoning_without_ids_still_gets_ids_of_ours():
         "ReasoningMessageContent",
     ]
     assert [type(e).__name__ for e in t.translate(s.TextDelta(text="b"))][:2] == ["ReasoningMessageEnd", "ReasoningEnd"]
+
+
+def test_an_agents_timestamp_and_raw_event_go_on_with_the_event_the_signal_became():
+    t = translator()
+    t.translate(s.SessionInfo())
+    t.translate(s.TextDelta(text="a", message_id="m"))  # the message is open: its next deltas take the fast path
+    stamped = s.Stamped(signal=s.TextDelta(text="b", message_id="m"), timestamp=1765000000123, raw_event={"provider": "x"})
+    out: list[bytes] = []
+    t.translate_into(stamped, out)
+    [event] = [json.loads(item) for item in out]
+    assert (event["type"], event["timestamp"], event["rawEvent"]) == ("TEXT_MESSAGE_CONTENT", 1765000000123, {"provider": "x"})
+    [result] = [
+        e
+        for e in t.translate(s.Stamped(signal=s.ToolResult(tool_call_id="c", content="ok", message_id="r"), timestamp=5))
+        if type(e).__name__ == "ToolCallResult"
+    ]
+    assert result.timestamp == 5
+    plain: list[bytes] = []
+    t.translate_into(s.TextDelta(text="c", message_id="n"), plain)
+    assert all(b"timestamp" not in item and b"rawEvent" not in item for item in plain), "none where the agent gave none"

@@ -72,7 +72,13 @@ class EventReader:
         handler = _HANDLERS.get(kind)
         if handler is None:
             raise UpstreamViolation(f"an event type AG-UI 1.0 does not define ({kind[:60]!r})")
-        return handler(self, event)
+        signals = handler(self, event)
+        stamp, raw = event.get("timestamp"), event.get("rawEvent")
+        if signals and (stamp is not None or raw is not None) and not isinstance(signals[-1], s.TERMINAL_SIGNALS):
+            # Kept on the signal the event became (its last), for the event that signal becomes.
+            stamp = stamp if isinstance(stamp, (int, float)) and not isinstance(stamp, bool) else None
+            signals[-1] = s.Stamped(signal=signals[-1], timestamp=stamp, raw_event=raw)
+        return signals
 
     def _started(self, event: dict[str, Any]) -> list[s.Signal]:
         if self.started:
