@@ -29,7 +29,7 @@ class LiveBytes:
 
     @property
     def full(self) -> bool:
-        """New runs wait for room: the live runs hold the whole budget."""
+        """New runs are refused (429 SERVICE_QUOTA_EXCEEDED): the live runs hold the whole budget."""
         return 0 < self.limit <= self.used
 
     def over_share(self, held: int) -> bool:
