@@ -2,7 +2,7 @@
 sent: a patch applies to the document as the client holds it or the run fails, and every document is bounded.
 
 Patches are applied to a copy under a budget (`patching`): one that fails half way leaves the document as it was, and
-one that would grow the document past its bound, or cost more than MAX_PATCH_WORK bytes of work, is refused before
+one that would grow the document past its bound, or cost more than `patch_work` bytes of work, is refused before
 that work is done."""
 
 from __future__ import annotations
@@ -19,9 +19,7 @@ from gateway.errors import ErrorCode, GatewayError
 MAX_STATE_BYTES = 8 * 1024 * 1024
 MAX_ACTIVITY_BYTES = 1024 * 1024  # one activity's content, after each snapshot or patch
 MAX_PATCH_BYTES = 256 * 1024  # one STATE_DELTA or ACTIVITY_DELTA patch
-MAX_SNAPSHOT_BYTES = (
-    4 * 1024 * 1024
-)  # one activity snapshot, RAW event or CUSTOM value  # one MESSAGES_SNAPSHOT, one RAW or CUSTOM value, one activity
+MAX_SNAPSHOT_BYTES = 4 * 1024 * 1024  # one activity snapshot, RAW event or CUSTOM value
 UNSET: Any = msgspec.UNSET  # no state known yet (a request with the iacCode extension): a patch needs a snapshot first
 
 
