@@ -12,6 +12,7 @@ without the bounds may take the replica's memory or hang on a script: each run i
 from __future__ import annotations
 
 import argparse
+import json
 import tempfile
 import threading
 import time
@@ -42,20 +43,17 @@ def terminal_of(url: str, text: str) -> str:
         "forwardedProps": {},
         "protocolVersion": "1.0",
     }
-    last = b""
+    last: dict = {}
     try:
         with httpx.stream("POST", url + "/", json=body, timeout=120) as response:
             for line in response.iter_lines():
                 if line.startswith("data:"):
-                    last = line.encode()
+                    last = json.loads(line[5:])
     except httpx.HTTPError as exc:
-        return f"{type(exc).__name__}"
-    text_of_last = last.decode()
-    for code in ('"RUN_ERROR"', '"RUN_FINISHED"'):
-        if code in text_of_last:
-            error = text_of_last.split('"code":"', 1)[1].split('"', 1)[0] if '"code":"' in text_of_last else ""
-            return code.strip('"') + (f" {error}" if error else "")
-    return "no terminal event"
+        return type(exc).__name__
+    if last.get("type") not in ("RUN_ERROR", "RUN_FINISHED"):
+        return "no terminal event"
+    return " ".join(filter(None, (last["type"], last.get("code"))))
 
 
 def measure(url: str, pid: int, work) -> tuple[str, float, int]:

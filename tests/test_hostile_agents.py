@@ -14,7 +14,7 @@ import httpx
 import pytest
 
 from tests.hostile_upstream import HostileUpstream
-from tests.support import Gateway, post_sse
+from tests.support import Gateway, SseResult, post_sse
 
 # A frozen loop showed /health 5.8-10.4 s late and the process 0.8 GB larger. The margins hold on a loaded 2-core
 # machine and still tell a freeze from noise.
@@ -80,6 +80,11 @@ class HealthWatch:
 
 
 def run(gateway: Gateway, text: str, thread_id: str | None = None) -> dict:
+    """The terminal event of a plain run of the script `text`."""
+    return run_whole(gateway, text, thread_id).terminal
+
+
+def run_whole(gateway: Gateway, text: str, thread_id: str | None = None) -> SseResult:
     body = {
         "threadId": thread_id or f"t-{uuid.uuid4().hex[:10]}",
         "runId": f"r-{uuid.uuid4().hex[:8]}",
@@ -91,8 +96,8 @@ def run(gateway: Gateway, text: str, thread_id: str | None = None) -> dict:
     }
     with httpx.Client() as client:
         result = post_sse(client, gateway.url + "/", body)
-    assert result.status == 200, result.body[:300]
-    return result.terminal
+    assert result.status == 200, result.raw[:300]
+    return result
 
 
 @pytest.mark.parametrize(
@@ -123,17 +128,7 @@ def test_a_hostile_event_ends_its_run_and_the_replica_keeps_serving(gateway, scr
 
 def test_a_state_of_a_long_conversation_passes_within_the_state_bound(gateway):
     """3 MiB of state (a LangGraph graph's messages past 1 MiB of history): what works directly works here too."""
-    with httpx.Client() as client:
-        body = {
-            "threadId": f"t-{uuid.uuid4().hex[:10]}",
-            "runId": f"r-{uuid.uuid4().hex[:8]}",
-            "state": {},
-            "messages": [{"id": "m-1", "role": "user", "content": "big-state"}],
-            "tools": [],
-            "context": [],
-            "forwardedProps": {},
-        }
-        result = post_sse(client, gateway.url + "/", body)
+    result = run_whole(gateway, "big-state")
     assert result.terminal["type"] == "RUN_FINISHED", result.terminal
     [snapshot] = [event for event in result.events if event["type"] == "STATE_SNAPSHOT"]
     assert len(snapshot["snapshot"]["messages"]) == 3000
