@@ -5,7 +5,8 @@
   and a new connection that sends nothing at all for `header_timeout` seconds is closed (a silent socket must not
   hold a descriptor for ever); both kept by the loop's shared deadlines, transports/deadlines.py: no timer each.
 - Send deadline: a connection whose send buffer stays full (the client drains nothing below the low-water
-  mark) for `send_timeout` seconds is aborted; its run sees its client gone (a disconnect).
+  mark) for `send_timeout` seconds is reset (what the kernel still holds for it is discarded, not sent); its run
+  sees its client gone (a disconnect).
 - Connections per client address: past `max_per_client` open connections from one address, 429.
 - Lingering close: refusals, and any close while the client is still sending a body (e.g. after a 413),
   half-close the connection and drain what the client still sends (up to DRAIN_BYTES, for DRAIN_SECONDS)
@@ -20,6 +21,9 @@ WebSocket hand-over, the per-request event); server/ws_protocol.py's socket rele
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import socket
+import struct
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
@@ -30,6 +34,8 @@ from server.awake import Awake
 from transports.deadlines import deadlines
 from transports.lean import Flag
 from transports.sse_response import LOST_HOOK
+
+LINGER_RESET = struct.pack("ii", 1, 0)  # SO_LINGER on, zero seconds: close() sends RST and drops unsent data
 
 # Where a request stands, for parsers that keep no such state (httptools): awaiting one, its head arriving, its
 # body arriving, or read whole with the response still owed.
@@ -89,7 +95,17 @@ class SendDeadline:
 
     def _send_expired(self) -> None:
         self._send_timer = None
+        reset(self.transport)
         self.transport.abort()  # connection_lost follows: the app sees its client gone
+
+
+def reset(transport: asyncio.BaseTransport) -> None:
+    """Make the next close a reset: a plain close would leave the kernel's send buffer (megabytes on loopback) to
+    trickle out to a client that does not read, for minutes, after the gateway has let the connection go."""
+    sock = transport.get_extra_info("socket")
+    if sock is not None:
+        with contextlib.suppress(OSError):
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, LINGER_RESET)
 
 
 _DEFERRED = b""  # the state of a write deferred before it is made (a real write is never empty)

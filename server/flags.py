@@ -238,7 +238,7 @@ FLAGS: tuple[Flag, ...] = (
     Flag(
         "--send-timeout-seconds",
         "30",
-        "a client whose connection drains nothing for this long is disconnected and its run treated as a disconnect: the "
+        "a client whose connection drains nothing for this long is reset (what the kernel still holds for it is dropped) and its run treated as a disconnect: the "
         "backend is cancelled, the thread freed (0 = never)",
         seconds("--send-timeout-seconds", low=0),
     ),

@@ -52,6 +52,13 @@ class SseStream:
         self.response.close()
         self.http.close()
 
+    def take_then_drop(self, count: int) -> list[Positioned]:
+        """Read `count` events, then cut the connection mid-run (what a lost network does to a client)."""
+        head = self.take(count)
+        self.drop()
+        assert self.response.is_closed
+        return head
+
 
 def open_post(url: str, body: dict, headers: dict[str, str] | None = None) -> SseStream:
     http = httpx.Client(timeout=60)
@@ -103,6 +110,11 @@ def assert_exactly_once(parts: list[list[Positioned]]) -> list[dict[str, Any]]:
     positions = [position for position, _ in positioned]
     assert positions == list(range(1, len(positions) + 1)), positions[:50]
     return [event for _, event in positioned]
+
+
+def detached(gateway: Any, run_id: str) -> None:
+    """Wait until the gateway itself saw the run's last follower go (it logs it as the grace window opens)."""
+    gateway.wait_logged(f"run {run_id}: its last follower left")
 
 
 def attach_after(base: str, body: dict, position: int) -> SseStream:

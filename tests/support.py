@@ -137,6 +137,13 @@ class Gateway:
         with open(self.log_path, "rb") as handle:
             return handle.read().decode(errors="replace")
 
+    def wait_logged(self, text: str, timeout: float = 15) -> None:
+        """Poll the log until `text` appears (what the gateway saw happen, not a clock's guess)."""
+        deadline = time.monotonic() + timeout
+        while text not in self.logs():
+            assert time.monotonic() < deadline, f"the gateway never logged {text!r}"
+            time.sleep(0.02)
+
 
 def ext(**overrides: Any) -> dict[str, Any]:
     base = {"schemaVersion": 1, "rosInvocationId": "inv-1", "cwd": "/tmp/agui-tests/ws"}

@@ -1,7 +1,9 @@
 """A loopback TCP proxy in a background thread whose open connections can be cut at once: a network drop that
 neither side chose (the browser sees its WebSocket die, the gateway sees its client vanish). It can also hold
 every byte, both ways, on open and new connections alike, until it lets them go: a partition that heals, as
-a blackholed route looks to both ends (no reset, no error: silence, then the delayed bytes)."""
+a blackholed route looks to both ends (no reset, no error: silence, then the delayed bytes). A cut can wait for an
+event: `cut_after(marker)` drops everything once the marker has gone down to a client, and `cuts` says how many
+connections a cut aborted, so a test proves its drop happened."""
 
 from __future__ import annotations
 
@@ -22,6 +24,8 @@ class TcpProxy:
         self._ready = threading.Event()
         self._thread = threading.Thread(target=self._serve, daemon=True)
         self._open: asyncio.Event | None = None  # set: bytes flow; clear: they wait (created on the proxy's loop)
+        self._marker = b""  # cut every connection once these bytes have gone down to a client (once)
+        self.cuts = 0  # connections aborted by cuts so far
 
     def __enter__(self) -> TcpProxy:
         self._thread.start()
@@ -44,9 +48,14 @@ class TcpProxy:
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         upstream_reader, upstream_writer = await asyncio.open_connection("127.0.0.1", self.target_port)
         self._writers |= {writer, upstream_writer}
-        await asyncio.gather(self._pipe(reader, upstream_writer, self.sent), self._pipe(upstream_reader, writer), return_exceptions=True)
+        await asyncio.gather(
+            self._pipe(reader, upstream_writer, self.sent), self._pipe(upstream_reader, writer, down=True), return_exceptions=True
+        )
 
-    async def _pipe(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, record: list[bytes] | None = None) -> None:
+    async def _pipe(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, record: list[bytes] | None = None, down: bool = False
+    ) -> None:
+        seen = b""  # the tail of what went down, so a marker split across two reads is still found
         try:
             while data := await reader.read(65536):
                 if record is not None:
@@ -55,6 +64,11 @@ class TcpProxy:
                 await self._open.wait()
                 writer.write(data)
                 await writer.drain()
+                if down and self._marker:
+                    seen = seen[-len(self._marker) :] + data
+                    if self._marker in seen:
+                        self._marker = b""
+                        self._abort()
         finally:
             writer.close()
             self._writers.discard(writer)
@@ -71,10 +85,14 @@ class TcpProxy:
 
     def cut(self) -> None:
         """Drop every open connection, both ways, without a closing handshake."""
+        self._loop.call_soon_threadsafe(self._abort)
 
-        def abort() -> None:
-            for writer in list(self._writers):
-                writer.transport.abort()
-            self._writers.clear()
+    def cut_after(self, marker: bytes) -> None:
+        """Drop every open connection once `marker` has been written down to a client: a cut on an event, not a clock."""
+        self._loop.call_soon_threadsafe(setattr, self, "_marker", marker)
 
-        self._loop.call_soon_threadsafe(abort)
+    def _abort(self) -> None:
+        self.cuts += len(self._writers) // 2  # each proxied connection holds two writers
+        for writer in list(self._writers):
+            writer.transport.abort()
+        self._writers.clear()

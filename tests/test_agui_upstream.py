@@ -12,7 +12,7 @@ import uuid
 import httpx
 import pytest
 
-from tests.reattach_client import GRACE, assert_exactly_once, events_url, open_get, open_post
+from tests.reattach_client import GRACE, assert_exactly_once, detached, events_url, open_get, open_post
 from tests.support import Gateway, RedisServer, post_sse
 from tests.test_node_client import check_run, drive
 
@@ -121,7 +121,8 @@ def test_a_cancel_closes_the_upstream_request(fronted, upstream, client):
 
 def test_a_client_that_drops_attaches_again_and_gets_every_upstream_event_once(fronted):
     body = plain("/slow 12")
-    head = open_post(fronted.url + "/", body, GRACE).take(5)
+    head = open_post(fronted.url + "/", body, GRACE).take_then_drop(5)
+    detached(fronted, body["runId"])
     status, stream = open_get(
         events_url(fronted.url, body, rosInvocationId=f"thread:{body['threadId']}"), {"last-event-id": str(head[-1][0])}
     )
@@ -139,7 +140,8 @@ def test_two_replicas_on_one_redis_follow_an_upstream_run(upstream, tmp_path):
     b = Gateway(tmp_path, *shared).start()
     try:
         body = plain("/slow 10")
-        head = open_post(a.url + "/", body, GRACE).take(5)
+        head = open_post(a.url + "/", body, GRACE).take_then_drop(5)
+        detached(a, body["runId"])
         status, stream = open_get(
             events_url(b.url, body, rosInvocationId=f"thread:{body['threadId']}"), {"last-event-id": str(head[-1][0])}
         )

@@ -161,6 +161,15 @@ def test_a_websocket_that_never_reads_is_dropped_at_the_send_deadline(start_gate
                     break
                 assert answer.status == 409 and time.monotonic() < deadline, answer.raw
                 time.sleep(0.25)
+        # The gateway closed the socket at the deadline: the run ended as its client's going, after its writes had
+        # stalled for the 2 s deadline (the run's own clock, in its log line), and the client's socket is dead.
+        server.wait_logged(f"run={body['runId']} outcome=disconnected")
+        ended = re.search(rf"run={body['runId']} outcome=disconnected seconds=([0-9.]+)", server.logs())
+        assert ended and 2.0 <= float(ended.group(1)) < 15, server.logs()[-2000:]
+        raw.settimeout(10)  # a socket left open, or one the kernel still feeds, fails here
+        with pytest.raises(ConnectionResetError):
+            while raw.recv(1 << 20):
+                pass  # what reached this socket's own buffer before the reset
     finally:
         raw.close()
 

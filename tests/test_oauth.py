@@ -78,13 +78,16 @@ def test_unknown_kid_then_key_rotation(gateway_oauth, issuer, client):
     fetches = issuer.jwks_fetches
     issuer.add_key("k2", publish=False)
     refused(call(client, gateway_oauth, issuer.token("k2")))  # not published yet
+    assert issuer.jwks_fetches == fetches + 1  # an unknown kid triggers one JWKS fetch
     issuer.published.append("k2")  # rotation: the issuer publishes the new key
     issuer.published.remove("k1")
-    # An unknown kid triggers a JWKS fetch; the same unknown kid is not looked up again for a while.
-    assert issuer.jwks_fetches == fetches + 1
+    refused(call(client, gateway_oauth, issuer.token("k2")))  # the same unknown kid is not looked up again for a while
+    assert issuer.jwks_fetches == fetches + 1  # (the negative cache: published or not, no second fetch for it)
     issuer.add_key("k3", alg="ES256")
-    result = call(client, gateway_oauth, issuer.token("k3"))
+    result = call(client, gateway_oauth, issuer.token("k3"))  # another unknown kid: one fetch, which brings k2 too
     assert result.status == 200, result.raw
+    assert issuer.jwks_fetches == fetches + 2
+    assert call(client, gateway_oauth, issuer.token("k2")).status == 200  # known now, from that fetch
     assert issuer.jwks_fetches == fetches + 2
     refused(call(client, gateway_oauth, issuer.token("k1")))  # the retired key is gone from the cache
 

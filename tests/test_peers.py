@@ -178,7 +178,7 @@ def test_each_peer_is_followed_from_another_replica_mid_run_and_cancelled_from_t
     replica and gets every event once; a cancel sent to that replica reaches the run and closes the upstream."""
     import time
 
-    from tests.reattach_client import GRACE, assert_exactly_once, events_url, open_get, open_post
+    from tests.reattach_client import GRACE, assert_exactly_once, detached, events_url, open_get, open_post
     from tests.support import RedisServer
     from tests.test_cancel_and_disconnect import CANCEL
 
@@ -187,7 +187,8 @@ def test_each_peer_is_followed_from_another_replica_mid_run_and_cancelled_from_t
     a, b = Gateway(tmp_path, *shared).start(), Gateway(tmp_path, *shared).start()
     try:
         body = slow_body()
-        head = open_post(a.url + "/", body, GRACE).take(8)
+        head = open_post(a.url + "/", body, GRACE).take_then_drop(8)
+        detached(a, body["runId"])
         ros = f"thread:{body['threadId']}"
         status, stream = open_get(events_url(b.url, body, rosInvocationId=ros), {"last-event-id": str(head[-1][0])})
         assert status == 200

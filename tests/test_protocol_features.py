@@ -199,19 +199,21 @@ def test_a_client_that_attaches_mid_plan_gets_the_state_it_missed_exactly_once(g
 
     import jsonpatch
 
-    from tests.reattach_client import GRACE, assert_exactly_once, events_url, open_get, open_post, ws_attach
+    from tests.reattach_client import GRACE, assert_exactly_once, detached, events_url, open_get, open_post, ws_attach
 
-    body = plain("/plan 4")
+    body = plain("/plan 12")  # 0.2 s a step: the drop is seen long before the plan ends
     body["threadId"] = f"plan-{uuid.uuid4().hex[:8]}"
     ros = f"thread:{body['threadId']}"
     if transport == "sse":
-        head = open_post(gateway.url + "/", body, GRACE).take(4)  # RUN_STARTED, the session, STATE_SNAPSHOT, a patch
+        head = open_post(gateway.url + "/", body, GRACE).take_then_drop(4)  # RUN_STARTED, the session, STATE_SNAPSHOT, a patch
+        detached(gateway, body["runId"])
         status, stream = open_get(events_url(gateway.url, body, rosInvocationId=ros), {"last-event-id": str(head[-1][0])})
         assert status == 200
         rest = stream.rest()
     else:
         url = gateway.url.replace("http", "ws") + "/ws"
         head = asyncio.run(ws_attach(url, {"op": "run", "input": body, "reattachGraceSeconds": 30}, 4))
+        detached(gateway, body["runId"])
         attach = {"op": "attach", "threadId": body["threadId"], "runId": body["runId"], "rosInvocationId": ros}
         rest = asyncio.run(ws_attach(url, {**attach, "lastEventId": str(head[-1][0])}))
     events = assert_exactly_once([head, rest])
@@ -220,7 +222,7 @@ def test_a_client_that_attaches_mid_plan_gets_the_state_it_missed_exactly_once(g
     for event in events:
         if event["type"] == "STATE_DELTA":
             state = jsonpatch.apply_patch(state, event["delta"])
-    assert [step["status"] for step in state["steps"]] == ["completed"] * 4
+    assert [step["status"] for step in state["steps"]] == ["completed"] * 12
     assert events[-1]["type"] == "RUN_FINISHED" and events[-1]["outcome"] == {"type": "success"}
 
 

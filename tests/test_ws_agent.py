@@ -4,8 +4,6 @@ by abortRun, a dropped connection made invisible, and tickets."""
 
 from __future__ import annotations
 
-import threading
-
 import httpx
 import pytest
 
@@ -57,9 +55,11 @@ def test_a_dropped_connection_is_invisible_to_the_app(gateway):
     from tests.tcp_proxy import TcpProxy
 
     with TcpProxy(gateway.port) as proxy:
-        threading.Timer(1.5, proxy.cut).start()  # mid-run: the socket dies under the agent
+        proxy.cut_after(b"tick 1 ")  # mid-run, once the first tick reached the app: the socket dies under the agent
         report = drive(proxy.url, [{"message": "/slow 3", "forwardedProps": IAC}], kind="ws")
+        assert proxy.cuts == 1, "the proxy cut the agent's one socket"
     run = report["runs"][0]
+    gateway.wait_logged(f"run {run['events'][0]['runId']}: its last follower left")  # the gateway saw the drop too
     assert check_run(run)["outcome"] == {"type": "success"}
     assert [e["delta"] for e in run["events"] if e["type"] == "TEXT_MESSAGE_CONTENT"] == ["tick 1 ", "tick 2 ", "tick 3 "]
 

@@ -260,6 +260,7 @@ class Run:
         if self.grace <= 0 or self.writer is None:
             self.stop(Disconnected())
         elif self._waiting is None:
+            log.info("run %s: its last follower left; waiting up to %.1fs for one to attach", self.lease.run_id, self.grace)
             self._waiting = asyncio.get_running_loop().create_task(self._await_return(self.writer.ref))
 
     async def _await_return(self, ref: LogRef) -> None:
