@@ -11,6 +11,7 @@ import ctypes
 import ctypes.util
 import gc
 from collections.abc import Callable
+from typing import Protocol
 
 THRESHOLDS = (50_000, 20, 100)
 
@@ -29,17 +30,27 @@ TRIM_DELAY = 1.0  # seconds: the frees of one burst are trimmed together
 FULL_COLLECT_EVERY = 60.0
 
 
+class Cancellable(Protocol):
+    def cancel(self) -> None: ...
+
+
+CallAt = Callable[[float, Callable[[], object]], Cancellable]
+
+
 class MemoryReturn:
     """Gives the C allocator's free memory back to the system once a lot was let go (rings of ended runs, expired
     logs): glibc keeps freed heap memory for reuse, so an 11 MiB run once left its RSS behind for good. One
     `malloc_trim(0)` at most every TRIM_DELAY seconds, and none where the C library has no such call."""
 
-    def __init__(self) -> None:
+    def __init__(self, now: Callable[[], float] | None = None, call_at: CallAt | None = None) -> None:
+        # The running loop's clock and timers unless given (the unit tests step time by hand).
+        self._now = now
+        self._call_at = call_at
         self._pending = 0
         self._scheduled = False
         self._trim = _malloc_trim()
         self._collected_at = float("-inf")  # the loop's time of the last full collection
-        self._collect_later: asyncio.TimerHandle | None = None
+        self._collect_later: Cancellable | None = None
 
     def released(self, size: int) -> None:
         if self._trim is None:
@@ -47,17 +58,22 @@ class MemoryReturn:
         self._pending += size
         if self._pending >= TRIM_AFTER_BYTES and not self._scheduled:
             self._scheduled = True
-            asyncio.get_running_loop().call_later(TRIM_DELAY, self._run)
+            self._at(self._time() + TRIM_DELAY, self._run)
+
+    def _time(self) -> float:
+        return self._now() if self._now is not None else asyncio.get_running_loop().time()
+
+    def _at(self, when: float, callback: Callable[[], object]) -> Cancellable:
+        return self._call_at(when, callback) if self._call_at is not None else asyncio.get_running_loop().call_at(when, callback)
 
     def _run(self) -> None:
         self._scheduled, self._pending = False, 0
-        loop = asyncio.get_running_loop()
         due = self._collected_at + FULL_COLLECT_EVERY
-        if loop.time() >= due:
+        if self._time() >= due:
             self._collect_and_trim()
             return
         if self._collect_later is None:  # what a cycle still holds is collected then, and given back
-            self._collect_later = loop.call_at(due, self._collect_and_trim)
+            self._collect_later = self._at(due, self._collect_and_trim)
         if self._trim is not None:  # (for mypy: released() schedules this only when there is one)
             self._trim(0)
 
@@ -66,7 +82,7 @@ class MemoryReturn:
             self._collect_later.cancel()
             self._collect_later = None
         gc.collect()
-        self._collected_at = asyncio.get_running_loop().time()
+        self._collected_at = self._time()
         if self._trim is not None:
             self._trim(0)
 

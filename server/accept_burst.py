@@ -61,8 +61,10 @@ class BurstAcceptor:
         listener: socket.socket,
         protocol_factory: Callable[[], asyncio.Protocol],
         room: Callable[[int], int | None],
+        clock: Callable[[], float] | None = None,
     ) -> None:
         self._loop = loop
+        self._clock = clock or loop.time  # what measures a turn (the loop's own; tests step one by hand)
         self._room = room
         self._listener = listener
         self._factory = protocol_factory
@@ -78,6 +80,7 @@ class BurstAcceptor:
         server_socket: socket.socket,
         protocol_factory: Callable[[], asyncio.Protocol],
         room: Callable[[int], int | None],
+        clock: Callable[[], float] | None = None,
     ) -> BurstAcceptor | None:
         """An acceptor on a descriptor of its own for a TCP server's listening socket, which accepts no more at once
         than `room(an open descriptor)` says may be opened (None: any number); None where none is needed (asyncio's
@@ -87,7 +90,7 @@ class BurstAcceptor:
         if server_socket.family not in (socket.AF_INET, socket.AF_INET6):
             return None
         listener = socket.fromfd(server_socket.fileno(), server_socket.family, server_socket.type)  # a dup
-        return cls(loop, listener, protocol_factory, room)
+        return cls(loop, listener, protocol_factory, room, clock)
 
     def _ready(self) -> None:
         waiting = queued(self._listener)
@@ -95,7 +98,7 @@ class BurstAcceptor:
             self._last_turn = None
             return
         # Called each turn while connections wait: the time since the last call is the length of a turn.
-        now, last = self._loop.time(), self._last_turn
+        now, last = self._clock(), self._last_turn
         self._last_turn = now
         if last is None or now - last < SLOW_TURN:  # uvloop keeps up, one connection a short turn
             return

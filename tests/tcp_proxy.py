@@ -20,7 +20,11 @@ class TcpProxy:
         self.target_port = target_port
         self._loop = asyncio.new_event_loop()
         self._writers: set[asyncio.StreamWriter] = set()
-        self.sent: list[bytes] = []  # every chunk a client sent upstream, as read (one write of a pipeline: one chunk)
+        # Every chunk a client sent upstream, as read, with its connection's number and how many replies had come
+        # down that connection before it: chunks with the same pair went up in one round trip, however the kernel
+        # split the write.
+        self.sent: list[tuple[tuple[int, int], bytes]] = []
+        self._connections = 0
         self._ready = threading.Event()
         self._thread = threading.Thread(target=self._serve, daemon=True)
         self._open: asyncio.Event | None = None  # set: bytes flow; clear: they wait (created on the proxy's loop)
@@ -48,18 +52,29 @@ class TcpProxy:
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         upstream_reader, upstream_writer = await asyncio.open_connection("127.0.0.1", self.target_port)
         self._writers |= {writer, upstream_writer}
+        self._connections += 1
+        replies = [self._connections, 0]  # this connection's number, and the replies that came down it so far
         await asyncio.gather(
-            self._pipe(reader, upstream_writer, self.sent), self._pipe(upstream_reader, writer, down=True), return_exceptions=True
+            self._pipe(reader, upstream_writer, replies, self.sent),
+            self._pipe(upstream_reader, writer, replies, down=True),
+            return_exceptions=True,
         )
 
     async def _pipe(
-        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, record: list[bytes] | None = None, down: bool = False
+        self,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        replies: list[int],
+        record: list[tuple[tuple[int, int], bytes]] | None = None,
+        down: bool = False,
     ) -> None:
         seen = b""  # the tail of what went down, so a marker split across two reads is still found
         try:
             while data := await reader.read(65536):
                 if record is not None:
-                    record.append(data)
+                    record.append(((replies[0], replies[1]), data))
+                if down:
+                    replies[1] += 1
                 assert self._open is not None
                 await self._open.wait()
                 writer.write(data)

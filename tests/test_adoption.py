@@ -94,13 +94,20 @@ def wait_ended(base: str, body: dict, seconds: float = 30) -> list[dict]:
     raise AssertionError("the run never ended in the store")
 
 
+def in_shared_log(other: str, body: dict, position: int) -> None:
+    """Wait until `position` of a live run can be read through another replica, which reads the shared log only."""
+    stream = attach_after(other, body, position - 1)
+    assert [at for at, _ in stream.take(1)] == [position]
+    stream.drop()
+
+
 def test_a_killed_replicas_run_is_adopted_and_ends_complete(cluster, agent):
     a, b, _ = cluster.gateways
     before = len(cancels(agent))
     body = run_body("long 60")
     first = open_post(a.url + "/", body, GRACE)
     head = first.take(8)
-    time.sleep(0.3)  # what A sent is in its log (written behind, within milliseconds)
+    in_shared_log(b.url, body, head[-1][0])  # what A sent is in its log (written behind the run)
     a.kill()
     rest = attach_after(b.url, body, head[-1][0]).rest()
     events = assert_exactly_once([head, rest])
@@ -155,7 +162,7 @@ def test_an_interrupt_after_adoption_is_saved_and_resumed_elsewhere(cluster, age
     body = run_body("long 30 permission")
     first = open_post(a.url + "/", body, GRACE)
     head = first.take(5)
-    time.sleep(0.3)
+    in_shared_log(b.url, body, head[-1][0])
     a.kill()
     rest = attach_after(b.url, body, head[-1][0]).rest()
     events = assert_exactly_once([head, rest])

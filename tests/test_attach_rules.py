@@ -104,10 +104,11 @@ def test_a_refusal_takes_the_same_time_whether_the_run_exists_or_not(static_gate
         assert response.status_code == 404
         return time.perf_counter() - started
 
-    known = [refusal_seconds(body, "mallory") for _ in range(5)]
-    unknown = [refusal_seconds({**body, "runId": f"nope-{i}"}, "alice") for i in range(5)]
+    # Interleaved, so that whatever else loads the machine weighs on both kinds alike.
+    pairs = [(refusal_seconds(body, "mallory"), refusal_seconds({**body, "runId": f"nope-{i}"}, "alice")) for i in range(7)]
+    known, unknown = [k for k, _ in pairs], [u for _, u in pairs]
     assert min(known) >= 0.2 and min(unknown) >= 0.2, (known, unknown)
-    assert abs(statistics.median(known) - statistics.median(unknown)) < 0.05, (known, unknown)
+    assert abs(statistics.median(known) - statistics.median(unknown)) < 0.1, (known, unknown)
 
 
 @pytest.mark.parametrize("live", [False, True], ids=["ended", "live"])
@@ -141,12 +142,12 @@ def test_a_live_ring_refuses_positions_ahead_of_the_run(gateway):
 
 
 async def test_an_expired_credential_closes_the_socket_with_1008_on_attach(start_gateway, issuer):
-    from tests.test_identity import bearer, oauth_args
+    from tests.test_identity import bearer, oauth_args, short_lived
 
     server = start_gateway(*oauth_args(issuer))
-    token = issuer.token(lifetime=-28)  # 30 s of leeway past an exp 28 s ago: about 2 s of validity left
+    token, expires = short_lived(issuer, 4)
     async with websockets.connect(ws_url(server), subprotocols=["agui-mux.v1"], additional_headers=bearer(token)) as ws:
-        await asyncio.sleep(2.5)
+        await asyncio.sleep(max(0.0, expires - time.time() + 0.5))  # until the credential has expired
         await ws.send(json.dumps({"op": "attach", "id": "a", "threadId": "t", "runId": "r", "rosInvocationId": "inv-1"}))
         refused = json.loads(await ws.recv())
         assert refused["id"] == "a" and refused["event"]["code"] == "UNAUTHORIZED"

@@ -60,7 +60,7 @@ def test_cancel_a_running_execution(gateway, client):
     assert cancelled.status_code == 200
     assert cancelled.json() == {"executionId": execution, "status": "cancelled"}
     rest = list(records)
-    assert time.monotonic() - started < 2
+    assert time.monotonic() - started < 10, "ended by the cancel, long before the run's own end (20 s)"
     events = head + rest
     assert_well_formed_run(events)  # the text span was closed before the cancelled outcome
     assert events[-1]["type"] == "RUN_FINISHED" and events[-1]["outcome"] == {"type": "cancelled"}

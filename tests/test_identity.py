@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import socket
 import subprocess
@@ -32,6 +33,17 @@ def gateway_oauth(start_gateway, issuer):
 
 def bearer(token: str) -> dict[str, str]:
     return {"authorization": f"Bearer {token}"}
+
+
+def short_lived(issuer, seconds: float) -> tuple[str, float]:
+    """A token the gateway accepts for about `seconds` more (its exp lies in its 30 s leeway), and the epoch time at
+    which it stops: tests wait for that moment itself, so a slow machine shortens no validity they rely on."""
+    from gateway.auth.oauth import LEEWAY_SECONDS
+
+    token = issuer.token(lifetime=seconds - LEEWAY_SECONDS)
+    exp = json.loads(base64.urlsafe_b64decode(token.split(".")[1] + "=="))["exp"]
+    assert exp + LEEWAY_SECONDS > time.time() + 1, "the token must still be valid when the test starts with it"
+    return token, exp + LEEWAY_SECONDS
 
 
 def error_code(result) -> str:
@@ -182,7 +194,7 @@ def test_a_slow_or_failing_issuer_keeps_cached_keys_and_fails_new_kids_fast(gate
         assert post_sse(client, gateway_oauth.url + "/", run_body("cached"), headers=bearer(issuer.token())).status == 200
         started = time.monotonic()
         refused = post_sse(client, gateway_oauth.url + "/", run_body("new"), headers=bearer(issuer.token("k2")))
-        assert refused.status == 401 and time.monotonic() - started < 1.0
+        assert refused.status == 401 and time.monotonic() - started < 1.5  # not the 2 s a fetch would be waited for
     assert issuer.jwks_fetches <= 10, "the throttle holds while the issuer fails"
     issuer.jwks_status, issuer.jwks_delay = 200, 10.0
     started = time.monotonic()
@@ -258,14 +270,16 @@ async def test_a_refused_websocket_upgrade_is_401_with_the_challenge(gateway_oau
 
 
 async def test_an_expiring_token_finishes_its_socket_runs_but_starts_none_after(gateway_oauth, issuer):
-    # Validity left: about 2 s (30 s of leeway past an exp 28 s ago).
-    token = issuer.token(lifetime=-28)
+    import math
+
+    token, expires = short_lived(issuer, 6)
     async with httpx.AsyncClient() as http:
         issued = (await http.post(gateway_oauth.url + "/ws/tickets", headers=bearer(token))).json()
-    assert issued["expiresIn"] <= 2.5, "a ticket never outlives its token"
+    assert issued["expiresIn"] <= expires - time.time() + 0.5, "a ticket never outlives its token"
     url = gateway_oauth.url.replace("http", "ws") + "/ws"
     async with websockets.connect(url, additional_headers=bearer(token)) as ws:
-        await ws.send(json.dumps(run_body("/slow 3")))
+        # A run that lasts past the token's end, whenever this line runs (one tick a second).
+        await ws.send(json.dumps(run_body(f"/slow {math.ceil(expires - time.time()) + 1}")))
         events = [json.loads(await ws.recv())]
         while events[-1]["type"] not in ("RUN_FINISHED", "RUN_ERROR"):
             events.append(json.loads(await ws.recv()))

@@ -100,8 +100,9 @@ def cluster(tmp_path):
 
 def test_runs_interrupts_and_cancel_on_a_redis_cluster(tmp_path, cluster, client):
     url = f"redis+cluster://127.0.0.1:{cluster[0].port}"
-    a = Gateway(tmp_path, "--store", url, "--lease-seconds", "2", "--allowed-cwd", "/tmp").start()
-    b = Gateway(tmp_path, "--store", url, "--lease-seconds", "2", "--allowed-cwd", "/tmp").start()
+    # A 30 s lease is renewed every 10 s: a cancel seen within 5 s came through sharded pub/sub, not a renewal.
+    a = Gateway(tmp_path, "--store", url, "--lease-seconds", "30", "--allowed-cwd", "/tmp").start()
+    b = Gateway(tmp_path, "--store", url, "--lease-seconds", "30", "--allowed-cwd", "/tmp").start()
     try:
         for index in range(6):  # threads land on different slots and nodes
             assert post_sse(client, a.url + "/", run_body(f"hello {index}")).terminal["outcome"]["type"] == "success"
@@ -118,9 +119,9 @@ def test_runs_interrupts_and_cancel_on_a_redis_cluster(tmp_path, cluster, client
         answer = client.post(b.url + CANCEL.format(execution), json={"threadId": slow["threadId"], "rosInvocationId": "inv-1"})
         assert answer.json()["status"] == "cancelled"
         assert list(records)[-1]["outcome"] == {"type": "cancelled"}
-        # Woken through sharded pub/sub, not found at the next renewal (a third of the 2 s lease): not a speed
-        # target, a check of which path delivered it.
-        assert time.monotonic() - asked < 0.6
+        # Woken through sharded pub/sub, not found at the next renewal (a third of the lease): not a speed target,
+        # a check of which path delivered it, with a margin a loaded machine keeps.
+        assert time.monotonic() - asked < 5
         assert "cancel subscription lost" not in a.logs() and "cancel subscription lost" not in b.logs()
         http.close()
         assert client.get(a.url + "/health").json()["store"] == {"kind": "redis+cluster", "reachable": True}
@@ -284,7 +285,7 @@ def test_a_cancel_reaches_its_run_after_the_master_of_its_channel_is_replaced(tm
                 answer = client.post(other.url + CANCEL.format(execution), json={"threadId": slow["threadId"], "rosInvocationId": "inv-1"})
                 assert answer.json()["status"] == "cancelled", answer.text
                 assert list(records)[-1]["outcome"] == {"type": "cancelled"}
-                assert time.monotonic() - asked < 1.0, "woken through its channel, not found at a renewal (3.3 s)"
+                assert time.monotonic() - asked < 2.5, "woken through its channel, not found at a renewal (3.3 s)"
                 http.close()
     finally:
         a.stop()

@@ -76,7 +76,7 @@ def test_cancel_through_another_replica(replicas, client):
     answer = client.post(b.url + CANCEL.format(execution), json={"threadId": body["threadId"], "rosInvocationId": "inv-1"})
     assert answer.json() == {"executionId": execution, "status": "cancelled"}
     rest = list(records)
-    assert time.monotonic() - started < 1.0, "A's stream ended within a second"
+    assert time.monotonic() - started < 3, "A's stream ended within the lease (3 s): A itself stopped the run"
     events = head + rest
     assert_well_formed_run(events)
     assert events[-1]["outcome"] == {"type": "cancelled"}
@@ -311,8 +311,11 @@ def test_a_short_run_costs_two_redis_round_trips(tmp_path, own_redis, client):
             body = run_body("hello")
             result = post_sse(client, gateway.url + "/", body)
             assert result.terminal["outcome"] == {"type": "success"}
-            naming = [chunk for chunk in proxy.sent if body["runId"].encode() in chunk]
-            assert len(naming) == 2, [chunk[:120] for chunk in naming]
+            round_trips: dict[tuple[int, int], bytes] = {}  # what went up between two replies, in however many chunks
+            for trip, chunk in proxy.sent:
+                round_trips[trip] = round_trips.get(trip, b"") + chunk
+            naming = [sent for sent in round_trips.values() if body["runId"].encode() in sent]
+            assert len(naming) == 2, [sent[:120] for sent in naming]
             assert naming[1].count(b"EVALSHA") == 2, "the end and the log write leave together"
             url = f"{gateway.url}/threads/{body['threadId']}/runs/{body['runId']}/events?rosInvocationId=inv-1"
             replay = client.get(url, headers={"accept": "text/event-stream"})

@@ -385,7 +385,7 @@ async def test_a_slow_reader_slows_only_its_own_run(start_gateway):
         async with websockets.connect(ws_url(server)) as other:
             started = time.monotonic()
             events = await run_over(other, run_body("meanwhile"))
-            assert events[-1]["outcome"]["type"] == "success" and time.monotonic() - started < 2
+            assert events[-1]["outcome"]["type"] == "success" and time.monotonic() - started < 5
         grown_mib = (_rss_kib(server.proc.pid) - before) / 1024
         assert grown_mib < 60, f"server memory grew by {grown_mib:.0f} MiB"
         await stalled_sse.__aexit__(None, None, None)

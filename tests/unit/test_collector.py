@@ -3,12 +3,12 @@ after a burst (real garbage collections, counted through gc.callbacks; the C lib
 
 from __future__ import annotations
 
-import asyncio
 import gc
 
 import pytest
 
 from gateway import collector
+from tests.unit.manual_time import ManualTime
 
 
 @pytest.fixture
@@ -31,7 +31,8 @@ def full_collections():
 async def test_trims_every_time_and_collects_at_most_once_a_window(monkeypatch, full_collections):
     monkeypatch.setattr(collector, "TRIM_DELAY", 0.01)
     monkeypatch.setattr(collector, "FULL_COLLECT_EVERY", 0.3)
-    memory = collector.MemoryReturn()
+    time = ManualTime()
+    memory = collector.MemoryReturn(time.now, time.call_at)
     if memory._trim is None:
         pytest.skip("this C library has no malloc_trim")
     trims: list[int] = []
@@ -39,16 +40,16 @@ async def test_trims_every_time_and_collects_at_most_once_a_window(monkeypatch, 
     memory._trim = lambda pad: (trims.append(pad), real_trim(pad))[1]
 
     memory.released(collector.TRIM_AFTER_BYTES)
-    await asyncio.sleep(0.05)
+    await time.advance(0.05)
     assert (len(trims), len(full_collections)) == (1, 1), "the first burst: collected, then trimmed"
 
     memory.released(collector.TRIM_AFTER_BYTES)
-    await asyncio.sleep(0.05)
+    await time.advance(0.05)
     assert (len(trims), len(full_collections)) == (2, 1), "within the window: trimmed only"
 
-    await asyncio.sleep(0.35)
+    await time.advance(0.35)
     assert (len(trims), len(full_collections)) == (3, 2), "the idle server's collection came at the window's end"
 
     memory.released(collector.TRIM_AFTER_BYTES - 1)
-    await asyncio.sleep(0.05)
+    await time.advance(0.05)
     assert len(trims) == 3, "less than the threshold let go: nothing to do"

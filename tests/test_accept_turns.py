@@ -1,5 +1,6 @@
-"""A burst of new connections is accepted in one or two turns of uvloop's loop, where uvloop alone takes one a
-turn (server/accept_burst.py): real listening sockets, real connections the kernel queued while the loop was busy."""
+"""How server/accept_burst.py decides, turn by turn: a burst of new connections is accepted in one or two turns of
+uvloop's loop, where uvloop alone takes one a turn. Real listening sockets and connections the kernel queued while
+the loop was busy; the length of a turn is stepped by hand, so the machine's load decides nothing here."""
 
 from __future__ import annotations
 
@@ -8,7 +9,6 @@ import logging
 import os
 import resource
 import socket
-import time
 
 import uvloop
 
@@ -27,9 +27,11 @@ class Counted(asyncio.Protocol):
 
 
 async def turns_to_accept(with_acceptor: bool, turn_seconds: float = 2 * SLOW_TURN, free: int | None = None) -> int:
-    """Turns of the loop, each `turn_seconds` long (the work of a loaded server), until every connection of a burst
-    queued while the loop was busy was made; `free`: the descriptors left before the reserve meanwhile."""
+    """Turns of the loop, each `turn_seconds` long (the work of a loaded server, on a clock stepped by hand: the
+    machine's own load never lengthens a turn), until every connection of a burst queued while the loop was busy
+    was made; `free`: the descriptors left before the reserve meanwhile."""
     loop = asyncio.get_running_loop()
+    elapsed = [0.0]
     made: list[asyncio.BaseTransport] = []
 
     def factory() -> asyncio.Protocol:
@@ -37,7 +39,7 @@ async def turns_to_accept(with_acceptor: bool, turn_seconds: float = 2 * SLOW_TU
 
     server = await loop.create_server(factory, "127.0.0.1", 0, backlog=128)
     listening = server.sockets[0]
-    acceptor = BurstAcceptor.beside(loop, listening, factory, room=free_before_reserve) if with_acceptor else None
+    acceptor = BurstAcceptor.beside(loop, listening, factory, room=free_before_reserve, clock=lambda: elapsed[0]) if with_acceptor else None
     assert (acceptor is not None) is with_acceptor
     port = listening.getsockname()[1]
     # The loop is busy in this step: the kernel completes each handshake and queues the connection.
@@ -53,7 +55,7 @@ async def turns_to_accept(with_acceptor: bool, turn_seconds: float = 2 * SLOW_TU
     turns = 0
     try:
         while len(made) < BURST and turns < 10 * BURST:
-            time.sleep(turn_seconds)
+            elapsed[0] += turn_seconds
             await asyncio.sleep(0)
             turns += 1
     finally:
