@@ -60,6 +60,7 @@ class Settings(Struct, kw_only=True):
     default_cwd: str | None = None
     retention_seconds: float = 7 * 86400.0
     interrupt_ttl: float = 900.0
+    upstream_interrupt_ttl: float = 0.0  # an AG-UI agent's interrupts: none of the gateway's unless asked
     lease_seconds: float = 10.0
     max_reattach_grace_seconds: float = 120.0  # longest grace window a client may ask for (0: reattach turned off)
     event_log_retention: float = 600.0  # how long an ended run's events can be replayed

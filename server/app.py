@@ -81,7 +81,7 @@ def build_services(settings: Settings, store: ThreadStore, agent: AgentBackend) 
     engine = RunEngine(
         store,
         agent,
-        interrupt_ttl=settings.interrupt_ttl,
+        interrupt_ttl=settings.upstream_interrupt_ttl if agent.upstream_interrupts else settings.interrupt_ttl,
         max_runs=settings.max_concurrent_runs,
         on_busy_change=status.set_busy,
         log_policy=policy,

@@ -206,7 +206,19 @@ FLAGS: tuple[Flag, ...] = (
         "bytes of ended runs' events this replica keeps for replay; past it the oldest expire early (a tombstone stays)",
         integer("--event-log-retained-bytes", 1 << 20),
     ),
-    Flag("--interrupt-ttl", "900", "lifetime of an interrupt before it expires (0 = never)", duration("--interrupt-ttl")),
+    Flag(
+        "--interrupt-ttl",
+        "900",
+        "lifetime of an interrupt of the demo, A2A or a plug-in agent before it expires (0 = never)",
+        duration("--interrupt-ttl"),
+    ),
+    Flag(
+        "--upstream-interrupt-ttl",
+        "0",
+        "lifetime the gateway gives an AG-UI agent's interrupt that carries no expiresAt of its own (0 = never: "
+        "the agent decides; one it sends is passed on and kept)",
+        duration("--upstream-interrupt-ttl"),
+    ),
     Flag(
         "--ws-ping-seconds",
         "20",

@@ -1,6 +1,7 @@
 """A small LangGraph graph served by ag-ui-langgraph, for the tests: langchain's fake chat model (no LLM, no network)
 answers, calls a backend tool (`lookup`, run by the graph's ToolNode) or a client tool the request declares, and
-the graph counts its turns in its state. `agent` is the in-process form (`--agent tests.langgraph_agent:agent`);
+the graph counts its turns in its state. `/approve` asks the user first (LangGraph's `interrupt`, with a message and
+a schema; `/approve expiring` with an expiry of its own) and answers with what the user said. `agent` is the in-process form (`--agent tests.langgraph_agent:agent`);
 `LangGraphServer` serves the same graph over HTTP with the package's own FastAPI endpoint."""
 
 from __future__ import annotations
@@ -14,13 +15,14 @@ from typing import Any
 from ag_ui_langgraph import LangGraphAgent, add_langgraph_fastapi_endpoint
 from fastapi import FastAPI
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
-from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage, ToolMessage
+from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.outputs import ChatGenerationChunk
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import tool
 from langgraph.checkpoint.memory import MemorySaver
 from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.prebuilt import ToolNode
+from langgraph.types import interrupt
 
 from tests.support import BackgroundServer
 
@@ -95,6 +97,24 @@ async def chat(state: State, config: RunnableConfig) -> dict[str, Any]:
     return {"messages": [response], "turns": state.get("turns", 0) + 1}
 
 
+APPROVAL_SCHEMA = {"type": "object", "properties": {"decision": {"type": "string", "enum": ["yes", "no"]}}, "required": ["decision"]}
+
+
+async def approve(state: State) -> dict[str, Any]:
+    text = state["messages"][-1].content
+    ask: dict[str, Any] = {"message": "Deploy the stack?", "responseSchema": APPROVAL_SCHEMA}
+    if isinstance(text, str) and "expiring" in text:
+        ask["expiresAt"] = "2099-01-01T00:00:00Z"
+    answer = interrupt(ask)
+    return {"messages": [AIMessage(content=f"Approved: {json.dumps(answer, sort_keys=True)}")], "turns": state.get("turns", 0) + 1}
+
+
+def _begin(state: State) -> str:
+    last = state["messages"][-1]
+    asks = isinstance(last, HumanMessage) and isinstance(last.content, str) and last.content.startswith("/approve")
+    return "approve" if asks else "chat"
+
+
 def _route(state: State) -> str:
     last = state["messages"][-1]
     return "tools" if isinstance(last, AIMessage) and any(c["name"] == "lookup" for c in last.tool_calls) else END
@@ -104,7 +124,9 @@ def build_graph() -> Any:
     builder = StateGraph(State)
     builder.add_node("chat", chat)
     builder.add_node("tools", ToolNode([lookup]))
-    builder.add_edge(START, "chat")
+    builder.add_node("approve", approve)
+    builder.add_conditional_edges(START, _begin, {"approve": "approve", "chat": "chat"})
+    builder.add_edge("approve", END)
     builder.add_conditional_edges("chat", _route, {"tools": "tools", END: END})
     builder.add_edge("tools", "chat")
     return builder.compile(checkpointer=MemorySaver())
@@ -114,9 +136,12 @@ agent = LangGraphAgent(name="assistant", graph=build_graph())
 
 
 class LangGraphServer(BackgroundServer):
-    """The same graph over HTTP (ag-ui-langgraph's FastAPI endpoint), on a free loopback port in a thread."""
+    """The same graph over HTTP (ag-ui-langgraph's FastAPI endpoint), on a free loopback port in a thread.
+    `emit_interrupt_outcome`: AG-UI 1.0's interrupt outcome; otherwise the package's older style (a CUSTOM
+    `on_interrupt` event, answered through `forwardedProps.command.resume`)."""
 
-    def __init__(self) -> None:
+    def __init__(self, emit_interrupt_outcome: bool = False) -> None:
         app = FastAPI()
-        add_langgraph_fastapi_endpoint(app, LangGraphAgent(name="assistant", graph=build_graph()), "/agent")
+        agent = LangGraphAgent(name="assistant", graph=build_graph(), emit_interrupt_outcome=emit_interrupt_outcome)
+        add_langgraph_fastapi_endpoint(app, agent, "/agent")
         super().__init__(app, "/agent")

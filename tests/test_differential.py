@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 from typing import Any
@@ -28,8 +29,20 @@ LANGGRAPH_STEPS = [
     {"message": "/tool"},
     {"message": "/client", "tools": [CONFIRM]},
     {"toolResult": "yes", "tools": [CONFIRM]},
+    {"message": "/approve"},  # the package's older interrupt style: a CUSTOM event, answered in forwardedProps
+    {"forwardedProps": {"command": {"resume": "yes"}}},
     {"message": "and again"},
 ]
+YES = {"status": "resolved", "payload": {"decision": "yes"}}
+LANGGRAPH_OUTCOME_STEPS = [  # AG-UI 1.0's interrupt outcome, answered by `resume`
+    {"message": "hello graph"},
+    {"message": "/approve"},
+    {"answer": YES},
+    {"message": "/approve expiring"},  # an expiry of the agent's own: passed on, and none of the gateway's otherwise
+    {"answer": YES},
+    {"message": "/tool"},
+]
+UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}|[0-9a-f]{32}")  # random ids, two spellings
 PYDANTIC_STEPS = [
     {"message": "hello model"},
     {"message": "/think"},
@@ -51,6 +64,15 @@ def langgraph_upstream():
 
 
 @pytest.fixture(scope="module")
+def langgraph_outcome_upstream():
+    from tests.langgraph_agent import LangGraphServer
+
+    server = LangGraphServer(emit_interrupt_outcome=True).start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
 def pydantic_upstream():
     from tests.pydantic_agent import PydanticAIServer
 
@@ -60,10 +82,11 @@ def pydantic_upstream():
 
 
 @pytest.fixture(scope="module")
-def agents(langgraph_upstream, pydantic_upstream, tmp_path_factory):
+def agents(langgraph_upstream, langgraph_outcome_upstream, pydantic_upstream, tmp_path_factory):
     """Each agent, directly and behind a gateway of its own."""
     started = {}
-    for name, upstream in (("langgraph", langgraph_upstream), ("pydantic", pydantic_upstream)):
+    upstreams = (("langgraph", langgraph_upstream), ("langgraph-outcome", langgraph_outcome_upstream), ("pydantic", pydantic_upstream))
+    for name, upstream in upstreams:
         gateway = Gateway(tmp_path_factory.mktemp(name), "--agent", "agui+" + upstream.url).start()
         started[name] = (upstream, gateway)
     yield started
@@ -97,6 +120,15 @@ def canonical(end_state: dict[str, Any]) -> dict[str, Any]:
     return rename(end_state)
 
 
+def interrupts_of(run: dict[str, Any]) -> str:
+    """A run's pending interrupts as the client holds them, whole; the ids LangGraph draws at random (its interrupt
+    and task ids) named by their place, since the direct and the gateway's runs are two executions."""
+    text = json.dumps(run["interrupts"], sort_keys=True)
+    for index, found in enumerate(dict.fromkeys(UUID.findall(text))):
+        text = text.replace(found, f"<id {index}>")
+    return text
+
+
 def check_schemas(requests: list[Any], events: list[Any], core: str = "1.0") -> None:
     node = shutil.which("node")
     assert node and os.path.isdir(os.path.join(NODE_DIR, "node_modules", "ag-ui-core-0059")), "run `npm ci` in tests/node"
@@ -114,7 +146,9 @@ def check_schemas(requests: list[Any], events: list[Any], core: str = "1.0") -> 
 
 
 @pytest.mark.parametrize("kind", ["http", "ws"])
-@pytest.mark.parametrize(("name", "steps"), [("langgraph", LANGGRAPH_STEPS), ("pydantic", PYDANTIC_STEPS)])
+@pytest.mark.parametrize(
+    ("name", "steps"), [("langgraph", LANGGRAPH_STEPS), ("langgraph-outcome", LANGGRAPH_OUTCOME_STEPS), ("pydantic", PYDANTIC_STEPS)]
+)
 def test_the_clients_end_state_through_the_gateway_is_the_direct_one(agents, name, steps, kind):
     upstream, gateway = agents[name]
     initial = {"turns": 4} if name == "pydantic" else {}
@@ -125,11 +159,17 @@ def test_the_clients_end_state_through_the_gateway_is_the_direct_one(agents, nam
     assert canonical(through["endState"]) == canonical(direct["endState"])
     for ours, theirs in zip(through["runs"], direct["runs"], strict=True):
         assert len(ours["pendingToolCallIds"]) == len(theirs["pendingToolCallIds"])
-        assert ours["pendingInterrupts"] == theirs["pendingInterrupts"]
+        assert len(ours["pendingInterrupts"]) == len(theirs["pendingInterrupts"])
+        assert interrupts_of(ours) == interrupts_of(theirs)  # exactly as the agent sent them: no field of ours
     forwarded = [json.loads(body) for body in upstream.requests[sent_before:]]
     assert len(forwarded) == len(steps)
     assert all(body.get("protocolVersion") for body in forwarded), "the client's declared version goes on"
     check_schemas(forwarded, [event for run in through["runs"] for event in run["events"]])
+    if name == "langgraph-outcome":
+        asked = [run["interrupts"] for run in through["runs"] if run["interrupts"]]
+        assert [[i.get("expiresAt") for i in pending] for pending in asked] == [[None], ["2099-01-01T00:00:00Z"]]
+        said = [m["content"] for m in through["endState"]["messages"] if m["role"] == "assistant" and m.get("content")]
+        assert said.count('Approved: {"decision": "yes"}') == 2, said
     if name == "pydantic":
         signed = next(m for m in through["endState"]["messages"] if m["role"] == "reasoning")
         assert "sig-visible" in signed.get("encryptedValue", ""), signed

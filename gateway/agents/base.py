@@ -117,6 +117,10 @@ class AgentBackend(abc.ABC):
     # Whether a live run can be picked up by another replica (the agent's task lives outside this process).
     adoptable: bool = False
 
+    # Whether its interrupts are an AG-UI agent's own, passed on as sent: they expire when the agent says (their
+    # expiresAt) or after --upstream-interrupt-ttl (none by default), never after the gateway's --interrupt-ttl.
+    upstream_interrupts: bool = False
+
     def follow(self, request: AgentRequest, state: dict[str, Any], shown: dict[str, str]) -> AsyncIterator[Ready]:
         """Go on with a run another replica started: `state` is its last `Adoptable` state, `shown` the text each
         agent message id already showed. The stream ends after a terminal signal, as `run`'s does."""

@@ -221,6 +221,7 @@ class InterruptRequest(Struct, kw_only=True):
     response_schema: dict[str, Any] | None = None  # None: any answer is accepted, and no schema is shown
     tool_call_id: str | None = None
     metadata: dict[str, Any] | None = None
+    expires_at: str | None = None  # the agent's own expiry, as it sent it (ISO 8601); None: the gateway's rule
 
 
 class InputRequired(Signal):

@@ -195,13 +195,24 @@ def _expiry(now: float, ttl: float) -> tuple[float | None, str | None]:
     return expires, text
 
 
+def _agents_expiry(text: str) -> tuple[float | None, str]:
+    """An agent's own expiresAt: shown as it sent it, and enforced when it reads as an ISO 8601 moment (one without
+    a zone is UTC); one that does not read is shown and never enforced."""
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        return None, text
+    return (moment if moment.tzinfo else moment.replace(tzinfo=UTC)).timestamp(), text
+
+
 async def _save_interrupt(run: Run, outcome: Interrupted) -> Outcome:
     """Nothing is announced as recoverable unless it was persisted first. If it cannot be, the backend's kept work
     is cancelled, and a cancel intent recorded meanwhile wins; anything else is a failure."""
     request = outcome.request
     open_steps = list(run.translator.steps)  # before the terminal events close them
     try:
-        expires, expires_text = _expiry(await run.services.store.now(), run.services.interrupt_ttl)
+        ours = _expiry(await run.services.store.now(), run.services.interrupt_ttl)
+        expiries = [_agents_expiry(i.expires_at) if i.expires_at is not None else ours for i in request.interrupts]
         wire = [
             e.Interrupt(
                 id=i.id,
@@ -209,10 +220,10 @@ async def _save_interrupt(run: Run, outcome: Interrupted) -> Outcome:
                 message=i.message,
                 tool_call_id=i.tool_call_id,
                 response_schema=i.response_schema,
-                expires_at=expires_text,
+                expires_at=text,
                 metadata=i.metadata,
             )
-            for i in request.interrupts
+            for i, (_, text) in zip(request.interrupts, expiries, strict=True)
         ]
         pending = [
             PendingInterrupt(
@@ -223,7 +234,7 @@ async def _save_interrupt(run: Run, outcome: Interrupted) -> Outcome:
                 tool_call_id=i.tool_call_id,
                 expires_at=expires,
             )
-            for i, w in zip(request.interrupts, wire, strict=True)
+            for i, w, (expires, _) in zip(request.interrupts, wire, expiries, strict=True)
         ]
         await run.services.store.save_interrupt(
             run.lease, pending, checkpoint=request.checkpoint, open_steps=open_steps, progress=_progress(run)

@@ -109,6 +109,7 @@ for (const step of config.steps) {
     run.error = String(err?.message ?? err);
   }
   run.pendingInterrupts = agent.pendingInterrupts.map((i) => i.id);
+  run.interrupts = structuredClone(agent.pendingInterrupts); // whole, as the client holds them
   const finished = events.findLast((e) => e.type === "RUN_FINISHED");
   run.pendingToolCallIds = finished?.outcome?.pendingToolCallIds ?? [];
   // An agent that does not say which calls are the client's (ag-ui-langgraph): the calls with no result.

@@ -107,6 +107,7 @@ class AguiHttpBackend(AgentBackend):
 
     name = "agui"
     plain_workspace = True  # the upstream is sent no workspace
+    upstream_interrupts = True
     client_tools = True
 
     def __init__(self, url: str, token: str | None = None, *, response_seconds: float = 60.0) -> None:
@@ -279,6 +280,7 @@ class AguiInProcessBackend(AgentBackend):
 
     name = "agui-in-process"
     plain_workspace = True
+    upstream_interrupts = True
     client_tools = True
 
     def __init__(self, source: Any) -> None:

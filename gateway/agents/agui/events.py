@@ -306,14 +306,15 @@ def _usage(entry: dict[str, Any]) -> s.Usage:
 def _interrupt(item: Any) -> s.InterruptRequest:
     if not isinstance(item, dict) or not isinstance(item.get("id"), str) or not item["id"]:
         raise UpstreamViolation("an interrupt without its id")
-    schema, message = item.get("responseSchema"), item.get("message")
-    return s.InterruptRequest(  # as the agent sent it: no message or schema of ours where it gave none
+    schema, message, expires = item.get("responseSchema"), item.get("message"), item.get("expiresAt")
+    return s.InterruptRequest(  # as the agent sent it: no message, schema or expiry of ours where it gave none
         id=item["id"],
         reason=_or(item, "reason", "input"),
         message=message if isinstance(message, str) else None,
         response_schema=schema if isinstance(schema, dict) else None,
         tool_call_id=item.get("toolCallId") if isinstance(item.get("toolCallId"), str) else None,
         metadata=item.get("metadata") if isinstance(item.get("metadata"), dict) else None,
+        expires_at=expires if isinstance(expires, str) else None,
     )
 
 
