@@ -4,7 +4,9 @@ content, empty ones included, tool calls, tool call ids, encrypted values) and t
 ids (Pydantic AI's are random), so ids are compared by what they point at: each is named by the order in which the
 client's messages first show it, and every reference to it must follow. Every request the gateway sends the agent
 must pass @ag-ui/core 1.0's own RunAgentInput schema, and every event the client got through the gateway its
-EventSchemas."""
+EventSchemas. The agents: ag-ui-langgraph (both of its interrupt styles), Pydantic AI's AG-UI adapter, and a
+TypeScript agent that refuses what @ag-ui/core's schema refuses (tests/node/validating_agent.mjs); the pending
+interrupts are compared whole."""
 
 from __future__ import annotations
 
@@ -42,6 +44,13 @@ LANGGRAPH_OUTCOME_STEPS = [  # AG-UI 1.0's interrupt outcome, answered by `resum
     {"answer": YES},
     {"message": "/tool"},
 ]
+TYPESCRIPT_STEPS = [  # the second turn is where a gateway that rebuilt the request failed such an agent
+    {"message": "hello typescript"},
+    {"message": "/tool", "tools": [CONFIRM]},
+    {"toolResult": "yes", "tools": [CONFIRM]},
+    {"message": "/think"},
+    {"message": "what came back?"},  # the signature and every role, as the agent reads its history
+]
 UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}|[0-9a-f]{32}")  # random ids, two spellings
 PYDANTIC_STEPS = [
     {"message": "hello model"},
@@ -73,6 +82,15 @@ def langgraph_outcome_upstream():
 
 
 @pytest.fixture(scope="module")
+def typescript_upstream():
+    from tests.typescript_agent import TypeScriptAgent
+
+    server = TypeScriptAgent().start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
 def pydantic_upstream():
     from tests.pydantic_agent import PydanticAIServer
 
@@ -82,10 +100,15 @@ def pydantic_upstream():
 
 
 @pytest.fixture(scope="module")
-def agents(langgraph_upstream, langgraph_outcome_upstream, pydantic_upstream, tmp_path_factory):
+def agents(langgraph_upstream, langgraph_outcome_upstream, pydantic_upstream, typescript_upstream, tmp_path_factory):
     """Each agent, directly and behind a gateway of its own."""
     started = {}
-    upstreams = (("langgraph", langgraph_upstream), ("langgraph-outcome", langgraph_outcome_upstream), ("pydantic", pydantic_upstream))
+    upstreams = (
+        ("langgraph", langgraph_upstream),
+        ("langgraph-outcome", langgraph_outcome_upstream),
+        ("pydantic", pydantic_upstream),
+        ("typescript", typescript_upstream),
+    )
     for name, upstream in upstreams:
         gateway = Gateway(tmp_path_factory.mktemp(name), "--agent", "agui+" + upstream.url).start()
         started[name] = (upstream, gateway)
@@ -147,7 +170,13 @@ def check_schemas(requests: list[Any], events: list[Any], core: str = "1.0") -> 
 
 @pytest.mark.parametrize("kind", ["http", "ws"])
 @pytest.mark.parametrize(
-    ("name", "steps"), [("langgraph", LANGGRAPH_STEPS), ("langgraph-outcome", LANGGRAPH_OUTCOME_STEPS), ("pydantic", PYDANTIC_STEPS)]
+    ("name", "steps"),
+    [
+        ("langgraph", LANGGRAPH_STEPS),
+        ("langgraph-outcome", LANGGRAPH_OUTCOME_STEPS),
+        ("pydantic", PYDANTIC_STEPS),
+        ("typescript", TYPESCRIPT_STEPS),
+    ],
 )
 def test_the_clients_end_state_through_the_gateway_is_the_direct_one(agents, name, steps, kind):
     upstream, gateway = agents[name]
@@ -170,6 +199,11 @@ def test_the_clients_end_state_through_the_gateway_is_the_direct_one(agents, nam
         assert [[i.get("expiresAt") for i in pending] for pending in asked] == [[None], ["2099-01-01T00:00:00Z"]]
         said = [m["content"] for m in through["endState"]["messages"] if m["role"] == "assistant" and m.get("content")]
         assert said.count('Approved: {"decision": "yes"}') == 2, said
+    if name == "typescript":
+        assert upstream.failures == [], upstream.failures[:1]  # its own schema accepted every request, both ways
+        said = [m["content"] for m in through["endState"]["messages"] if m["role"] == "assistant" and m.get("content")]
+        history = "user,assistant,user,assistant,tool,assistant,user,reasoning,assistant,user"  # the tool call's parent too
+        assert said[-1] == f"You said: what came back? [history {history}; signed reasoning] ", said
     if name == "pydantic":
         signed = next(m for m in through["endState"]["messages"] if m["role"] == "reasoning")
         assert "sig-visible" in signed.get("encryptedValue", ""), signed
