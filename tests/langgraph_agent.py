@@ -50,7 +50,7 @@ class FakeToolCallingModel(GenericFakeChatModel):
     async def _astream(
         self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kwargs: Any
     ) -> AsyncIterator[ChatGenerationChunk]:
-        """`/slow`: a word every 0.1 s; anything else as `_stream` gives it."""
+        """`/slow [n]`: n words (100 unless given), one every 0.1 s; anything else as `_stream` gives it."""
         last = messages[-1].content if messages else ""
         if not (isinstance(last, str) and last.startswith("/slow")):
             for chunk in self._stream(messages, stop, None, **kwargs):
@@ -59,7 +59,8 @@ class FakeToolCallingModel(GenericFakeChatModel):
                 yield chunk
             return
         next(self.messages)
-        for index in range(100):
+        words = last.split()
+        for index in range(int(words[1]) if len(words) > 1 and words[1].isdigit() else 100):
             chunk = ChatGenerationChunk(message=AIMessageChunk(content=f"tick {index} ", id="slow"))
             if run_manager:
                 await run_manager.on_llm_new_token(chunk.text, chunk=chunk)

@@ -209,3 +209,32 @@ def test_the_clients_end_state_through_the_gateway_is_the_direct_one(agents, nam
         assert "sig-visible" in signed.get("encryptedValue", ""), signed
         said = [m["content"] for m in through["endState"]["messages"] if m["role"] == "assistant" and m.get("content")]
         assert "signatures ['sig-visible']" in said, said
+
+
+@pytest.mark.redis
+def test_the_end_state_is_the_direct_one_across_two_replicas_and_a_reattach_mid_run(langgraph_upstream, tmp_path):
+    """Two replicas on one Redis: HttpAgent turns alternate between them; then the WebSocketAgent's socket is cut in
+    the middle of a streamed answer and it attaches again. The client ends where the direct one does."""
+    from tests.support import RedisServer
+    from tests.tcp_proxy import TcpProxy
+
+    steps = [{"message": "hello graph"}, {"message": "/slow 15"}, {"message": "/tool"}, {"message": "and again"}]
+    direct = drive(langgraph_upstream.url, steps, stableIds=True)
+    redis_server = RedisServer(tmp_path).start()
+    shared = ("--agent", "agui+" + langgraph_upstream.url, "--store", redis_server.url)
+    a, b = Gateway(tmp_path, *shared).start(), Gateway(tmp_path, *shared).start()
+    try:
+        alternating = [{**step, "url": (a, b)[index % 2].url} for index, step in enumerate(steps)]
+        across = drive(a.url, alternating, stableIds=True)
+        assert canonical(across["endState"]) == canonical(direct["endState"])
+        with TcpProxy(a.port) as proxy:
+            proxy.cut_after(b'"tick 5 "')  # mid-answer: ticks come a tenth of a second apart
+            cut = drive(proxy.url, steps, kind="ws", stableIds=True)
+            assert proxy.cuts == 1
+        slow_run = cut["runs"][1]["events"][0]["runId"]
+        a.wait_logged(f"run {slow_run}: its last follower left")  # the gateway saw the drop, and the client came back
+        assert canonical(cut["endState"]) == canonical(direct["endState"])
+    finally:
+        a.stop()
+        b.stop()
+        redis_server.stop()

@@ -3,7 +3,7 @@
 // Input (argv[2]): {"url", "threadId", "kind"?: "http"|"ws", "token"?, "initialState"?, "stableIds"?, "steps": [{"message"?,
 // "forwardedProps", "tools"?, "toolResult"?, "answer"?: {"status","payload"?}, "abortAfter"?: <events>}]}
 // Each step is one runAgent call; a step with "answer" resumes every pending interrupt with it; "tools" declares
-// client tools; "toolResult" adds a `tool` message with that content for each tool call the previous run left
+// client tools; "url" sends this step's run to another URL (HttpAgent: another replica); "toolResult" adds a `tool` message with that content for each tool call the previous run left
 // pending (and no user message); "abortAfter" calls abortRun() once that many events arrived; "connect" joins
 // the thread with connectAgent() instead of running (with "fresh", on a new agent: a page that was reloaded). "parallel": N runs the first step on N agents at once (all
 // WebSocketAgents of one URL share one socket); "metricsUrl": report the gateway's open WebSocket count then.
@@ -71,6 +71,7 @@ let pendingToolCalls = [];
 for (const step of config.steps) {
   const events = [];
   const run = { events, error: null };
+  if (step.url && config.kind !== "ws") agent.url = step.url;
   if (step.message) {
     // "stableIds": the same ids on every drive of the same steps (a differential run compares two of them).
     const id = config.stableIds ? `m-${report.runs.length}` : `m-${report.runs.length}-${Date.now()}`;
