@@ -136,13 +136,18 @@ def build_graph() -> Any:
 agent = LangGraphAgent(name="assistant", graph=build_graph())
 
 
+def app(emit_interrupt_outcome: bool = False) -> FastAPI:
+    """The graph under ag-ui-langgraph's FastAPI endpoint, on `POST /agent`."""
+    served = FastAPI()
+    agent = LangGraphAgent(name="assistant", graph=build_graph(), emit_interrupt_outcome=emit_interrupt_outcome)
+    add_langgraph_fastapi_endpoint(served, agent, "/agent")
+    return served
+
+
 class LangGraphServer(BackgroundServer):
     """The same graph over HTTP (ag-ui-langgraph's FastAPI endpoint), on a free loopback port in a thread.
     `emit_interrupt_outcome`: AG-UI 1.0's interrupt outcome; otherwise the package's older style (a CUSTOM
     `on_interrupt` event, answered through `forwardedProps.command.resume`)."""
 
     def __init__(self, emit_interrupt_outcome: bool = False) -> None:
-        app = FastAPI()
-        agent = LangGraphAgent(name="assistant", graph=build_graph(), emit_interrupt_outcome=emit_interrupt_outcome)
-        add_langgraph_fastapi_endpoint(app, agent, "/agent")
-        super().__init__(app, "/agent")
+        super().__init__(app(emit_interrupt_outcome), "/agent")

@@ -86,6 +86,11 @@ async def _run(request: Request) -> Response:
     return await AGUIAdapter.dispatch_request(request, agent=agent, deps=StateDeps(Counter()))
 
 
+def app() -> Starlette:
+    """The agent under Pydantic AI's AG-UI adapter, on `POST /agent`."""
+    return Starlette(routes=[Route("/agent", _run, methods=["POST"])])
+
+
 class PydanticAIServer(BackgroundServer):
     def __init__(self) -> None:
-        super().__init__(Starlette(routes=[Route("/agent", _run, methods=["POST"])]), "/agent")
+        super().__init__(app(), "/agent")
