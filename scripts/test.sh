@@ -9,6 +9,7 @@ PYTHON=${PYTHON:-python3}
 .venv/bin/python -m pip install --quiet -e '.[dev]'
 command -v node >/dev/null || { echo "Node.js is required (apt-get install nodejs npm)" >&2; exit 1; }
 (cd tests/node && npm ci --no-audit --no-fund --loglevel=error)
+(cd tests/copilotkit && npm ci --no-audit --no-fund --loglevel=error)
 # Linters first: a lint, format or type error fails the run before any test starts.
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .

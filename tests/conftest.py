@@ -71,3 +71,49 @@ def pytest_runtest_makereport(item, call):
     report = yield
     setattr(item, f"rep_{report.when}", report)
     return report
+
+
+# Headless Chromium (Debian's, driven by Playwright) for the browser tests: one browser a module, a context a test,
+# and a screenshot in test-artifacts/ of a page whose test failed.
+CHROMIUM_FLAGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-dev-shm-usage",
+]
+
+
+@pytest.fixture(scope="module")
+def browser():
+    import shutil
+
+    from playwright.sync_api import sync_playwright
+
+    executable = shutil.which("chromium") or shutil.which("chromium-browser")
+    assert executable, "Debian's chromium is required for the browser tests (.ci/run installs it)"
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=executable, headless=True, args=CHROMIUM_FLAGS)
+        yield launched
+        launched.close()
+
+
+@pytest.fixture
+def page(browser, request):
+    import os
+
+    from tests.support import ROOT
+
+    context = browser.new_context()
+    page = context.new_page()
+    page.set_default_timeout(15000)
+    yield page
+    report = getattr(request.node, "rep_call", None)
+    if report is not None and report.failed:
+        artifacts = os.path.join(ROOT, "test-artifacts")
+        os.makedirs(artifacts, exist_ok=True)
+        page.screenshot(path=os.path.join(artifacts, f"{request.node.name}.png"), full_page=True)
+    context.close()

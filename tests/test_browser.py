@@ -3,50 +3,12 @@
 from __future__ import annotations
 
 import json
-import os
-import shutil
 
 import httpx
 import pytest
-from playwright.sync_api import expect, sync_playwright
-
-from tests.support import ROOT
+from playwright.sync_api import expect
 
 pytestmark = pytest.mark.browser
-CHROMIUM_FLAGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--disable-dev-shm-usage",
-]
-ARTIFACTS = os.path.join(ROOT, "test-artifacts")
-
-
-@pytest.fixture(scope="module")
-def browser():
-    executable = shutil.which("chromium") or shutil.which("chromium-browser")
-    assert executable, "Debian's chromium is required for the browser tests (.ci/run installs it)"
-    with sync_playwright() as playwright:
-        launched = playwright.chromium.launch(executable_path=executable, headless=True, args=CHROMIUM_FLAGS)
-        yield launched
-        launched.close()
-
-
-@pytest.fixture
-def page(browser, request):
-    context = browser.new_context()
-    page = context.new_page()
-    page.set_default_timeout(15000)
-    yield page
-    report = getattr(request.node, "rep_call", None)
-    if report is not None and report.failed:
-        os.makedirs(ARTIFACTS, exist_ok=True)
-        page.screenshot(path=os.path.join(ARTIFACTS, f"{request.node.name}.png"), full_page=True)
-    context.close()
 
 
 def open_ui(page, server, cwd="/tmp/agui-ui"):

@@ -1,0 +1,114 @@
+// The test page: CopilotKit's framework-free core (@copilotkit/core 1.75) talking to its runtime, with a frontend
+// tool the agent calls (`confirm`) and a human-in-the-loop one (`approve`, answered by the test through
+// `harness.decide`). window.harness is what the test drives; every CopilotKit error and console message is kept.
+import { CopilotKitCore } from "@copilotkit/core";
+import { z } from "zod";
+
+const errors = [];
+const consoleLines = [];
+for (const level of ["warn", "error"]) {
+  const original = console[level];
+  console[level] = (...args) => {
+    consoleLines.push(`${level}: ${args.map(String).join(" ")}`);
+    original(...args);
+  };
+}
+let decide = null;
+const calls = [];
+
+const core = new CopilotKitCore({ runtimeUrl: "/api/copilotkit" });
+core.subscribe({ onError: ({ code, error }) => errors.push(`${code}: ${error?.message ?? error}`) });
+core.addTool({
+  name: "confirm",
+  description: "Ask the user to confirm",
+  parameters: z.object({ really: z.boolean() }),
+  handler: async (args) => {
+    calls.push({ name: "confirm", args });
+    return "confirmed";
+  },
+});
+core.addTool({
+  name: "approve",
+  type: "human-in-the-loop",
+  description: "Ask the user to approve",
+  parameters: z.object({ plan: z.string() }),
+  handler: (args) => {
+    calls.push({ name: "approve", args });
+    return new Promise((resolve) => {
+      decide = resolve;
+    });
+  },
+});
+
+function connected() {
+  return new Promise((resolve) => {
+    if (core.runtimeConnectionStatus === "connected") return resolve();
+    const subscription = core.subscribe({
+      onRuntimeConnectionStatusChanged: ({ status }) => {
+        if (status === "connected") {
+          subscription.unsubscribe();
+          resolve();
+        }
+      },
+    });
+  });
+}
+
+function report(agent) {
+  return {
+    messages: structuredClone(agent.messages),
+    state: structuredClone(agent.state),
+    errors: [...errors],
+    console: [...consoleLines],
+    calls: [...calls],
+  };
+}
+
+window.harness = {
+  async send(text) {
+    await connected();
+    const agent = core.getAgent("default");
+    agent.addMessage({ id: crypto.randomUUID(), role: "user", content: text });
+    try {
+      await core.runAgent({ agent });
+    } catch (error) {
+      errors.push(`runAgent threw: ${error?.message ?? error}`);
+    }
+    return report(agent);
+  },
+  // Start a run and leave it going: `stop()` ends it as CopilotKit's stop button does.
+  async start(text) {
+    await connected();
+    const agent = core.getAgent("default");
+    agent.addMessage({ id: crypto.randomUUID(), role: "user", content: text });
+    window.harness.running = core.runAgent({ agent }).catch((error) => errors.push(`runAgent threw: ${error?.message ?? error}`));
+    const seen = () => agent.messages.some((m) => m.role === "assistant" && String(m.content ?? "").includes("tick"));
+    while (!seen()) await new Promise((resolve) => setTimeout(resolve, 20));
+    return agent.threadId;
+  },
+  async stop() {
+    const agent = core.getAgent("default");
+    core.stopAgent({ agent });
+    await window.harness.running;
+    return report(agent);
+  },
+  // A page opened on a thread it has not seen (a reload, a second tab): CopilotKit joins it.
+  async join(threadId) {
+    await connected();
+    const agent = core.getAgent("default");
+    agent.threadId = threadId;
+    try {
+      await core.connectAgent({ agent });
+    } catch (error) {
+      errors.push(`connectAgent threw: ${error?.message ?? error}`);
+    }
+    return report(agent);
+  },
+  waitingForDecision: () => decide !== null,
+  decide(answer) {
+    decide(answer);
+    decide = null;
+  },
+  report: () => report(core.getAgent("default")),
+};
+document.body.dataset.ready = "true";
