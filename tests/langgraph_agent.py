@@ -1,7 +1,9 @@
 """A small LangGraph graph served by ag-ui-langgraph, for the tests: langchain's fake chat model (no LLM, no network)
 answers, calls a backend tool (`lookup`, run by the graph's ToolNode) or a client tool the request declares, and
 the graph counts its turns in its state. `/approve` asks the user first (LangGraph's `interrupt`, with a message and
-a schema; `/approve expiring` with an expiry of its own) and answers with what the user said. `agent` is the in-process form (`--agent tests.langgraph_agent:agent`);
+a schema; `/approve expiring` with an expiry of its own) and answers with what the user said. `/write <text>`
+writes a document through a tool whose argument predicts the state (`predict_state`, streamed in pieces), and
+`/research <topic>` is answered by a subgraph of its own. `agent` is the in-process form (`--agent tests.langgraph_agent:agent`);
 `LangGraphServer` serves the same graph over HTTP with the package's own FastAPI endpoint."""
 
 from __future__ import annotations
@@ -42,10 +44,18 @@ class FakeToolCallingModel(GenericFakeChatModel):
             if run_manager:
                 run_manager.on_llm_new_token(word + " ", chunk=chunk)
             yield chunk
-        for index, call in enumerate(message.tool_calls):
+        for index, call in enumerate(message.tool_calls):  # arguments in pieces of 8 characters, as providers stream them
             args = json.dumps(call["args"])
-            pieces = [{"name": call["name"], "args": args, "id": call["id"], "index": index, "type": "tool_call_chunk"}]
-            yield ChatGenerationChunk(message=AIMessageChunk(content="", id=message.id, tool_call_chunks=pieces))
+            for start in range(0, max(len(args), 1), 8):
+                named = start == 0
+                piece = {
+                    "name": call["name"] if named else None,
+                    "args": args[start : start + 8],
+                    "id": call["id"] if named else None,
+                    "index": index,
+                    "type": "tool_call_chunk",
+                }
+                yield ChatGenerationChunk(message=AIMessageChunk(content="", id=message.id, tool_call_chunks=[piece]))
 
     async def _astream(
         self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kwargs: Any
@@ -76,6 +86,7 @@ def lookup(q: str) -> str:
 
 class State(MessagesState):
     turns: int
+    document: str
 
 
 def _reply(state: State) -> AIMessage:
@@ -90,12 +101,44 @@ def _reply(state: State) -> AIMessage:
         return AIMessage(content="", tool_calls=[{"name": "confirm", "args": {}, "id": call}])
     if text.startswith("/slow"):
         return AIMessage(content="slow")  # streamed by the model's own slow path
+    if text.startswith("/write"):
+        document = text.removeprefix("/write").strip()
+        return AIMessage(content="Writing it.", tool_calls=[{"name": "write_document", "args": {"document": document}, "id": call}])
     return AIMessage(content=f"You said: {text}")
 
 
+# The tool whose streamed argument predicts the shared state's `document`, as ag-ui-langgraph reads it from metadata.
+PREDICT = {"predict_state": [{"state_key": "document", "tool": "write_document", "tool_argument": "document"}]}
+
+
 async def chat(state: State, config: RunnableConfig) -> dict[str, Any]:
-    response = await FakeToolCallingModel(messages=iter([_reply(state)])).ainvoke(state["messages"], config)
+    reply = _reply(state)
+    if any(call["name"] == "write_document" for call in reply.tool_calls):
+        config = {**config, "metadata": {**(config.get("metadata") or {}), **PREDICT}}
+    response = await FakeToolCallingModel(messages=iter([reply])).ainvoke(state["messages"], config)
     return {"messages": [response], "turns": state.get("turns", 0) + 1}
+
+
+async def write_document(state: State) -> dict[str, Any]:
+    call = state["messages"][-1].tool_calls[0]
+    document = call["args"]["document"]
+    result = ToolMessage(content="written", tool_call_id=call["id"])
+    return {"messages": [result, AIMessage(content=f"The document now reads: {document}")], "document": document}
+
+
+async def research(state: State, config: RunnableConfig) -> dict[str, Any]:
+    topic = str(state["messages"][-1].content).removeprefix("/research").strip()
+    reply = AIMessage(content=f"Research on {topic}: three sources agree.")
+    response = await FakeToolCallingModel(messages=iter([reply])).ainvoke(state["messages"], config)
+    return {"messages": [response], "turns": state.get("turns", 0) + 1}
+
+
+def _research_graph() -> Any:
+    builder = StateGraph(State)
+    builder.add_node("research", research)
+    builder.add_edge(START, "research")
+    builder.add_edge("research", END)
+    return builder.compile()
 
 
 APPROVAL_SCHEMA = {"type": "object", "properties": {"decision": {"type": "string", "enum": ["yes", "no"]}}, "required": ["decision"]}
@@ -112,13 +155,14 @@ async def approve(state: State) -> dict[str, Any]:
 
 def _begin(state: State) -> str:
     last = state["messages"][-1]
-    asks = isinstance(last, HumanMessage) and isinstance(last.content, str) and last.content.startswith("/approve")
-    return "approve" if asks else "chat"
+    text = last.content if isinstance(last, HumanMessage) and isinstance(last.content, str) else ""
+    return "approve" if text.startswith("/approve") else "researcher" if text.startswith("/research") else "chat"
 
 
 def _route(state: State) -> str:
     last = state["messages"][-1]
-    return "tools" if isinstance(last, AIMessage) and any(c["name"] == "lookup" for c in last.tool_calls) else END
+    names = [c["name"] for c in last.tool_calls] if isinstance(last, AIMessage) else []
+    return "tools" if "lookup" in names else "write_document" if "write_document" in names else END
 
 
 def build_graph() -> Any:
@@ -126,9 +170,13 @@ def build_graph() -> Any:
     builder.add_node("chat", chat)
     builder.add_node("tools", ToolNode([lookup]))
     builder.add_node("approve", approve)
-    builder.add_conditional_edges(START, _begin, {"approve": "approve", "chat": "chat"})
+    builder.add_node("write_document", write_document)
+    builder.add_node("researcher", _research_graph())
+    builder.add_conditional_edges(START, _begin, {"approve": "approve", "researcher": "researcher", "chat": "chat"})
     builder.add_edge("approve", END)
-    builder.add_conditional_edges("chat", _route, {"tools": "tools", END: END})
+    builder.add_edge("write_document", END)
+    builder.add_edge("researcher", END)
+    builder.add_conditional_edges("chat", _route, {"tools": "tools", "write_document": "write_document", END: END})
     builder.add_edge("tools", "chat")
     return builder.compile(checkpointer=MemorySaver())
 

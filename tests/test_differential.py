@@ -33,6 +33,8 @@ LANGGRAPH_STEPS = [
     {"toolResult": "yes", "tools": [CONFIRM]},
     {"message": "/approve"},  # the package's older interrupt style: a CUSTOM event, answered in forwardedProps
     {"forwardedProps": {"command": {"resume": "yes"}}},
+    {"message": "/write The quick brown fox jumps"},  # predictive state: PredictState, then the tool's streamed argument
+    {"message": "/research vpc"},  # a subgraph's answer
     {"message": "and again"},
 ]
 YES = {"status": "resolved", "payload": {"decision": "yes"}}
@@ -194,6 +196,13 @@ def test_the_clients_end_state_through_the_gateway_is_the_direct_one(agents, nam
     assert len(forwarded) == len(steps)
     assert all(body.get("protocolVersion") for body in forwarded), "the client's declared version goes on"
     check_schemas(forwarded, [event for run in through["runs"] for event in run["events"]])
+    if name == "langgraph":  # the features the steps are for did happen
+        events = [event for run in through["runs"] for event in run["events"]]
+        assert any(e["type"] == "CUSTOM" and e["name"] == "PredictState" for e in events)
+        assert sum(e["type"] == "TOOL_CALL_ARGS" for e in events) > 3, "arguments streamed in pieces"
+        assert through["endState"]["state"]["document"] == "The quick brown fox jumps"
+        said = [m["content"] for m in through["endState"]["messages"] if m["role"] == "assistant" and m.get("content")]
+        assert "Research on vpc: three sources agree. " in said or "Research on vpc: three sources agree." in said, said
     if name == "langgraph-outcome":
         asked = [run["interrupts"] for run in through["runs"] if run["interrupts"]]
         assert [[i.get("expiresAt") for i in pending] for pending in asked] == [[None], ["2099-01-01T00:00:00Z"]]
