@@ -108,7 +108,11 @@ def create_app(
     )
     store = InstrumentedStore(store)
     agent = agent or load_agent(
-        settings.agent, settings.agent_token, follow_idle=settings.a2a_follow_idle_seconds, response_seconds=settings.agent_response_seconds
+        settings.agent,
+        settings.agent_token,
+        follow_idle=settings.a2a_follow_idle_seconds,
+        response_seconds=settings.agent_response_seconds,
+        max_state_bytes=settings.max_state_bytes,
     )
     settings = with_plain_workspace(settings, agent)
     services = build_services(settings, store, agent)

@@ -4,20 +4,32 @@ from __future__ import annotations
 
 import importlib
 import inspect
+from typing import TYPE_CHECKING
 
 from gateway.agents.base import AgentBackend, AgentRequest, ResumeAnswer
 
+if TYPE_CHECKING:
+    from gateway.agents.agui.backend import EventLimits
 
-def load_agent(spec: str, token: str | None = None, *, follow_idle: float = 300.0, response_seconds: float = 60.0) -> AgentBackend:
+
+def load_agent(
+    spec: str,
+    token: str | None = None,
+    *,
+    follow_idle: float = 300.0,
+    response_seconds: float = 60.0,
+    max_state_bytes: int | None = None,
+) -> AgentBackend:
     """`demo`, `agui+http(s)://host:port/path` for an AG-UI server, `a2a+http(s)://host:port/path` for an A2A 1.0
     agent, or `module:attr` for a Python plug-in: a factory of an AgentBackend, or an AG-UI agent object
     (`run(input)` yielding AG-UI events) run in this process.
     `follow_idle`: seconds of silence after which an A2A task followed with SubscribeToTask is given up;
-    `response_seconds`: how long an AG-UI upstream may take to answer with its response head."""
+    `response_seconds`: how long an AG-UI upstream may take to answer with its response head;
+    `max_state_bytes`: the state bound (--max-state-bytes) an AG-UI agent's events make room for."""
     if spec.startswith(("agui+http://", "agui+https://")):
         from gateway.agents.agui import AguiHttpBackend
 
-        return AguiHttpBackend(spec[len("agui+") :], token, response_seconds=response_seconds)
+        return AguiHttpBackend(spec[len("agui+") :], token, response_seconds=response_seconds, limits=_limits(max_state_bytes))
     if spec.startswith(("a2a+http://", "a2a+https://")):
         from gateway.agents.a2a import A2ABackend
 
@@ -27,14 +39,14 @@ def load_agent(spec: str, token: str | None = None, *, follow_idle: float = 300.
 
         return DemoAgent()
     if ":" in spec and "://" not in spec:
-        return _plug_in(spec)
+        return _plug_in(spec, max_state_bytes)
     raise ValueError(
         f"--agent {spec!r} (AGUI_GATEWAY_AGENT) is not an agent: use 'demo', 'agui+http(s)://host:port/path', "
         "'a2a+http(s)://host:port/path' or 'package.module:attr'"
     )
 
 
-def _plug_in(spec: str) -> AgentBackend:
+def _plug_in(spec: str, max_state_bytes: int | None) -> AgentBackend:
     module_name, _, attr = spec.partition(":")
     try:
         factory = getattr(importlib.import_module(module_name), attr)
@@ -43,12 +55,12 @@ def _plug_in(spec: str) -> AgentBackend:
     except AttributeError:
         raise ValueError(f"--agent {spec!r}: the module {module_name!r} has no {attr!r}") from None
     if _is_event_source(factory):
-        return _in_process(factory)
+        return _in_process(factory, max_state_bytes)
     backend = factory()
     if isinstance(backend, AgentBackend):
         return backend
     if _is_event_source(backend):
-        return _in_process(backend)
+        return _in_process(backend, max_state_bytes)
     raise ValueError(f"--agent {spec!r}: the factory returned {type(backend).__name__}, neither an AgentBackend nor an AG-UI agent")
 
 
@@ -57,10 +69,16 @@ def _is_event_source(candidate: object) -> bool:
     return not isinstance(candidate, type) and not inspect.isroutine(candidate) and callable(getattr(candidate, "run", None))
 
 
-def _in_process(source: object) -> AgentBackend:
+def _in_process(source: object, max_state_bytes: int | None) -> AgentBackend:
     from gateway.agents.agui import AguiInProcessBackend
 
-    return AguiInProcessBackend(source)
+    return AguiInProcessBackend(source, _limits(max_state_bytes))
+
+
+def _limits(max_state_bytes: int | None) -> EventLimits:
+    from gateway.agents.agui.backend import DEFAULT_LIMITS, EventLimits
+
+    return DEFAULT_LIMITS if max_state_bytes is None else EventLimits.for_state(max_state_bytes)
 
 
 __all__ = ["AgentBackend", "AgentRequest", "ResumeAnswer", "load_agent"]

@@ -144,3 +144,17 @@ def test_an_events_timestamp_and_raw_event_stay_with_its_signal():
     assert plain == s.TextDelta(text="yo", message_id="m")
     [end] = reader.read({"type": "RUN_FINISHED", "threadId": "t", "runId": "r", "timestamp": 18})
     assert end == s.Completed(), "the run's end is the gateway's own: never wrapped"
+
+
+def test_an_events_bound_makes_room_for_the_state_bound():
+    """At the default --max-state-bytes (8 MiB) an event may be 9 MiB; a larger state bound grows it, and its count of
+    JSON values with it, so that a snapshot the flag allows can arrive."""
+    from gateway.agents.agui.backend import DEFAULT_LIMITS, EventLimits, decode_event
+
+    assert EventLimits.for_state(8 * 1024 * 1024) == DEFAULT_LIMITS == EventLimits(9 * 1024 * 1024, 500_000)
+    larger = EventLimits.for_state(32 * 1024 * 1024)
+    assert larger == EventLimits(33 * 1024 * 1024, 500_000 * 33 // 9)
+    snapshot = b'{"type":"STATE_SNAPSHOT","snapshot":{"text":"' + b"x" * (12 * 1024 * 1024) + b'"}}'
+    with pytest.raises(UpstreamViolation, match="larger than 9437184 bytes"):
+        decode_event(snapshot)
+    assert decode_event(snapshot, larger)["type"] == "STATE_SNAPSHOT"

@@ -4,8 +4,8 @@ LangGraphAgent). Both are sent the run's RunAgentInput and read through one Even
 
 Upstream failures (docs/agents.md): unreachable, no response head within --agent-response-seconds, silent
 IDLE_SECONDS within its stream, or a 5xx before the stream is AGENT_UNAVAILABLE; a 4xx
-is INVALID_INPUT with the upstream's words; an event past MAX_EVENT_BYTES, not JSON, of an unknown type, out of
-order, or a stream that ends without its terminal event is AGENT_PROTOCOL_ERROR; an upstream RUN_ERROR keeps its
+is INVALID_INPUT with the upstream's words; an event past its EventLimits (9 MiB, or room for --max-state-bytes), not
+JSON, of an unknown type, out of order, or a stream that ends without its terminal event is AGENT_PROTOCOL_ERROR; an upstream RUN_ERROR keeps its
 own code and message. A cancel, or a client gone with no grace window, closes the upstream request."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import logging
 import urllib.parse
 import urllib.request
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, NamedTuple
 
 import aiohttp
 import msgspec
@@ -36,6 +36,22 @@ EVENT_DEPTH = 128  # JSON nesting accepted in an upstream event
 # decoding makes an object of each, on the loop, and 8 MiB of `[],` would be 2.7 million of them (half a second). A
 # conversation of 8 MB, its prose's commas included, counts about a quarter of this.
 MAX_EVENT_VALUES = 500_000
+
+
+class EventLimits(NamedTuple):
+    """What one upstream event may be: its bytes, and its JSON values (counted before it is decoded)."""
+
+    bytes: int = MAX_EVENT_BYTES
+    values: int = MAX_EVENT_VALUES
+
+    @classmethod
+    def for_state(cls, max_state_bytes: int) -> EventLimits:
+        """Room for a snapshot of `max_state_bytes` (--max-state-bytes) and its frame; never below the defaults."""
+        size = max(MAX_EVENT_BYTES, max_state_bytes + 1024 * 1024)
+        return cls(size, max(MAX_EVENT_VALUES, MAX_EVENT_VALUES * size // MAX_EVENT_BYTES))
+
+
+DEFAULT_LIMITS = EventLimits()
 CONNECT_SECONDS = 10.0  # to open the upstream connection
 IDLE_SECONDS = 300.0  # of silence in the upstream's stream (an AG-UI server sends no heartbeat of its own)
 MAX_ERROR_BYTES = 64 * 1024  # of an upstream's error body, read for its message
@@ -110,8 +126,9 @@ class AguiHttpBackend(AgentBackend):
     upstream_interrupts = True
     client_tools = True
 
-    def __init__(self, url: str, token: str | None = None, *, response_seconds: float = 60.0) -> None:
+    def __init__(self, url: str, token: str | None = None, *, response_seconds: float = 60.0, limits: EventLimits = DEFAULT_LIMITS) -> None:
         self.url = url
+        self.limits = limits
         self.headers = {"Accept": "text/event-stream", "Content-Type": "application/json"}
         if token:
             self.headers["Authorization"] = f"Bearer {token}"
@@ -150,7 +167,7 @@ class AguiHttpBackend(AgentBackend):
                 if failure is not None:
                     yield failure
                     return
-                async for ready in read_events(request, _sse_reads(response)):
+                async for ready in read_events(request, _sse_reads(response, self.limits)):
                     yield ready
         # aiohttp's timeouts are TimeoutErrors too: its own come first, as the failures of the connection they are.
         except aiohttp.SocketTimeoutError:
@@ -210,7 +227,7 @@ def _error_text(raw: bytes) -> str:
     return json.dumps(body)[:300]
 
 
-async def _sse_reads(response: aiohttp.ClientResponse) -> AsyncIterator[list[Any]]:
+async def _sse_reads(response: aiohttp.ClientResponse, limits: EventLimits = DEFAULT_LIMITS) -> AsyncIterator[list[Any]]:
     """Per network read, the data of each SSE record it completed (its `data:` lines joined) decoded as JSON;
     comments and other fields are skipped. A record that breaks AG-UI raises once the read's earlier ones are out.
     Lines may end in CRLF, LF or CR (the SSE grammar), a CRLF split between two reads included."""
@@ -226,8 +243,8 @@ async def _sse_reads(response: aiohttp.ClientResponse) -> AsyncIterator[list[Any
         searched = max(0, len(buffer) - 1)  # a large record arriving in many reads is searched once, not per read
         buffer += text
         if buffer.find(b"\n\n", searched) < 0:
-            if len(buffer) > MAX_EVENT_BYTES:
-                raise UpstreamViolation(f"an event larger than {MAX_EVENT_BYTES} bytes")
+            if len(buffer) > limits.bytes:
+                raise UpstreamViolation(f"an event larger than {limits.bytes} bytes")
             continue
         *records, buffer = buffer.split(b"\n\n")  # one pass: a read of many records copies each once
         events: list[Any] = []
@@ -235,9 +252,9 @@ async def _sse_reads(response: aiohttp.ClientResponse) -> AsyncIterator[list[Any
             for record in records:
                 data = _record_data(record)
                 if data is not None:
-                    events.append(decode_event(data))
-            if len(buffer) > MAX_EVENT_BYTES:
-                raise UpstreamViolation(f"an event larger than {MAX_EVENT_BYTES} bytes")
+                    events.append(decode_event(data, limits))
+            if len(buffer) > limits.bytes:
+                raise UpstreamViolation(f"an event larger than {limits.bytes} bytes")
         except UpstreamViolation:
             if events:
                 yield events
@@ -246,7 +263,7 @@ async def _sse_reads(response: aiohttp.ClientResponse) -> AsyncIterator[list[Any
             yield events
     data = _record_data(buffer)  # a last record with no blank line after it
     if data is not None:
-        yield [decode_event(data)]
+        yield [decode_event(data, limits)]
 
 
 def _record_data(record: bytes | bytearray) -> bytes | bytearray | None:
@@ -260,11 +277,11 @@ def _record_data(record: bytes | bytearray) -> bytes | bytearray | None:
 _decode = msgspec.json.Decoder().decode
 
 
-def decode_event(raw: bytes | bytearray) -> Any:
-    if len(raw) > MAX_EVENT_BYTES:
-        raise UpstreamViolation(f"an event larger than {MAX_EVENT_BYTES} bytes")
-    if len(raw) > MAX_EVENT_VALUES and raw.count(b",") + raw.count(b"[") + raw.count(b"{") > MAX_EVENT_VALUES:
-        raise UpstreamViolation(f"an event of more than {MAX_EVENT_VALUES} JSON values")
+def decode_event(raw: bytes | bytearray, limits: EventLimits = DEFAULT_LIMITS) -> Any:
+    if len(raw) > limits.bytes:
+        raise UpstreamViolation(f"an event larger than {limits.bytes} bytes")
+    if len(raw) > limits.values and raw.count(b",") + raw.count(b"[") + raw.count(b"{") > limits.values:
+        raise UpstreamViolation(f"an event of more than {limits.values} JSON values")
     if too_deep(raw, EVENT_DEPTH):
         raise UpstreamViolation(f"an event nested deeper than {EVENT_DEPTH} levels")
     try:
@@ -283,8 +300,9 @@ class AguiInProcessBackend(AgentBackend):
     upstream_interrupts = True
     client_tools = True
 
-    def __init__(self, source: Any) -> None:
+    def __init__(self, source: Any, limits: EventLimits = DEFAULT_LIMITS) -> None:
         self.source = source
+        self.limits = limits
 
     def run(self, request: AgentRequest) -> AsyncIterator[s.Ready]:
         return self._run(request)
@@ -307,20 +325,20 @@ class AguiInProcessBackend(AgentBackend):
         stream = source.run(RunAgentInput.model_validate(run_input(request)))
         try:
             async for event in stream:  # one event a step: the source may wait between any two
-                yield [_as_dict(event)]
+                yield [_as_dict(event, self.limits)]
         finally:
             aclose = getattr(stream, "aclose", None)
             if aclose is not None:
                 await aclose()
 
 
-def _as_dict(event: Any) -> Any:
+def _as_dict(event: Any, limits: EventLimits = DEFAULT_LIMITS) -> Any:
     if isinstance(event, dict):
         return event
     if isinstance(event, (str, bytes)):
         raw = (event.encode() if isinstance(event, str) else event).replace(b"\r\n", b"\n").replace(b"\r", b"\n")
         data = _record_data(raw)
-        return decode_event(raw if data is None else data)
+        return decode_event(raw if data is None else data, limits)
     dump = getattr(event, "model_dump", None)
     if dump is None:
         raise UpstreamViolation(f"an event of type {type(event).__name__}, not an AG-UI event")
