@@ -14,6 +14,7 @@ from gateway.settings import Settings, default_allowed_roots, default_state_dir
 from server.options import (
     ConfigError,
     Parser,
+    Refused,
     algorithms,
     durability,
     duration,
@@ -51,6 +52,16 @@ class Flag:
     def shown(self) -> str:
         return "unset" if self.default is None else (self.default or "empty")
 
+    def parse(self, text: str) -> Any:
+        """The value of `text`; a refusal names this flag, its variable, the value and what is allowed."""
+        assert self.convert is not None
+        try:
+            return self.convert(text)
+        except Refused as refused:
+            raise argparse.ArgumentTypeError(
+                f"{text!r} is not {refused.allowed} (flag {self.name}, variable {env_name(self.name)})"
+            ) from None
+
 
 def _or_none(value: str | None) -> str | None:
     return value or None
@@ -60,7 +71,7 @@ _OAUTH_LIST = "repeatable (variable: comma-separated)"
 
 FLAGS: tuple[Flag, ...] = (
     Flag("--host", "127.0.0.1", "address to bind (the container image uses 0.0.0.0)"),
-    Flag("--port", "8080", "port to listen on", integer("--port", 1, 65535)),
+    Flag("--port", "8080", "port to listen on", integer(1, 65535)),
     Flag(
         "--store",
         "file",
@@ -104,7 +115,7 @@ FLAGS: tuple[Flag, ...] = (
         "--oauth-algorithms",
         "RS256,ES256",
         "OAuth: accepted JWS algorithms, comma-separated ('none' and HS* are refused)",
-        algorithms("--oauth-algorithms"),
+        algorithms,
     ),
     Flag(
         "--public-url",
@@ -117,34 +128,34 @@ FLAGS: tuple[Flag, ...] = (
         "--max-concurrent-runs",
         "0",
         "cap on runs in flight on this replica; beyond it 429 SERVICE_QUOTA_EXCEEDED (0 = no cap)",
-        integer("--max-concurrent-runs", 0),
+        integer(0),
     ),
     Flag(
         "--max-live-run-bytes",
         "134217728",
         "memory budget of the live runs' event rings on this replica: while they hold it new runs get 429 "
         "SERVICE_QUOTA_EXCEEDED, past it the runs over their share are cut (0 = no budget)",
-        integer("--max-live-run-bytes", 0),
+        integer(0),
     ),
     Flag(
         "--max-state-bytes",
         "8388608",
         "bytes of one shared-state document or messages snapshot from the agent, after each snapshot or patch; past "
         "it the run ends AGENT_PROTOCOL_ERROR naming this bound",
-        integer("--max-state-bytes", 65536, 64 * 1024 * 1024),
+        integer(65536, 64 * 1024 * 1024),
     ),
     Flag(
         "--rate-limit",
         None,
         "per-caller request rate, e.g. 20/s or 600/m (token bucket; shared across replicas with the "
         "Redis store); beyond it 429 RATE_LIMIT_EXCEEDED",
-        rate("--rate-limit"),
+        rate,
     ),
     Flag(
         "--heartbeat-seconds",
         "15",
         "write ': heartbeat' after this many seconds without an event",
-        seconds("--heartbeat-seconds", low=0.05),
+        seconds(low=0.05),
     ),
     Flag(
         "--allowed-cwd",
@@ -163,81 +174,81 @@ FLAGS: tuple[Flag, ...] = (
         "--retention",
         "7d",
         "remove thread state untouched for this long (e.g. 3600, 12h, 30d)",
-        duration("--retention"),
+        duration,
         setting="retention_seconds",
     ),
     Flag(
         "--lease-seconds",
         "10",
         "Redis store: lifetime of a run lease, renewed every third of it; a replica that dies frees its threads after this",
-        seconds("--lease-seconds", low=1),
+        seconds(low=1),
     ),
     Flag(
         "--max-reattach-grace-seconds",
         "120",
         "longest grace window a client may ask for (AGUI-Reattach-Grace, reattachGraceSeconds); 0 turns the event log and "
         "reattach off (no id: lines, the attach route answers 404)",
-        seconds("--max-reattach-grace-seconds", low=0),
+        seconds(low=0),
     ),
     Flag(
         "--a2a-follow-idle-seconds",
         "5m",
         "an A2A task followed with SubscribeToTask (after its stream ended early) that is silent this long and still working fails",
-        duration("--a2a-follow-idle-seconds"),
+        duration,
     ),
     Flag(
         "--agent-response-seconds",
         "60",
         "an AG-UI upstream (--agent agui+http...) that has not sent its response's status and headers this long after the "
         "request fails with AGENT_UNAVAILABLE (connect: 10 s; silence within its stream: 5 min)",
-        seconds("--agent-response-seconds", low=0.1),
+        seconds(low=0.1),
     ),
     Flag(
         "--event-log-retention",
         "10m",
         "how long an ended run's events can be replayed; a tombstone says expired for a day after",
-        duration("--event-log-retention"),
+        duration,
     ),
-    Flag("--event-log-max-events", "50000", "newest events kept per run for reattach", integer("--event-log-max-events", 100)),
-    Flag("--event-log-max-bytes", "16777216", "bytes of events kept per run for reattach", integer("--event-log-max-bytes", 65536)),
+    Flag("--event-log-max-events", "50000", "newest events kept per run for reattach", integer(100)),
+    Flag("--event-log-max-bytes", "16777216", "bytes of events kept per run for reattach", integer(65536)),
     Flag(
         "--event-log-retained-bytes",
         "268435456",
         "bytes of ended runs' events this replica keeps for replay; past it the oldest expire early (a tombstone stays)",
-        integer("--event-log-retained-bytes", 1 << 20),
+        integer(1 << 20),
     ),
     Flag(
         "--interrupt-ttl",
         "900",
         "lifetime of an interrupt of the demo, A2A or a plug-in agent before it expires (0 = never)",
-        duration("--interrupt-ttl"),
+        duration,
     ),
     Flag(
         "--upstream-interrupt-ttl",
         "0",
         "lifetime the gateway gives an AG-UI agent's interrupt that carries no expiresAt of its own (0 = never: "
         "the agent decides; one it sends is passed on and kept)",
-        duration("--upstream-interrupt-ttl"),
+        duration,
     ),
     Flag(
         "--ws-ping-seconds",
         "20",
         "WebSocket ping interval; a peer that does not answer within the same time is closed (0 disables)",
-        seconds("--ws-ping-seconds", low=0),
+        seconds(low=0),
     ),
-    Flag("--ticket-ttl", "60", "lifetime of a single-use WebSocket ticket from POST /ws/tickets", duration("--ticket-ttl")),
+    Flag("--ticket-ttl", "60", "lifetime of a single-use WebSocket ticket from POST /ws/tickets", duration),
     Flag(
         "--shutdown-grace-seconds",
         "30",
         "on SIGTERM, how long active runs may go on before they are handed off or cancelled",
-        seconds("--shutdown-grace-seconds", low=0),
+        seconds(low=0),
     ),
     Flag(
         "--redis-durability",
         "async",
         "Redis store: 'async' (a failover may lose acknowledged writes), or 'replicated[:N]': admission, interrupt, "
         "finish and cancel writes wait (up to 1 s) until N replicas (default 1) have them, else 503",
-        durability("--redis-durability"),
+        durability,
         setting="redis_min_replicas",
     ),
     Flag(
@@ -245,34 +256,34 @@ FLAGS: tuple[Flag, ...] = (
         "64",
         "Redis store: commands on pooled connections in flight per replica (the scripts pipelined on the store's own connection"
         " are not counted); more wait up to 5 s for a free connection instead of failing",
-        integer("--redis-max-connections", 1),
+        integer(1),
     ),
     Flag(
         "--send-timeout-seconds",
         "30",
         "a client whose connection drains nothing for this long is reset (what the kernel still holds for it is dropped) and its run treated as a disconnect: the "
         "backend is cancelled, the thread freed (0 = never)",
-        seconds("--send-timeout-seconds", low=0),
+        seconds(low=0),
     ),
     Flag(
         "--header-timeout-seconds",
         "10",
         "a request's line and headers must arrive within this long after their first byte, else 408 and the connection "
         "closes (slowloris); a connection that sends nothing at all is closed without an answer",
-        seconds("--header-timeout-seconds", low=0, inclusive=False),
+        seconds(low=0, inclusive=False),
     ),
     Flag(
         "--body-timeout-seconds",
         "30",
         "a request body must arrive within this long, else 408 and the connection closes",
-        seconds("--body-timeout-seconds", low=0, inclusive=False),
+        seconds(low=0, inclusive=False),
     ),
     Flag(
         "--max-connections-per-client",
         "1000",
         "open connections allowed from one client address; beyond it 429 at once (0 = no cap). Lowered, and logged, to a "
         "quarter of the file descriptors left after a reserve of 64; behind a proxy every client has the proxy's address: raise it there",
-        integer("--max-connections-per-client", 0),
+        integer(0),
     ),
     Flag(
         "--backlog",
@@ -280,7 +291,7 @@ FLAGS: tuple[Flag, ...] = (
         "connections the kernel queues for the server before it accepts them (capped by net.core.somaxconn); a burst of "
         "new connections beyond it is refused or retried by the client's TCP stack; raise it, and somaxconn, for replicas "
         "that take thousands of connections at once",
-        integer("--backlog", 1),
+        integer(1),
     ),
     Flag(
         "--idle-poll-microseconds",
@@ -289,7 +300,7 @@ FLAGS: tuple[Flag, ...] = (
         "machine whose idle CPU halts, waking a sleeping server costs the next request about 100 µs. It polls only while at "
         "least four in five recent answers were followed by a request within this long; at most this much CPU time after "
         "each response (0 = sleep at once)",
-        integer("--idle-poll-microseconds", 0, 10_000),
+        integer(0, 10_000),
     ),
     Flag(
         "--http",
@@ -311,14 +322,14 @@ FLAGS: tuple[Flag, ...] = (
         None,
         "proxy address or CIDR whose X-Forwarded-For gives the client's address (for rate "
         "limits and logs), repeatable (variable: comma-separated); none by default",
-        network("--trusted-proxies"),
+        network,
         many=",",
     ),
     Flag(
         "--metrics-port",
         "0",
         "serve Prometheus metrics at /metrics on this port (0 = off; keep it off public networks)",
-        integer("--metrics-port", 0, 65535),
+        integer(0, 65535),
     ),
     Flag("--metrics-host", "127.0.0.1", "address the metrics port binds (the compose stack uses 0.0.0.0 on its private network)"),
     Flag("--log-level", "info", "log level", choices=("debug", "info", "warning", "error")),
@@ -336,7 +347,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"agui-gateway {__version__}")
     for flag in FLAGS:
-        extra: dict[str, Any] = {"type": flag.convert} if flag.convert else {}
+        extra: dict[str, Any] = {"type": flag.parse} if flag.convert else {}
         if flag.choices:
             extra["choices"] = list(flag.choices)
         if flag.many is not None:  # the variable's list is read in settings_from_args: append never sees it
@@ -354,7 +365,12 @@ def _listed(flag: Flag, given: list[Any] | None) -> tuple[Any, ...]:
         return tuple(given)
     raw = os.environ.get(env_name(flag.name))
     items = [item.strip() for item in raw.split(flag.many or ",") if item.strip()] if raw else []
-    return tuple(flag.convert(item) for item in items) if flag.convert else tuple(items)
+    if not flag.convert:
+        return tuple(items)
+    try:
+        return tuple(flag.parse(item) for item in items)
+    except argparse.ArgumentTypeError as refused:  # argparse reports the command line's; the variable's are ours
+        raise ConfigError(str(refused)) from None
 
 
 def settings_from_args(argv: list[str] | None = None) -> Settings:

@@ -1,5 +1,6 @@
-"""The command line's checked values: each converter refuses a bad value in one sentence that names the flag,
-its environment variable, the value and what is allowed (never a traceback, never a silent clamp)."""
+"""The command line's checked values: each converter refuses a bad value by saying what is allowed, and the flag
+(server/flags.py) makes that one sentence naming itself, its environment variable and the value (never a
+traceback, never a silent clamp)."""
 
 from __future__ import annotations
 
@@ -21,78 +22,70 @@ def env_name(flag: str) -> str:
     return ENV_PREFIX + flag.lstrip("-").replace("-", "_").upper()
 
 
-def _refuse(flag: str, value: str, allowed: str) -> argparse.ArgumentTypeError:
-    return argparse.ArgumentTypeError(f"{value!r} is not {allowed} (flag {flag}, variable {env_name(flag)})")
+class Refused(ValueError):
+    """A value a converter does not take; `allowed` says what it takes."""
+
+    def __init__(self, allowed: str) -> None:
+        super().__init__(allowed)
+        self.allowed = allowed
 
 
-def integer(flag: str, low: int, high: int | None = None) -> Callable[[str], int]:
+def integer(low: int, high: int | None = None) -> Callable[[str], int]:
     allowed = f"an integer from {low} to {high}" if high is not None else f"an integer of at least {low}"
 
     def convert(text: str) -> int:
         try:
             value = int(text)
         except ValueError:
-            raise _refuse(flag, text, allowed) from None
+            raise Refused(allowed) from None
         if value < low or (high is not None and value > high):
-            raise _refuse(flag, text, allowed)
+            raise Refused(allowed)
         return value
 
     return convert
 
 
-def seconds(flag: str, *, low: float, inclusive: bool = True) -> Callable[[str], float]:
+def seconds(*, low: float, inclusive: bool = True) -> Callable[[str], float]:
     allowed = f"a number of seconds {'>=' if inclusive else '>'} {low:g}"
 
     def convert(text: str) -> float:
         try:
             value = float(text)
         except ValueError:
-            raise _refuse(flag, text, allowed) from None
+            raise Refused(allowed) from None
         if value < low or (not inclusive and value == low) or value != value:
-            raise _refuse(flag, text, allowed)
+            raise Refused(allowed)
         return value
 
     return convert
 
 
-def duration(flag: str) -> Callable[[str], float]:
-    def convert(text: str) -> float:
-        try:
-            return parse_duration(text)
-        except ValueError:
-            raise _refuse(flag, text, "a duration such as 900, 15m, 12h or 7d") from None
-
-    return convert
+def duration(text: str) -> float:
+    try:
+        return parse_duration(text)
+    except ValueError:
+        raise Refused("a duration such as 900, 15m, 12h or 7d") from None
 
 
-def rate(flag: str) -> Callable[[str], tuple[float, float]]:
-    def convert(text: str) -> tuple[float, float]:
-        try:
-            return parse_rate(text)
-        except ValueError:
-            raise _refuse(flag, text, "a positive rate such as 20/s, 600/m or 1000/h") from None
-
-    return convert
+def rate(text: str) -> tuple[float, float]:
+    try:
+        return parse_rate(text)
+    except ValueError:
+        raise Refused("a positive rate such as 20/s, 600/m or 1000/h") from None
 
 
-def algorithms(flag: str) -> Callable[[str], tuple[str, ...]]:
-    def convert(text: str) -> tuple[str, ...]:
-        found = tuple(a.strip() for a in text.split(",") if a.strip())
-        if not found or any(a.lower() == "none" or a.upper().startswith("HS") for a in found):
-            raise _refuse(flag, text, "a list of asymmetric algorithms such as RS256,ES256 ('none' and HS* are refused)")
-        return found
-
-    return convert
+def algorithms(text: str) -> tuple[str, ...]:
+    found = tuple(a.strip() for a in text.split(",") if a.strip())
+    if not found or any(a.lower() == "none" or a.upper().startswith("HS") for a in found):
+        raise Refused("a list of asymmetric algorithms such as RS256,ES256 ('none' and HS* are refused)")
+    return found
 
 
-def network(flag: str) -> Callable[[str], str]:
-    def convert(text: str) -> str:
-        try:
-            return str(ipaddress.ip_network(text.strip(), strict=False))
-        except ValueError:
-            raise _refuse(flag, text, "an IP address or CIDR such as 10.0.0.5 or 172.16.0.0/12") from None
-
-    return convert
+def network(text: str) -> str:
+    try:
+        return str(ipaddress.ip_network(text.strip(), strict=False))
+    except ValueError:
+        raise Refused("an IP address or CIDR such as 10.0.0.5 or 172.16.0.0/12") from None
 
 
 class Parser(argparse.ArgumentParser):
@@ -102,16 +95,11 @@ class Parser(argparse.ArgumentParser):
         raise ConfigError(message)
 
 
-def durability(flag: str) -> Callable[[str], int]:
+def durability(text: str) -> int:
     """`async` -> 0; `replicated` -> 1; `replicated:N` -> N: how many replicas must have each state write."""
-    allowed = "'async', 'replicated' or 'replicated:<replicas>' (1 to 16)"
-
-    def convert(text: str) -> int:
-        mode, _, count = text.partition(":")
-        if mode == "async" and not count:
-            return 0
-        if mode == "replicated" and (not count or (count.isdigit() and 1 <= int(count) <= 16)):
-            return int(count or 1)
-        raise _refuse(flag, text, allowed)
-
-    return convert
+    mode, _, count = text.partition(":")
+    if mode == "async" and not count:
+        return 0
+    if mode == "replicated" and (not count or (count.isdigit() and 1 <= int(count) <= 16)):
+        return int(count or 1)
+    raise Refused("'async', 'replicated' or 'replicated:<replicas>' (1 to 16)")

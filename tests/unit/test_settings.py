@@ -58,3 +58,14 @@ def test_a_store_password_never_shows_in_the_settings_repr():
     assert "hunter2" not in repr(settings) and "redis://:***@redis:6379/0" in repr(settings)
     assert redact_url("redis+sentinel://u:p@h1:26379,h2:26379/mymaster") == "redis+sentinel://u:***@h1:26379,h2:26379/mymaster"
     assert redact_url("redis://redis:6379/0") == "redis://redis:6379/0"
+
+
+def test_a_bad_value_in_a_repeatable_flags_variable_is_one_sentence_not_a_traceback(monkeypatch):
+    from server.options import ConfigError
+
+    monkeypatch.setenv("AGUI_GATEWAY_TRUSTED_PROXIES", "10.0.0.0/8, not-a-network")
+    with pytest.raises(
+        ConfigError,
+        match=r"'not-a-network' is not an IP address or CIDR .* \(flag --trusted-proxies, variable AGUI_GATEWAY_TRUSTED_PROXIES\)",
+    ):
+        settings_from_args([])
