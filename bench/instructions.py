@@ -4,6 +4,7 @@ checkout's gateway. A count, not a time: the same code counts the same whatever 
 timed benchmarks of a shared machine drift by 20% from one run to the next.
 
 Usage: python -m bench.instructions [--events 20] [--runs 400] [--concurrency 200] [--store memory|file|URL] [--baseline DIR]
+[--log-level info]
 Each figure is a whole process run twice under callgrind, with no runs and with `--runs` runs, the difference
 divided by the runs; HTTP parsing and the socket writes are left out (the same parser for all; the gateway writes
 fewer times per run than the floor, which this count does not credit it). `--store` counts the gateway on another store
@@ -72,7 +73,9 @@ def main() -> None:
     parser.add_argument("--store", default="memory", help="the gateway's store: memory (the default), file, or a Redis URL")
     parser.add_argument("--baseline", metavar="DIR", help="also the gateway of another checkout")
     parser.add_argument("--log-delay", default="", metavar="SECONDS", help="the event log's first-write delay (default: the gateway's)")
+    parser.add_argument("--log-level", default="", help="the gateway's logging, set up as the server sets it up (default: none)")
     args = parser.parse_args()
+    os.environ["BENCH_LOG_LEVEL"] = args.log_level  # read by the runner, under valgrind
     if shutil.which("valgrind") is None:
         raise SystemExit("valgrind is needed (apt-get install valgrind)")
     shape = (args.events, args.runs, args.concurrency)

@@ -96,7 +96,12 @@ async def main(kind: str, events: int, runs: int, concurrency: int, state_dir: s
             from gateway.engine import logwriter
 
             logwriter.FIRST_FLUSH_DELAY = float(os.environ["BENCH_LOG_DELAY"])
-        settings = settings_from_args(["--store", store, "--state-dir", state_dir, "--allowed-cwd", "/tmp", "--log-level", "warning"])
+        level = os.environ.get("BENCH_LOG_LEVEL") or "warning"  # bench/instructions.py --log-level
+        settings = settings_from_args(["--store", store, "--state-dir", state_dir, "--allowed-cwd", "/tmp", "--log-level", level])
+        if os.environ.get("BENCH_LOG_LEVEL"):  # the lines as the server writes them (to the captured stderr)
+            from gateway.logs import setup_logging
+
+            setup_logging(level, "text")
         litestar = create_app(settings)
         life = await lifespan(litestar)
         app: Any = Outermost(litestar)

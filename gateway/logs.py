@@ -14,6 +14,8 @@ a client value can never forge a line. Client identifiers are bounded (256 chara
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import contextvars
 import json
 import logging
@@ -55,11 +57,21 @@ def with_request_id(metadata: dict[str, Any]) -> dict[str, Any]:
     return {**metadata, "requestId": request_id} if request_id else metadata
 
 
+# The three patterns that follow the query's each need one of these words: an ASCII text with none of them (in any
+# case) holds nothing they would redact, and skips them (most lines: the access log's, a run's end). Non-ASCII text
+# always runs them: their case-blind matching also takes a few other letters (the long s, the Kelvin sign).
+_MARKERS = ("bearer", "basic", "agui.", "authorization", "cookie", "api-key", "auth-token")
+
+
 def redact(text: str) -> str:
     """The text with every credential it may hold replaced by `[redacted]`."""
     if "=" in text:
         text = _QUERY.sub(_query_value, text)
         text = _CREDENTIAL_WORDS.sub(rf"\1{REDACTED}", text)
+    if text.isascii():
+        lowered = text.lower()
+        if not any(marker in lowered for marker in _MARKERS):
+            return text
     text = _SCHEMES.sub(rf"\1\2{REDACTED}", text)
     text = _SUBPROTOCOL.sub(rf"\1.{REDACTED}", text)
     return _HEADER.sub(rf"\1\2{REDACTED}", text)
@@ -113,8 +125,41 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(entry, ensure_ascii=False).translate(_JSON_LINE_BREAKS)
 
 
+class TurnBatchedHandler(logging.StreamHandler):
+    """Writes a turn of the event loop's lines at once: each line goes into the stream's buffer, and the buffer out
+    when the turn's callbacks are done (a `call_soon`), so the lines a busy turn logs (a run's end and its access
+    line, for each run it finished) cost one write instead of a write and a flush each. A line logged off the loop
+    (start, shutdown, another thread) goes out at once; `logging.shutdown`, at exit, flushes what is left."""
+
+    def __init__(self, stream: Any) -> None:
+        super().__init__(stream)
+        self._flushing: asyncio.AbstractEventLoop | None = None  # the loop a flush is scheduled on
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            self.stream.write(self.format(record) + self.terminator)
+        except Exception:  # noqa: BLE001 - logging's contract: a handler reports its failure, never raises it
+            self.handleError(record)
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            self.flush()
+            return
+        if self._flushing is not loop:
+            self._flushing = loop
+            loop.call_soon(self._flush_turn)
+
+    def _flush_turn(self) -> None:
+        with self.lock or contextlib.nullcontext():
+            self._flushing = None
+            self.flush()
+
+
 def setup_logging(level: str, fmt: str) -> None:
-    handler = logging.StreamHandler(sys.stderr)
+    # stderr's own stream writes each line as it ends (Python makes it line-buffered): this one is told when.
+    stream = open(sys.stderr.fileno(), "w", encoding="utf-8", errors="backslashreplace", buffering=1 << 16, closefd=False)  # noqa: SIM115
+    handler = TurnBatchedHandler(stream)
     handler.setFormatter(JsonFormatter() if fmt == "json" else TextFormatter())
     handler.addFilter(RedactCredentials())
     root = logging.getLogger()
