@@ -21,20 +21,7 @@ from uvicorn.server import ServerState
 from server.awake import Awake
 from server.connection_limits import ConnectionLimits
 from server.http_protocol import protocols
-
-
-async def app(scope, receive, send) -> None:  # answers GET with ok; accepts a WebSocket until it closes
-    if scope["type"] == "websocket":
-        await receive()
-        await send({"type": "websocket.accept"})
-        while (await receive())["type"] != "websocket.disconnect":
-            pass
-        return
-    if scope["type"] != "http":
-        return
-    await receive()
-    await send({"type": "http.response.start", "status": 200, "headers": [(b"content-length", b"2")]})
-    await send({"type": "http.response.body", "body": b"ok"})
+from tests.test_connection_release import app  # answers GET with ok; accepts a WebSocket until it closes
 
 
 async def serve(window: float, http: str = "httptools") -> tuple[asyncio.Server, int]:
