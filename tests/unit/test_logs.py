@@ -90,3 +90,20 @@ def test_a_line_logged_off_the_loop_goes_out_at_once():
     stream = Recording()
     logger_to(stream).info("starting")
     assert stream.flushed == ["starting\n"]
+
+
+@pytest.mark.parametrize("created", [1_765_000_000.25, 1_765_000_000.999, 1_765_000_001.0])
+def test_the_formats_times_are_logging_own(created):
+    """The text format's time is what logging's default gives; the JSON one is UTC ISO 8601 with milliseconds."""
+    import json
+    import time
+
+    from gateway.logs import JsonFormatter, TextFormatter
+
+    record = logging.LogRecord("agui.test", logging.INFO, __file__, 1, "hello", None, None)
+    record.created, record.msecs = created, int((created - int(created)) * 1000) + 0.0
+    text, stock = TextFormatter(), logging.Formatter()
+    assert text.formatTime(record) == stock.formatTime(record)
+    assert text.formatTime(record) == text.formatTime(record)  # the cached second's text, again
+    stamp = json.loads(JsonFormatter().format(record))["time"]
+    assert stamp == time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(created)) + f".{int(record.msecs):03d}Z"
