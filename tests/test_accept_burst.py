@@ -68,6 +68,7 @@ def _burst(gateway: Gateway) -> None:
 
 
 @pytest.mark.parametrize(("store", "http"), [("memory", "httptools"), ("file", "httptools"), ("memory", "h11")])
+@pytest.mark.timing
 def test_a_burst_of_connections_to_a_busy_gateway_is_accepted_at_once_and_served(tmp_path, store, http):
     # A cap just above the load and one burst: the second burst is admitted only if the first one's connections
     # were all counted out as they closed, on whichever path they were accepted.

@@ -93,6 +93,7 @@ def test_without_authentication_the_ids_alone_do_not_open_a_users_run(start_gate
     assert status == 200 and stream.rest()[-1][1]["type"] == "RUN_FINISHED"
 
 
+@pytest.mark.timing
 def test_a_refusal_takes_the_same_time_whether_the_run_exists_or_not(static_gateway, client):
     url = static_gateway.url
     body = run_body("hello", iac=ext(userId="alice"))

@@ -45,6 +45,7 @@ def quiet_gateway(tmp_path, request):
     server.stop()
 
 
+@pytest.mark.timing
 def test_an_idle_process_sends_a_runs_first_event_before_the_rest(quiet_gateway):
     events, written = _flood(quiet_gateway)
     assert_well_formed_run(events)
@@ -54,6 +55,7 @@ def test_an_idle_process_sends_a_runs_first_event_before_the_rest(quiet_gateway)
     assert 2 <= written <= 4, f"the head with RUN_STARTED at once, then the rest with the response's end: {written} writes"
 
 
+@pytest.mark.timing
 def test_a_busy_process_sends_a_short_run_whole_in_one_write(quiet_gateway):
     sleepers = []
     try:
@@ -71,6 +73,7 @@ def test_a_busy_process_sends_a_short_run_whole_in_one_write(quiet_gateway):
             sock.close()
 
 
+@pytest.mark.timing
 async def test_a_websocket_run_leaves_in_two_writes_on_every_store(quiet_gateway):
     """Over /ws a run's events leave once per turn of the loop: RUN_STARTED as the run is admitted, then the rest
     with its end, on the file store too (its last events wait for the journal with the end)."""

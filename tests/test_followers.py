@@ -10,6 +10,7 @@ import socket
 import time
 
 import httpx
+import pytest
 
 from tests.reattach_client import GRACE, assert_exactly_once, events_url, open_get, open_post
 from tests.support import run_body
@@ -37,6 +38,7 @@ async def stalled_mux(url: str, frame: dict):
     return ws
 
 
+@pytest.mark.timing
 def test_followers_that_never_read_do_not_slow_the_owner(start_gateway):
     server = start_gateway("--send-timeout-seconds", str(SEND_TIMEOUT), "--event-log-max-events", "5000")
     body = run_body("/flood 60000")

@@ -92,6 +92,7 @@ async def test_stream_ids_are_bounded_and_the_socket_cap_has_its_own_code(gatewa
 
 
 @pytest.mark.parametrize("http", PARSERS)
+@pytest.mark.timing
 def test_a_client_that_never_reads_frees_its_run_and_thread_after_the_send_deadline(start_gateway, http):
     server = start_gateway("--http", http, "--send-timeout-seconds", "2", "--max-concurrent-runs", "3")
     baseline = normal_run_seconds(server.url)
@@ -137,6 +138,7 @@ def masked_text_frame(payload: bytes) -> bytes:
     return head + mask + bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
 
 
+@pytest.mark.timing
 def test_a_websocket_that_never_reads_is_dropped_at_the_send_deadline(start_gateway):
     server = start_gateway("--send-timeout-seconds", "2")
     baseline = normal_run_seconds(server.url)
@@ -175,6 +177,7 @@ def test_a_websocket_that_never_reads_is_dropped_at_the_send_deadline(start_gate
 
 
 @pytest.mark.parametrize("http", PARSERS)
+@pytest.mark.timing
 def test_slowloris_connections_are_cut_and_do_not_starve_others(start_gateway, http):
     server = start_gateway("--http", http, "--header-timeout-seconds", "2", "--max-connections-per-client", "100")
     baseline = normal_run_seconds(server.url)
@@ -204,6 +207,7 @@ def test_slowloris_connections_are_cut_and_do_not_starve_others(start_gateway, h
 
 
 @pytest.mark.parametrize("http", PARSERS)
+@pytest.mark.timing
 def test_a_head_trickled_on_a_kept_alive_connection_gets_408_at_its_deadline(start_gateway, http):
     """A request answered whole, then the next head on the same connection stops halfway: its deadline runs from
     that chunk (a head whole in one chunk starts none), and the client reads a 408, not a silent close."""
@@ -223,6 +227,7 @@ def test_a_head_trickled_on_a_kept_alive_connection_gets_408_at_its_deadline(sta
 
 
 @pytest.mark.parametrize("http", PARSERS)
+@pytest.mark.timing
 def test_a_trickled_body_gets_408_and_an_oversized_chunked_body_a_413_then_a_close(start_gateway, http):
     server = start_gateway("--http", http, "--body-timeout-seconds", "2")
     baseline = normal_run_seconds(server.url)
@@ -456,6 +461,7 @@ def test_silent_and_reconnecting_sockets_leave_descriptors_for_normal_runs(tmp_p
 
 
 @pytest.mark.parametrize("http", PARSERS)
+@pytest.mark.timing
 def test_head_limits_pipelining_and_malformed_requests_on_either_parser(start_gateway, http):
     """431 past 64 KiB of head, read by the client rather than lost to a reset; a silent connection closed at the
     head deadline with no answer; pipelined requests answered in order; a malformed request a contract 400."""

@@ -186,6 +186,7 @@ def test_a_flood_of_random_key_ids_does_not_delay_a_rotated_key(gateway_oauth, i
     assert latency < 5.0 and spent <= 6
 
 
+@pytest.mark.timing
 def test_a_slow_or_failing_issuer_keeps_cached_keys_and_fails_new_kids_fast(gateway_oauth, issuer, client):
     assert post_sse(client, gateway_oauth.url + "/", run_body("warm"), headers=bearer(issuer.token())).status == 200
     issuer.add_key("k2")

@@ -85,6 +85,7 @@ def timed_get(url: str) -> tuple[httpx.Response, float]:
 
 
 @pytest.mark.redis
+@pytest.mark.timing
 def test_a_hung_redis_is_reported_within_a_second_and_liveness_never_waits_for_it(own_redis, start_gateway):
     import os
 
@@ -106,6 +107,7 @@ def test_a_hung_redis_is_reported_within_a_second_and_liveness_never_waits_for_i
 
 
 @pytest.mark.redis
+@pytest.mark.timing
 def test_replicated_durability_without_a_replica_is_not_ready(own_redis, start_gateway):
     """Every admission would be refused (no replica acknowledges the write): readiness says so too."""
     server = start_gateway("--store", own_redis.url, "--redis-durability", "replicated")

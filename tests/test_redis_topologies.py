@@ -98,6 +98,7 @@ def cluster(tmp_path):
         node.stop()
 
 
+@pytest.mark.timing
 def test_runs_interrupts_and_cancel_on_a_redis_cluster(tmp_path, cluster, client):
     url = f"redis+cluster://127.0.0.1:{cluster[0].port}"
     # A 30 s lease is renewed every 10 s: a cancel seen within 5 s came through sharded pub/sub, not a renewal.
@@ -246,6 +247,7 @@ def test_a_cluster_with_slots_down_is_not_ready_on_any_replica(tmp_path, cluster
             gateway.stop()
 
 
+@pytest.mark.timing
 def test_a_cancel_reaches_its_run_after_the_master_of_its_channel_is_replaced(tmp_path):
     """The owner's cancel channel lives on one master (sharded pub/sub); that master dies and its replica is
     promoted. The subscription follows the slot: a cancel sent through another replica wakes the run at once,
