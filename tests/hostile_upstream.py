@@ -18,7 +18,7 @@ def record(event: dict[str, Any]) -> bytes:
     return b"data: " + json.dumps(event, separators=(",", ":")).encode() + b"\n\n"
 
 
-Script = Callable[[dict[str, Any]], Iterable[bytes]]
+Script = Callable[[dict[str, Any]], Iterable["bytes | Together"]]
 
 
 def _started(body: dict[str, Any]) -> bytes:
@@ -41,10 +41,41 @@ def _root_copies(body: dict[str, Any], copies: int) -> list[bytes]:
     return [_started(body), snapshot, record({"type": "STATE_DELTA", "delta": patch}), _finished(body)]
 
 
-def _endless(body: dict[str, Any]) -> Iterator[bytes]:
+class Together:
+    """A mark a script yields where its run waits until `size` runs of it wait there at once (or `seconds` passed):
+    runs that a test needs live together go on together, however late a loaded machine admitted one of them. Each
+    process (the upstream's thread, the gateway's own for the in-process source) counts its own, on one loop."""
+
+    def __init__(self, size: int, seconds: float = 15.0) -> None:
+        self.size, self.seconds = size, seconds
+        self.waiting = 0  # runs waiting at the mark now
+        self._gate: asyncio.Event | None = None  # what they wait on; a new one for each group
+
+    async def wait(self) -> None:
+        if self._gate is None:
+            self._gate = asyncio.Event()
+        gate = self._gate
+        self.waiting += 1
+        if self.waiting >= self.size:
+            self.waiting, self._gate = 0, None
+            gate.set()
+            return
+        try:
+            await asyncio.wait_for(gate.wait(), self.seconds)
+        except TimeoutError:
+            if self._gate is gate:
+                self.waiting -= 1  # gave up waiting: the group goes on without it
+
+
+FOUR_TOGETHER = Together(4)
+
+
+def _endless(body: dict[str, Any], together: Together | None = None) -> Iterator[bytes | Together]:
     """Text without end, as far as the gateway reads it: 100,000 deltas of 1 KiB (100 MiB) at most."""
     yield _started(body)
     yield record({"type": "TEXT_MESSAGE_START", "messageId": "m", "role": "assistant"})
+    if together is not None:
+        yield together
     delta = record({"type": "TEXT_MESSAGE_CONTENT", "messageId": "m", "delta": "e" * 1024})
     for _ in range(100_000):
         yield delta
@@ -52,6 +83,7 @@ def _endless(body: dict[str, Any]) -> Iterator[bytes]:
 
 SCRIPTS: dict[str, Script] = {
     "endless": _endless,
+    "endless, four together": lambda b: _endless(b, FOUR_TOGETHER),  # each waits until four run, then streams
     "hello": lambda b: [
         _started(b),
         record({"type": "TEXT_MESSAGE_START", "messageId": "m", "role": "assistant"}),
@@ -141,6 +173,9 @@ class HostileUpstream:
             text = next(m["content"] for m in reversed(body["messages"]) if m.get("role") == "user")
             writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n")
             for chunk in SCRIPTS[text](body):
+                if isinstance(chunk, Together):
+                    await chunk.wait()
+                    continue
                 writer.write(chunk)
                 await writer.drain()  # each write its own segment, as far as the peer reads them apart
         except (ConnectionError, asyncio.IncompleteReadError):
@@ -157,6 +192,9 @@ class HostileSource:
         text = next(m.content for m in reversed(run_input.messages) if m.role == "user")
         pending: list[bytes] = []
         for chunk in SCRIPTS[text]({"threadId": run_input.thread_id, "runId": run_input.run_id}):
+            if isinstance(chunk, Together):
+                await chunk.wait()
+                continue
             pending.append(chunk)
             if chunk.endswith(b"\n\n"):
                 yield b"".join(pending)
