@@ -14,12 +14,14 @@ from store import (
     Adopted,
     CancelResult,
     ExecutionStatus,
+    HistoryWrite,
     LatestRun,
     Lease,
     PendingInterrupt,
     Progress,
     Rejected,
     RenewResult,
+    ThreadHistory,
     ThreadStore,
 )
 from store.eventlog import LogWrite
@@ -61,18 +63,46 @@ class InstrumentedStore(ThreadStore):
         await self._timed("accept_resume", lambda: self.inner.accept_resume(lease, applied))
 
     async def save_interrupt(
-        self, lease: Lease, pending: list[PendingInterrupt], *, checkpoint: Any, open_steps: list[str], progress: Progress
+        self,
+        lease: Lease,
+        pending: list[PendingInterrupt],
+        *,
+        checkpoint: Any,
+        open_steps: list[str],
+        progress: Progress,
+        history: HistoryWrite | None = None,
     ) -> None:
         await self._timed(
             "save_interrupt",
-            lambda: self.inner.save_interrupt(lease, pending, checkpoint=checkpoint, open_steps=open_steps, progress=progress),
+            lambda: self.inner.save_interrupt(
+                lease, pending, checkpoint=checkpoint, open_steps=open_steps, progress=progress, history=history
+            ),
         )
 
-    async def finish_run(self, lease: Lease, status: ExecutionStatus | None, progress: Progress) -> None:
-        await self._timed("finish_run", lambda: self.inner.finish_run(lease, status, progress))
+    async def finish_run(
+        self, lease: Lease, status: ExecutionStatus | None, progress: Progress, history: HistoryWrite | None = None
+    ) -> None:
+        await self._timed("finish_run", lambda: self.inner.finish_run(lease, status, progress, history))
 
-    async def finish_run_and_log(self, lease: Lease, status: ExecutionStatus | None, progress: Progress, log: LogWrite) -> Exception | None:
-        return await self._timed("finish_run", lambda: self.inner.finish_run_and_log(lease, status, progress, log))
+    async def finish_run_and_log(
+        self, lease: Lease, status: ExecutionStatus | None, progress: Progress, log: LogWrite, history: HistoryWrite | None = None
+    ) -> Exception | None:
+        return await self._timed("finish_run", lambda: self.inner.finish_run_and_log(lease, status, progress, log, history))
+
+    async def read_history(self, thread_id: str, *, conversation: bool = True) -> ThreadHistory:
+        return await self._timed("read_history", lambda: self.inner.read_history(thread_id, conversation=conversation))
+
+    async def write_meta(self, thread_id: str, meta: bytes) -> bool:
+        return await self._timed("write_meta", lambda: self.inner.write_meta(thread_id, meta))
+
+    async def index_thread(self, scope: str, thread_id: str, at: float) -> None:
+        await self._timed("index_thread", lambda: self.inner.index_thread(scope, thread_id, at))
+
+    async def list_threads(self, scope: str, before: tuple[float, str] | None, limit: int) -> list[tuple[str, float]]:
+        return await self._timed("list_threads", lambda: self.inner.list_threads(scope, before, limit))
+
+    async def delete_thread(self, thread_id: str, scope: str, run_ids: list[str]) -> None:
+        await self._timed("delete_thread", lambda: self.inner.delete_thread(thread_id, scope, run_ids))
 
     async def cancel(self, thread_id: str, execution_id: str, ros_invocation_id: str, user_id: str | None = None) -> CancelResult:
         return await self._timed("cancel", lambda: self.inner.cancel(thread_id, execution_id, ros_invocation_id, user_id))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import re
 import tempfile
+from typing import Literal
 from urllib.parse import urlsplit, urlunsplit
 
 from msgspec import Struct, field
@@ -96,6 +97,8 @@ class Settings(Struct, kw_only=True):
     max_concurrent_runs: int = 0  # 0: no cap
     max_live_run_bytes: int = 128 * 1024 * 1024  # the live runs' event rings on this replica (0: no budget)
     max_state_bytes: int = 8 * 1024 * 1024  # an agent's state document or messages snapshot
+    thread_history: Literal["off", "plain", "all"] = "plain"  # which threads keep their conversation
+    thread_history_bytes: int = 8 * 1024 * 1024  # conversation kept per thread
     rate_limit: tuple[float, float] | None = None  # (requests per second, burst)
     log_level: str = "info"
     log_format: str = "text"

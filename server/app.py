@@ -20,6 +20,7 @@ from gateway.access import Access
 from gateway.agents import AgentBackend, load_agent
 from gateway.auth import build_authenticator
 from gateway.engine import Bounds, LogPolicy, RunEngine
+from gateway.engine.history import HistoryPolicy
 from gateway.instrumented import InstrumentedStore
 from gateway.settings import Settings
 from store import Clock, ThreadStore, open_store
@@ -87,6 +88,7 @@ def build_services(settings: Settings, store: ThreadStore, agent: AgentBackend) 
         log_policy=policy,
         max_live_bytes=settings.max_live_run_bytes,
         max_state_bytes=settings.max_state_bytes,
+        history=HistoryPolicy(settings.thread_history, settings.thread_history_bytes) if settings.thread_history != "off" else None,
     )
     return TransportServices(settings, engine, Access(store), build_authenticator(settings), status, agent.name)
 

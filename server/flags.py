@@ -145,6 +145,19 @@ FLAGS: tuple[Flag, ...] = (
         integer(65536, 64 * 1024 * 1024),
     ),
     Flag(
+        "--thread-history",
+        "plain",
+        "which threads keep their conversation (messages, state, summary) for joins and the thread API: plain AG-UI "
+        "threads, all (the iacCode extension's too), or off",
+        choices=("off", "plain", "all"),
+    ),
+    Flag(
+        "--thread-history-bytes",
+        "8388608",
+        "bytes of conversation kept per thread (JSON); past it the oldest whole messages are dropped, and the thread's summary counts them",
+        integer(65536, 256 * 1024 * 1024),
+    ),
+    Flag(
         "--rate-limit",
         None,
         "per-caller request rate, e.g. 20/s or 600/m (token bucket; shared across replicas with the "

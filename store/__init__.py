@@ -8,6 +8,7 @@ from store.base import (
     Adopted,
     CancelResult,
     Clock,
+    HistoryWrite,
     LatestRun,
     Lease,
     Progress,
@@ -15,6 +16,7 @@ from store.base import (
     Rejection,
     RenewResult,
     StoreUnavailable,
+    ThreadHistory,
     ThreadStore,
 )
 from store.records import Execution, ExecutionStatus, PendingInterrupt, ThreadState
@@ -71,6 +73,7 @@ __all__ = [
     "Clock",
     "Execution",
     "ExecutionStatus",
+    "HistoryWrite",
     "LatestRun",
     "Lease",
     "PendingInterrupt",
@@ -79,6 +82,7 @@ __all__ = [
     "Rejection",
     "RenewResult",
     "StoreUnavailable",
+    "ThreadHistory",
     "ThreadState",
     "ThreadStore",
     "open_store",

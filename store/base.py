@@ -105,6 +105,24 @@ class CancelResult(msgspec.Struct):
     execution: Execution | None = None
 
 
+class HistoryWrite(msgspec.Struct, frozen=True):
+    """A thread's conversation and summary (JSON, opaque to the store), written in the same atomic step as a run's
+    end or interrupt: both land or neither does. `scope`: whose thread list the thread is in."""
+
+    conversation: bytes
+    summary: bytes
+    scope: str
+
+
+class ThreadHistory(msgspec.Struct, frozen=True):
+    """What a thread keeps beside its state (each None when never written): its conversation and summary (written
+    with a run's end) and the meta a client set (title, metadata, archived)."""
+
+    conversation: bytes | None = None
+    summary: bytes | None = None
+    meta: bytes | None = None
+
+
 RESTART_WINDOW_SECONDS = 3600.0  # how long after its admission a never-started run may be admitted again
 
 
@@ -164,23 +182,57 @@ class ThreadStore(abc.ABC):
 
     @abc.abstractmethod
     async def save_interrupt(
-        self, lease: Lease, pending: list[PendingInterrupt], *, checkpoint: Any, open_steps: list[str], progress: Progress
+        self,
+        lease: Lease,
+        pending: list[PendingInterrupt],
+        *,
+        checkpoint: Any,
+        open_steps: list[str],
+        progress: Progress,
+        history: HistoryWrite | None = None,
     ) -> None:
-        """Persist the pending interrupts and release the run lease (before RUN_FINISHED is written)."""
+        """Persist the pending interrupts (and the `history`, in the same step) and release the run lease (before
+        RUN_FINISHED is written)."""
 
     @abc.abstractmethod
-    async def finish_run(self, lease: Lease, status: ExecutionStatus | None, progress: Progress) -> None:
-        """Release the lease; with a status, the execution ends with it (None leaves the execution as it is)."""
+    async def finish_run(
+        self, lease: Lease, status: ExecutionStatus | None, progress: Progress, history: HistoryWrite | None = None
+    ) -> None:
+        """Release the lease; with a status, the execution ends with it (None leaves the execution as it is). The
+        `history` is written in the same atomic step, and only when the run still held its lease."""
 
-    async def finish_run_and_log(self, lease: Lease, status: ExecutionStatus | None, progress: Progress, log: LogWrite) -> Exception | None:
+    async def finish_run_and_log(
+        self, lease: Lease, status: ExecutionStatus | None, progress: Progress, log: LogWrite, history: HistoryWrite | None = None
+    ) -> Exception | None:
         """`finish_run`, then the run's last event-log write (Redis: both in one round trip). The finish's refusal
         or failure is raised; the log write's (LogFenced, StoreUnavailable) is returned, None when it was written."""
-        await self.finish_run(lease, status, progress)
+        await self.finish_run(lease, status, progress, history)
         try:
             await self.events.apply(log)
         except (LogFenced, StoreUnavailable) as exc:
             return exc
         return None
+
+    # -- conversations and the thread list ---------------------------------------------------------------------
+    async def read_history(self, thread_id: str, *, conversation: bool = True) -> ThreadHistory:
+        """The thread's conversation (unless `conversation` is False), summary and meta."""
+        return ThreadHistory()
+
+    async def write_meta(self, thread_id: str, meta: bytes) -> bool:
+        """Set the meta a client gives a thread; False when there is no such thread (nothing is written)."""
+        return False
+
+    async def index_thread(self, scope: str, thread_id: str, at: float) -> None:
+        """Put the thread in `scope`'s list, as written at `at` (Unix seconds)."""
+        return
+
+    async def list_threads(self, scope: str, before: tuple[float, str] | None, limit: int) -> list[tuple[str, float]]:
+        """Up to `limit` (thread, written at) of `scope`'s list, newest first, strictly after the cursor `before`."""
+        return []
+
+    async def delete_thread(self, thread_id: str, scope: str, run_ids: list[str]) -> None:
+        """Erase the thread: its state, conversation, summary, meta, the event logs of `run_ids`, its list entry."""
+        return
 
     @abc.abstractmethod
     async def cancel(self, thread_id: str, execution_id: str, ros_invocation_id: str, user_id: str | None = None) -> CancelResult:

@@ -11,7 +11,19 @@ from typing import Any, TypeVar
 import msgspec
 
 from store import rules
-from store.base import Admission, AdmitResult, CancelResult, Clock, Lease, Progress, Rejected, RenewResult, ThreadStore
+from store.base import (
+    Admission,
+    AdmitResult,
+    CancelResult,
+    Clock,
+    HistoryWrite,
+    Lease,
+    Progress,
+    Rejected,
+    RenewResult,
+    ThreadHistory,
+    ThreadStore,
+)
 from store.eventlog import LogRef
 from store.keylocks import KeyedLocks
 from store.records import ExecutionStatus, PendingInterrupt, ThreadState
@@ -19,6 +31,42 @@ from store.records import ExecutionStatus, PendingInterrupt, ThreadState
 T = TypeVar("T")
 MAX_TICKETS = 10_000  # unredeemed WebSocket tickets kept in memory
 MAX_BUCKETS = 100_000  # rate-limit buckets kept in memory
+CONVERSATION, SUMMARY, META = "\x00c", "\x00s", "\x00m"  # suffixes of a thread's side records (no threadId holds NUL)
+SIDES = (CONVERSATION, SUMMARY, META)
+
+
+class SideRecord(msgspec.Struct):
+    """One side record as kept: which thread (and part), when written, whose list it is in, and its JSON."""
+
+    thread_id: str
+    updated_at: float
+    scope: str
+    body: msgspec.Raw
+
+
+_side = msgspec.json.Decoder(SideRecord)
+
+
+def side_record(key: str, at: float, scope: str, body: bytes) -> bytes:
+    return msgspec.json.encode(SideRecord(key, at, scope, msgspec.Raw(body)))
+
+
+def side_at(raw: bytes) -> float:
+    return _side.decode(raw).updated_at
+
+
+def side_body(raw: bytes | None) -> bytes | None:
+    return None if raw is None else bytes(_side.decode(raw).body)
+
+
+def history_records(thread_id: str, history: HistoryWrite | None, at: float) -> list[tuple[str, bytes]]:
+    """The side records a run's end writes with its state."""
+    if history is None:
+        return []
+    return [
+        (thread_id + CONVERSATION, side_record(thread_id + CONVERSATION, at, history.scope, history.conversation)),
+        (thread_id + SUMMARY, side_record(thread_id + SUMMARY, at, history.scope, history.summary)),
+    ]
 
 
 class DocumentStore(ThreadStore):
@@ -39,30 +87,52 @@ class DocumentStore(ThreadStore):
         self._locks = KeyedLocks()
         self._tickets: dict[str, tuple[float, str]] = {}  # single process: digest -> (expiry, value) in memory
         self._buckets: dict[str, tuple[float, float]] = {}  # caller -> (tokens, clock time)
+        self._lists: dict[str, dict[str, float]] | None = None  # scope -> {thread: written at}, built when first asked
+        self._scopes: dict[str, str] = {}  # thread -> the scope whose list holds it
 
     @abc.abstractmethod
     async def _load(self, thread_id: str) -> ThreadState | None: ...
 
     @abc.abstractmethod
-    async def _save(self, thread_id: str, state: ThreadState, then: Callable[[], None] | None = None) -> None:
-        """Store the state; `then` (which never raises) runs once it is stored, before this returns."""
+    async def _save(
+        self, thread_id: str, state: ThreadState, then: Callable[[], None] | None = None, sides: list[tuple[str, bytes]] | None = None
+    ) -> None:
+        """Store the state and the `sides` (key, record) in one step; `then` (which never raises) runs once they are
+        stored, before this returns."""
+
+    @abc.abstractmethod
+    async def _load_side(self, key: str) -> bytes | None: ...
+
+    @abc.abstractmethod
+    async def _write_sides(self, writes: list[tuple[str, bytes | None]]) -> None:
+        """Write side records (None: remove it) in one step, and remove a thread's state where a write names it."""
+
+    @abc.abstractmethod
+    def _side_keys(self) -> list[str]:
+        """Every summary record's key (to build the thread lists once)."""
 
     async def _transact(
         self,
         thread_id: str,
         change: Callable[[ThreadState | None, float], tuple[ThreadState | None, T]],
         then: Callable[[], None] | None = None,
+        history: HistoryWrite | None = None,
     ) -> T:
-        """Apply one rule under the thread's lock; save what it returns (then `then`); raise a refusal after saving."""
+        """Apply one rule under the thread's lock; save what it returns (then `then`), with `history` when the rule
+        accepted; raise a refusal after saving."""
         locks = self._locks if self.steps_wait else None  # the memory store's steps run whole between two turns
         if locks is not None:
             turn = locks.take(thread_id)
             if turn is not None:
                 await locks.wait(thread_id, turn)
         try:
-            new_state, result = change(await self._load(thread_id), self.clock())
+            now = self.clock()
+            new_state, result = change(await self._load(thread_id), now)
             if new_state is not None:
-                await self._save(thread_id, new_state, then)
+                sides = history_records(thread_id, history, now) if not isinstance(result, Rejected) else None
+                await self._save(thread_id, new_state, then, sides)
+                if sides:
+                    self._listed(history.scope if history else "", thread_id, now)
         finally:
             if locks is not None:
                 locks.release(thread_id)
@@ -86,14 +156,25 @@ class DocumentStore(ThreadStore):
         await self._transact(lease.thread_id, lambda s, now: (rules.accept_resume(s, lease, applied, now), None))
 
     async def save_interrupt(
-        self, lease: Lease, pending: list[PendingInterrupt], *, checkpoint: Any, open_steps: list[str], progress: Progress
+        self,
+        lease: Lease,
+        pending: list[PendingInterrupt],
+        *,
+        checkpoint: Any,
+        open_steps: list[str],
+        progress: Progress,
+        history: HistoryWrite | None = None,
     ) -> None:
         await self._transact(
-            lease.thread_id, lambda s, now: (rules.save_interrupt(s, lease, pending, checkpoint, open_steps, progress, now), None)
+            lease.thread_id,
+            lambda s, now: (rules.save_interrupt(s, lease, pending, checkpoint, open_steps, progress, now), None),
+            history=history,
         )
 
-    async def finish_run(self, lease: Lease, status: ExecutionStatus | None, progress: Progress) -> None:
-        await self._transact(lease.thread_id, lambda s, now: (rules.finish_run(s, lease, status, progress, now), None))
+    async def finish_run(
+        self, lease: Lease, status: ExecutionStatus | None, progress: Progress, history: HistoryWrite | None = None
+    ) -> None:
+        await self._transact(lease.thread_id, lambda s, now: (rules.finish_run(s, lease, status, progress, now), None), history=history)
 
     async def renew(self, lease: Lease) -> RenewResult:
         return await self._transact(lease.thread_id, lambda s, now: rules.renew(s, lease, now, self.lease_seconds))
@@ -130,3 +211,59 @@ class DocumentStore(ThreadStore):
         """The thread document as plain data (diagnostics and the Python/Lua parity test)."""
         state = await self._load(thread_id)
         return None if state is None else msgspec.to_builtins(state)
+
+    # -- conversations and the thread list ---------------------------------------------------------------------
+    async def read_history(self, thread_id: str, *, conversation: bool = True) -> ThreadHistory:
+        return ThreadHistory(
+            side_body(await self._load_side(thread_id + CONVERSATION)) if conversation else None,
+            side_body(await self._load_side(thread_id + SUMMARY)),
+            side_body(await self._load_side(thread_id + META)),
+        )
+
+    async def write_meta(self, thread_id: str, meta: bytes) -> bool:
+        if await self._load(thread_id) is None:
+            return False
+        key = thread_id + META
+        await self._write_sides([(key, side_record(key, self.clock(), "", meta))])
+        return True
+
+    async def _lists_built(self) -> dict[str, dict[str, float]]:
+        if self._lists is None:
+            lists: dict[str, dict[str, float]] = {}
+            for key in self._side_keys():
+                raw = await self._load_side(key)
+                if raw is not None:
+                    record = _side.decode(raw)
+                    lists.setdefault(record.scope, {})[key[: -len(SUMMARY)]] = record.updated_at
+                    self._scopes[key[: -len(SUMMARY)]] = record.scope
+            self._lists = lists
+        return self._lists
+
+    def _listed(self, scope: str, thread_id: str, at: float) -> None:
+        if self._lists is not None:
+            old = self._scopes.get(thread_id)
+            if old is not None and old != scope:  # a thread is in one list: the one of its newest write
+                self._lists.get(old, {}).pop(thread_id, None)
+            self._scopes[thread_id] = scope
+            self._lists.setdefault(scope, {})[thread_id] = at
+
+    async def index_thread(self, scope: str, thread_id: str, at: float) -> None:
+        lists = await self._lists_built()
+        if thread_id not in self._scopes:
+            self._scopes[thread_id] = scope
+            lists.setdefault(scope, {})[thread_id] = at
+
+    async def list_threads(self, scope: str, before: tuple[float, str] | None, limit: int) -> list[tuple[str, float]]:
+        members = (await self._lists_built()).get(scope, {})
+        ordered = sorted(((at, key) for key, at in members.items()), reverse=True)
+        if before is not None:
+            ordered = [entry for entry in ordered if entry < before]
+        return [(key, at) for at, key in ordered[:limit]]
+
+    async def delete_thread(self, thread_id: str, scope: str, run_ids: list[str]) -> None:
+        await self._write_sides([(thread_id, None), *((thread_id + side, None) for side in SIDES)])
+        old = self._scopes.pop(thread_id, None)
+        if self._lists is not None and old is not None:
+            self._lists.get(old, {}).pop(thread_id, None)
+        for run_id in run_ids:
+            await self.events.delete(LogRef(thread_id, run_id))

@@ -14,8 +14,8 @@ from collections.abc import Callable
 import msgspec
 
 from store import rules
-from store.base import Clock, Lease, Progress, StoreUnavailable
-from store.document import DocumentStore
+from store.base import Clock, HistoryWrite, Lease, Progress, StoreUnavailable
+from store.document import SUMMARY, DocumentStore
 from store.eventlog import LogFenced, LogWrite
 from store.eventlog.file import FileEventLog
 from store.journal import Journal, deleted_record, state_record
@@ -87,21 +87,43 @@ class FileStore(DocumentStore):
             return None
         return self._decode(thread_id, raw)
 
-    async def _save(self, thread_id: str, state: ThreadState, then: Callable[[], None] | None = None) -> None:
+    async def _save(
+        self, thread_id: str, state: ThreadState, then: Callable[[], None] | None = None, sides: list[tuple[str, bytes]] | None = None
+    ) -> None:
         """Join the next batch and wait until it is durable: writes that arrive while a batch is being made durable
-        share the next one (group commit: one write and one flush for all of them, whatever their number)."""
+        share the next one (group commit: one write and one flush for all of them, whatever their number). The
+        `sides` go in the same batch as the state: the journal makes a batch durable whole or not at all."""
         data = self._encoder.encode(state)
         self._written.pop(thread_id, None)  # until it is durable, the journal is what counts
-        await self._lane.join(self._append, (thread_id, state_record(data), state.updated_at, then))
+        lines = [(thread_id, state_record(data), state.updated_at)]
+        if sides:
+            lines.extend((key, state_record(record), state.updated_at) for key, record in sides)
+        await self._lane.join(self._append, (lines, then))
         self._written[thread_id] = data
         if len(self._written) > WRITTEN_KEPT:
             self._written.popitem(last=False)
 
-    def _append(self, writes: list[tuple[str, bytes, float, Callable[[], None] | None]]) -> list[None]:
+    async def _load_side(self, key: str) -> bytes | None:
+        if key not in self.journal.slots:
+            return None
+        return await self._lane.call(self.journal.read, key)
+
+    async def _write_sides(self, writes: list[tuple[str, bytes | None]]) -> None:
+        now = self.clock()
+        lines = [(key, state_record(record) if record is not None else deleted_record(key), now) for key, record in writes]
+        for key, record in writes:
+            if record is None:
+                self._written.pop(key, None)
+        await self._lane.join(self._append, (lines, None))
+
+    def _side_keys(self) -> list[str]:
+        return [key for key in self.journal.slots if key.endswith(SUMMARY)]
+
+    def _append(self, writes: list[tuple[list[tuple[str, bytes, float]], Callable[[], None] | None]]) -> list[None]:
         """On the lane: one batch into the journal, then what waits on each write (the end of a run's log, queued
         and written with the others of the batch)."""
-        self.journal.append([(thread_id, line, at) for thread_id, line, at, _ in writes])
-        for *_, then in writes:
+        self.journal.append([line for lines, _ in writes for line in lines])
+        for _, then in writes:
             if then is not None:
                 then()
         self.file_events.write_queued()
@@ -109,14 +131,19 @@ class FileStore(DocumentStore):
             self.journal.compact()
         return [None] * len(writes)
 
-    async def finish_run_and_log(self, lease: Lease, status: ExecutionStatus | None, progress: Progress, log: LogWrite) -> Exception | None:
+    async def finish_run_and_log(
+        self, lease: Lease, status: ExecutionStatus | None, progress: Progress, log: LogWrite, history: HistoryWrite | None = None
+    ) -> Exception | None:
         """`finish_run`, and the run's last event-log write on the lane right after the journal made the finish
         durable: one trip to the lane for both, and the log is never written when the finish failed. The ends of
         the runs in one batch of the lane go to the log's segment in one write."""
         written: list[Exception | None] = []
         events = self.file_events
         await self._transact(
-            lease.thread_id, lambda s, now: (rules.finish_run(s, lease, status, progress, now), None), lambda: events.queue(log, written)
+            lease.thread_id,
+            lambda s, now: (rules.finish_run(s, lease, status, progress, now), None),
+            lambda: events.queue(log, written),
+            history,
         )
         if written:
             return written[0]
@@ -139,7 +166,7 @@ class FileStore(DocumentStore):
         records (on the lane, so no write of theirs can slip between the choice and the removal)."""
         expired = self.journal.expired(cutoff)
         if expired:
-            self._append([(thread_id, deleted_record(thread_id), 0.0, None) for thread_id in expired])
+            self._append([([(thread_id, deleted_record(thread_id), 0.0) for thread_id in expired], None)])
         return expired
 
     async def ping(self) -> bool:

@@ -8,12 +8,13 @@ from collections.abc import Callable
 import msgspec
 
 from store.base import Clock
-from store.document import DocumentStore
+from store.document import SUMMARY, DocumentStore, side_at
 from store.eventlog.memory import MemoryEventLog
 from store.kept import KeptEncoder
 from store.records import ThreadState
 
 _decoder = msgspec.msgpack.Decoder(ThreadState)
+_side_at = side_at
 
 
 class MemoryStore(DocumentStore):
@@ -27,21 +28,44 @@ class MemoryStore(DocumentStore):
         self.events = MemoryEventLog(log_retention, clock=clock)
         # Encoded, so a caller can never alias (and mutate) the stored copy.
         self._states: dict[str, bytes] = {}
+        self._sides: dict[str, bytes] = {}  # conversations, summaries and metas (store/document.py)
         self._encoder = KeptEncoder(msgspec.msgpack.Encoder())
 
     async def _load(self, thread_id: str) -> ThreadState | None:
         raw = self._states.get(thread_id)
         return None if raw is None else _decoder.decode(raw)
 
-    async def _save(self, thread_id: str, state: ThreadState, then: Callable[[], None] | None = None) -> None:
+    async def _save(
+        self, thread_id: str, state: ThreadState, then: Callable[[], None] | None = None, sides: list[tuple[str, bytes]] | None = None
+    ) -> None:
         self._states[thread_id] = self._encoder.encode(state)
+        if sides:
+            self._sides.update(sides)
         if then is not None:
             then()
+
+    async def _load_side(self, key: str) -> bytes | None:
+        return self._sides.get(key)
+
+    async def _write_sides(self, writes: list[tuple[str, bytes | None]]) -> None:
+        for key, record in writes:
+            if record is not None:
+                self._sides[key] = record
+            elif key in self._states:
+                del self._states[key]
+            else:
+                self._sides.pop(key, None)
+
+    def _side_keys(self) -> list[str]:
+        return [key for key in self._sides if key.endswith(SUMMARY)]
 
     async def purge_expired(self) -> int:
         cutoff = self.clock() - self.retention_seconds
         old = [k for k, raw in self._states.items() if _decoder.decode(raw).updated_at < cutoff]
         for key in old:
             del self._states[key]
+        cutoff_sides = [k for k, raw in self._sides.items() if _side_at(raw) < cutoff]
+        for key in cutoff_sides:
+            del self._sides[key]
         await self.events.purge_expired()
         return len(old)

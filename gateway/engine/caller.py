@@ -31,6 +31,13 @@ def thread_key(caller: Caller, thread_id: str) -> str:
     return f"p-{hashlib.sha256(caller.owner.encode()).hexdigest()[:24]}:{thread_id}"
 
 
+def list_scope(caller: Caller, user_id: str | None) -> str:
+    """Whose thread list a thread is in: its principal's, and within it the userId the thread is bound to (holders of
+    the static token, and everyone without authentication, share a principal; their userId tells their lists apart)."""
+    owner = "" if caller.owner is None else hashlib.sha256(caller.owner.encode()).hexdigest()[:24]
+    return f"{owner}|{user_id or ''}"
+
+
 def check_user_id(caller: Caller, user_id: str | None) -> None:
     if caller.user_id is not None and user_id is not None and user_id != caller.user_id:
         raise GatewayError(ErrorCode.ACCESS_DENIED, "forwardedProps.iacCode.userId", "The userId must be the authenticated user's.")

@@ -9,6 +9,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import msgspec
 from opentelemetry import trace
 from opentelemetry.trace import Span
 
@@ -17,11 +18,14 @@ from gateway.agents.base import AgentBackend
 from gateway.engine import documents, lifecycle
 from gateway.engine.adopt import Adopter, Adoption
 from gateway.engine.budget import LiveBytes
-from gateway.engine.caller import ANONYMOUS, Caller, check_user_id, thread_key
+from gateway.engine.caller import ANONYMOUS, Caller, check_user_id, list_scope, thread_key
+from gateway.engine.conversation import Conversation
 from gateway.engine.eager import start_eagerly
 from gateway.engine.faults import STORE_FAILURES, store_error
 from gateway.engine.follow import LogHandle
 from gateway.engine.handle import LiveHandle, RunHandle
+from gateway.engine.history import HistoryPolicy
+from gateway.engine.hydrate import HydratedRun, IdleThread, idle_events, snapshot_events
 from gateway.engine.logwriter import LogPolicy
 from gateway.engine.outcome import Cancelled, Disconnected, failure_reason, outcome_label
 from gateway.engine.prepare import PreparedRun
@@ -31,7 +35,8 @@ from gateway.engine.stream import PositionGone, PositionUnknown, TooManyFollower
 from gateway.engine.timers import LOOP_TIMERS, Timers
 from gateway.errors import ErrorCode, GatewayError
 from gateway.ids import random_hex
-from store import Admission, AdmitResult, ExecutionStatus, LatestRun, Lease, Progress, ThreadStore
+from store import Admission, AdmitResult, ExecutionStatus, LatestRun, Lease, Progress, ThreadHistory, ThreadStore
+from store.base import latest_run_of
 from store.eventlog import READ_LIMIT, LogRef, ros_digest
 
 # A run's log is written behind its stream (the first write ~20 ms after it starts): a client that drops and
@@ -61,6 +66,7 @@ class RunEngine:
         timers: Timers = LOOP_TIMERS,
         max_live_bytes: int = 0,
         max_state_bytes: int = documents.MAX_STATE_BYTES,
+        history: HistoryPolicy | None = None,
     ) -> None:
         self.store = store
         self.agent = agent
@@ -82,7 +88,9 @@ class RunEngine:
             timers,
             self.live,
             max_state_bytes,
+            history,
         )
+        self.history = history
         self.reattach = log_policy is not None
         self._starting = 0  # admissions in progress, counted against the cap
         self._unsettled = 0  # runs admitted and not yet settled, counted against the cap
@@ -130,7 +138,8 @@ class RunEngine:
         try:
             current = trace.use_span(run_span, end_on_exit=False) if run_span.is_recording() else contextlib.nullcontext()
             with current, tracing.span("agui.admission"):
-                run = await self._admit(prepared, thread_key(caller, prepared.run.thread_id), run_span, retry)
+                scope = list_scope(caller, prepared.user_id if prepared.user_id is not None else caller.user_id)
+                run = await self._admit(prepared, thread_key(caller, prepared.run.thread_id), run_span, retry, scope)
         except BaseException as exc:
             run_span.set_attribute("agui.outcome", exc.code.name if isinstance(exc, GatewayError) else "error")
             run_span.end()
@@ -172,27 +181,62 @@ class RunEngine:
     async def join(
         self, thread_id: str, after: int, caller: Caller = ANONYMOUS, *, user_id: str | None = None, language: str = "en"
     ) -> RunHandle | None:
-        """Follow the thread's newest run from position `after` (its log replayed, then live while it runs): None
-        when the thread has no run whose log is retained. The thread is the caller's (another principal's thread
-        is no thread), and a thread bound to a userId is joined with that userId only: a thread that is not there
-        and one that is not the caller's answer alike, from the one store read."""
+        """Join the thread. One that keeps its conversation starts with it and its state, then follows its active run
+        live (hydrate.py); `after` (a position in its newest run, from a client that reconnects) goes on from there
+        when the run's log still holds it. A thread without a conversation: its newest run from `after`, replayed,
+        then live. None when there is nothing to join. The thread is the caller's (another principal's thread is no
+        thread), and a thread bound to a userId is joined with that userId only: a thread that is not there and one
+        that is not the caller's answer alike."""
         check_user_id(caller, user_id)
-        if not self.reattach:
+        if not self.reattach and self.history is None:
             raise GatewayError(ErrorCode.EXECUTION_NOT_FOUND, detail="Reattach is turned off on this gateway.")
+        key = thread_key(caller, thread_id)
         try:
-            latest = await self.store.latest_run(thread_key(caller, thread_id))
+            document = await self.store.read_document(key)
+            kept = await self.store.read_history(key) if self.history is not None and document else ThreadHistory()
         except STORE_FAILURES as exc:
             raise store_error(exc) from None
+        latest = latest_run_of(document)
         asker = user_id if user_id is not None else caller.user_id
-        if latest is not None and latest.user_id is not None and latest.user_id != asker:
-            latest = None
-        if latest is not None:
-            try:
-                return await self._attach(thread_id, latest.run_id, "", None, after, caller, None, language, latest)
-            except GatewayError as error:
-                if error.code is not ErrorCode.EXECUTION_NOT_FOUND:  # its log is gone: no retained run
-                    raise
+        if latest is None or (latest.user_id is not None and latest.user_id != asker):
+            return None
+        if kept.summary is not None and (after == 0 or not self.reattach):
+            return await self._hydrated(thread_id, key, document or {}, kept, latest, caller, language)
+        try:
+            return await self._attach(thread_id, latest.run_id, "", None, after, caller, None, language, latest)
+        except GatewayError as error:
+            if error.code not in (ErrorCode.EXECUTION_NOT_FOUND, ErrorCode.EVENTS_EXPIRED):
+                raise
+            if kept.summary is not None:  # its log expired: the conversation holds what it said
+                return await self._hydrated(thread_id, key, document or {}, kept, latest, caller, language)
+            if error.code is ErrorCode.EVENTS_EXPIRED:
+                raise
         return None
+
+    async def _hydrated(
+        self, thread_id: str, key: str, document: dict[str, Any], kept: ThreadHistory, latest: LatestRun, caller: Caller, language: str
+    ) -> RunHandle:
+        stored = msgspec.json.decode(kept.conversation) if kept.conversation else {}
+        messages, state = list(stored.get("messages") or []), stored.get("state", msgspec.UNSET)
+        active = document.get("active")
+        if isinstance(active, dict) and self.reattach:
+            run = self._runs.get(latest.run_id)
+            if run is not None and run.recorder is not None:
+                conversation = Conversation(messages)
+                conversation.add_new(run.recorder.new_input())
+                messages = conversation.messages
+            try:
+                inner = await self._attach(thread_id, latest.run_id, "", None, 0, caller, None, language, latest)
+            except GatewayError as error:
+                if error.code is not ErrorCode.EXECUTION_NOT_FOUND:
+                    raise
+            else:
+                return HydratedRun(inner, snapshot_events(messages, state))
+        execution = document.get("execution")
+        interrupts = []
+        if isinstance(execution, dict) and execution.get("status") == "interrupted":
+            interrupts = [p.get("wire") for p in execution.get("pending") or [] if isinstance(p, dict)]
+        return IdleThread(thread_id, latest.run_id, idle_events(thread_id, latest.run_id, messages, state, interrupts))
 
     async def _attach(
         self,
@@ -254,7 +298,7 @@ class RunEngine:
         metrics.labelled(metrics.REATTACHES, "log").inc()
         return LogHandle(events, ref, thread_id, read, after, language, cancel)
 
-    async def _admit(self, prepared: PreparedRun, key: str, run_span: Span, retry: bool) -> Run:
+    async def _admit(self, prepared: PreparedRun, key: str, run_span: Span, retry: bool, scope: str) -> Run:
         ext = prepared.workspace.extension
         admission = Admission(
             thread_id=key,
@@ -285,6 +329,7 @@ class RunEngine:
         if result.expired is not None:
             await self.cancel_backend(result.expired.execution_id, result.expired.checkpoint)
         run = Run(self._services, prepared, key, result, run_span)
+        run.record(scope)
         self._register(run)
         log.info(
             "run started thread=%s run=%s execution=%s resume=%s runtime_session=%s",

@@ -10,12 +10,14 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+import msgspec
 from opentelemetry.trace import Span
 
 from gateway import metrics
 from gateway.agents.base import AgentBackend
 from gateway.engine import documents
 from gateway.engine.budget import UNBOUNDED, LiveBytes
+from gateway.engine.history import HistoryPolicy, RunRecorder
 from gateway.engine.lease import LeaseKeeper
 from gateway.engine.logwriter import LogPolicy, LogWriter
 from gateway.engine.machine import RunEvent, RunMachine, RunState, StopReason
@@ -53,6 +55,7 @@ class RunServices:
     timers: Timers = LOOP_TIMERS  # the time of the lease keeper, the grace window, the end-of-run retry, the log writes
     live: LiveBytes = UNBOUNDED  # the replica's memory budget for live runs' rings
     max_state_bytes: int = documents.MAX_STATE_BYTES  # a run's state document and messages snapshots (--max-state-bytes)
+    history: HistoryPolicy | None = None  # which threads keep their conversation (--thread-history), and how much
 
 
 def _session(prepared: PreparedRun, execution: Execution | None) -> dict[str, Any]:
@@ -83,6 +86,7 @@ class Run:
         "machine",
         "outcome",
         "prepared",
+        "recorder",
         "released",
         "running",
         "services",
@@ -125,6 +129,7 @@ class Run:
             restore(self.translator, adoption.replayed)
             self.adopt_state = adoption.record.get("state")
         self.stream, self.writer, self.grace = self._log(services, prepared, key)
+        self.recorder: RunRecorder | None = None  # the run's part of its thread's conversation (`record`)
         self._waiting: asyncio.Task[None] | None = None  # detached: waits for a follower to come back
         self.keeper: LeaseKeeper | None = None
         if services.store.needs_renewal:
@@ -156,6 +161,19 @@ class Run:
                 # Another replica may go on with this run from its log: its followers see only what the log holds.
                 stream.durable = stream.head
         return stream, writer, min(max(prepared.grace_seconds, 0.0), policy.max_grace_seconds)
+
+    def record(self, scope: str, replayed: list[bytes] | None = None) -> None:
+        """Keep this run's part of its thread's conversation (where the thread keeps one): its input messages the
+        conversation lacks, then its events. An adopted run replays what its first owner published."""
+        policy, prepared = self.services.history, self.prepared
+        if policy is None or not policy.keeps(prepared.plain):
+            return
+        sent = prepared.as_sent.messages if prepared.as_sent is not None else msgspec.to_builtins(prepared.run.messages)
+        recorder = RunRecorder(policy, scope, self.thread_id, self.lease.run_id, [m for m in sent if isinstance(m, dict)])
+        if replayed:
+            recorder.take(replayed)
+        recorder.start(self.services.store, self.lease.thread_id)
+        self.recorder = self.stream.recorder = recorder
 
     def release_input(self) -> None:
         """The backend has its request: let go of what only building it read (the input's conversation, the admitted

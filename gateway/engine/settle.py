@@ -30,7 +30,7 @@ from gateway.errors import ErrorCode, GatewayError
 from gateway.i18n import message_for
 from gateway.logs import with_request_id
 from gateway.protocol import events as e
-from store import ExecutionStatus, PendingInterrupt, Progress, Rejected, Rejection, StoreUnavailable
+from store import ExecutionStatus, HistoryWrite, PendingInterrupt, Progress, Rejected, Rejection, StoreUnavailable
 
 if TYPE_CHECKING:
     from gateway.engine.run import Run
@@ -72,7 +72,7 @@ async def _settle(run: Run, outcome: Outcome) -> Outcome:
         return outcome
     terminal = run.stream.next_entries(_terminal_events(run, outcome))
     if not isinstance(outcome, Interrupted):
-        unrecorded = await _finish(run, _status(run, outcome), terminal)
+        unrecorded = await _finish(run, _status(run, outcome), terminal, await _history(run, outcome))
         if unrecorded is not None and not (isinstance(outcome, Failed) and outcome.error.code is unrecorded.code):
             # No client hears an end the store does not hold: the end it hears is that it could not be recorded.
             outcome = Failed(unrecorded)
@@ -142,7 +142,22 @@ def _progress(run: Run) -> Progress:
     return Progress(run.translator.sequence, run.translator.identities())
 
 
-async def _finish(run: Run, status: ExecutionStatus | None, terminal: list[Entry]) -> GatewayError | None:
+_RECORDED = {Completed: ("completed", "success"), Interrupted: ("interrupted", "interrupt"), Failed: ("failed", "error")}
+
+
+async def _history(run: Run, outcome: Outcome) -> HistoryWrite | None:
+    """The thread's conversation as this run leaves it, for the store to write with the run's end (None: the thread
+    keeps none, or it could not be read)."""
+    recorder = run.recorder
+    if recorder is None:
+        return None
+    status, ended = _RECORDED.get(type(outcome), ("cancelled", "cancelled"))
+    return await recorder.written(run.translator.state, status, ended)
+
+
+async def _finish(
+    run: Run, status: ExecutionStatus | None, terminal: list[Entry], history: HistoryWrite | None = None
+) -> GatewayError | None:
     """Record the end, retrying an unreachable or busy store with backoff for as long as the lease would last
     (at most FINISH_RETRY_SECONDS): the write is fenced, so a retry of a write that did land changes nothing.
     The run's event log, `terminal` included, is completed in the same store call where it can be (one round
@@ -158,10 +173,10 @@ async def _finish(run: Run, status: ExecutionStatus | None, terminal: list[Entry
         while True:
             try:
                 if store.answers_at_once:  # it never waits: no timer to arm and cancel
-                    outcome = await _record_end(run, status, closing)
+                    outcome = await _record_end(run, status, closing, history)
                 else:
                     async with asyncio.timeout(max(0.05, give_up - timers.now())):  # a hung store never holds the end longer
-                        outcome = await _record_end(run, status, closing)
+                        outcome = await _record_end(run, status, closing, history)
                 return None
             except Rejected as exc:
                 log.warning("the end of run %s was refused (%s): another owner holds the thread", run.lease.run_id, exc.reason.name)
@@ -178,13 +193,14 @@ async def _finish(run: Run, status: ExecutionStatus | None, terminal: list[Entry
             writer.closed(closing, outcome)  # on any failure the writer writes its log afterwards, from the ring
 
 
-async def _record_end(run: Run, status: ExecutionStatus | None, closing: LogWrite | None) -> Exception | None:
-    """The run's end in the store, with its log's closing write when there is one (what that write met)."""
-    store = run.services.store
+async def _record_end(run: Run, status: ExecutionStatus | None, closing: LogWrite | None, history: HistoryWrite | None) -> Exception | None:
+    """The run's end in the store (with the thread's conversation), with its log's closing write when there is one
+    (what that write met)."""
+    store, extra = run.services.store, {} if history is None else {"history": history}
     if closing is None:
-        await store.finish_run(run.lease, status, _progress(run))
+        await store.finish_run(run.lease, status, _progress(run), **extra)
         return None
-    return await store.finish_run_and_log(run.lease, status, _progress(run), closing)
+    return await store.finish_run_and_log(run.lease, status, _progress(run), closing, **extra)
 
 
 def _expiry(now: float, ttl: float) -> tuple[float | None, str | None]:
@@ -236,8 +252,9 @@ async def _save_interrupt(run: Run, outcome: Interrupted) -> Outcome:
             )
             for i, w, (expires, _) in zip(request.interrupts, wire, expiries, strict=True)
         ]
+        history = await _history(run, Interrupted(request, tuple(wire)))
         await run.services.store.save_interrupt(
-            run.lease, pending, checkpoint=request.checkpoint, open_steps=open_steps, progress=_progress(run)
+            run.lease, pending, checkpoint=request.checkpoint, open_steps=open_steps, progress=_progress(run), history=history
         )
     except STORE_FAILURES as exc:
         run.stream.stop_holding()  # cancelling the backend may take seconds

@@ -51,6 +51,10 @@ class StreamWatcher(Protocol):
     def stream_grew(self) -> None: ...
 
 
+class Recorder(Protocol):
+    def take(self, encoded: list[bytes]) -> None: ...
+
+
 class _NoWatcher:
     def stream_grew(self) -> None:
         pass
@@ -112,6 +116,7 @@ class EventStream:
         "durable",
         "ended",
         "head",
+        "recorder",
     )
 
     def __init__(
@@ -157,6 +162,7 @@ class EventStream:
         # The run's end is being recorded (`hold_for_end`): followers wait for it, so that the run's last events
         # leave with its terminal event in one write rather than in one write each.
         self._holding = False
+        self.recorder: Recorder | None = None  # told of every event published (the thread's conversation)
 
     @property
     def first(self) -> int:
@@ -230,6 +236,9 @@ class EventStream:
         runs)."""
         grew = self._grew
         readable = self._readable() if grew else 0
+        recorder = self.recorder
+        if recorder is not None:
+            recorder.take(encoded)
         self._data.extend(encoded)
         self.head += len(encoded)
         self._bytes += sum(map(len, encoded))

@@ -121,6 +121,13 @@ class EventLog(abc.ABC):
         logs is spent); its tombstone stays, so a late attacher learns that the events expired."""
         await self.apply(LogWrite(ref, [], head + 1, end=head))
 
+    async def delete(self, ref: LogRef) -> None:
+        """Forget a run's log (its thread was erased). Where a log cannot forget at once (file segments), its events
+        are dropped now and a tombstone of digests (no event) stays for TOMBSTONE_SECONDS."""
+        read = await self.read(ref, 0, 0)
+        if read is not None and read.head is not None:
+            await self.expire(ref, read.head)
+
     async def wait(self, ref: LogRef, after: int, timeout: float) -> None:
         """Return when an entry after `after` may exist, or after `timeout` (shared logs block on the server)."""
         return

@@ -76,6 +76,9 @@ class MemoryEventLog(EventLog):
         if log is not None:
             log.data, log.first = [], head + 1
 
+    async def delete(self, ref: LogRef) -> None:
+        self._logs.pop(ref, None)
+
     async def purge_expired(self) -> int:
         now = self.clock()
         old = [key for key, log in self._logs.items() if log.ended_at is not None and log.ended_at + TOMBSTONE_SECONDS <= now]

@@ -89,6 +89,14 @@ class RedisEventLog(EventLog):
     def _keys(self, ref: LogRef) -> tuple[str, str, str]:
         return _keys(ref, self._state_key(ref.thread_key))
 
+    def keys_of(self, ref: LogRef) -> tuple[str, str, str]:
+        """Every key of a run's log (its stream, meta and watch marker)."""
+        return self._keys(ref)
+
+    async def delete(self, ref: LogRef) -> None:
+        keys = self._keys(ref)
+        await self._command(lambda: self._client.delete(*keys))
+
     def meta_key(self, ref: LogRef) -> str:
         """The key whose existence says the run logged its first events (read by the admit script)."""
         return self._keys(ref)[1]

@@ -1,6 +1,8 @@
 -- Release the lease of a finished run (only if this run still holds it, same fence); with a status the
 -- execution ends and moves to the bounded history. A stale owner changes nothing.
 -- ARGV[1]: {lease, status (or null: leave the execution as it is), progress}. Returns {ok}.
+-- ARGV[2], ARGV[3] (optional): the thread's conversation and summary, written to KEYS[2], KEYS[3] with the end
+-- (KEYS[4], the meta a client set, lives as long); never written for a stale owner.
 local key, arg = KEYS[1], cjson.decode(ARGV[1])
 local doc = load(key)
 if not holds_lease(doc, arg.lease) then return reply({ok = false}) end
@@ -13,4 +15,5 @@ if not is_null(arg.status) and not is_null(ex) and ex.execution_id == arg.lease.
   if not TERMINAL[ex.status] then end_execution(doc, ex, arg.status, now) end
 end
 save(key, doc)
+save_history()
 return reply({ok = true})

@@ -26,6 +26,14 @@ local function save(key, doc)
   redis.call('SET', key, cjson.encode(doc), 'PX', RETENTION_MS)
 end
 
+-- A run's end writes the thread's conversation and summary beside its state, in the same script (KEYS[2..4]).
+local function save_history()
+  if ARGV[2] == nil then return end
+  redis.call('SET', KEYS[2], ARGV[2], 'PX', RETENTION_MS)
+  redis.call('SET', KEYS[3], ARGV[3], 'PX', RETENTION_MS)
+  redis.call('PEXPIRE', KEYS[4], RETENTION_MS)
+end
+
 local function copy(value) return cjson.decode(cjson.encode(value)) end
 
 local function retire(doc, ex)

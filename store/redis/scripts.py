@@ -28,6 +28,19 @@ def thread_key(thread_id: str) -> str:
     return f"agui:{{t:{digest}}}:state"
 
 
+def history_keys(state_key: str) -> tuple[str, str, str]:
+    """A thread's conversation, summary and meta keys, beside its state (the same hash tag)."""
+    tag = state_key[: -len(":state")]
+    return f"{tag}:conv", f"{tag}:summary", f"{tag}:meta"
+
+
+def list_key(scope: str) -> str:
+    """A principal's thread list (a sorted set of thread keys by when each was written): its own hash tag, so on a
+    Cluster it is written beside, not with, a thread's state."""
+    digest = hashlib.sha256(scope.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+    return f"agui:{{l:{digest}}}:threads"
+
+
 def script_source(name: str, bounds: dict[str, float]) -> str:
     """The bounds as Lua locals, then the shared helpers, then the script: constants are defined once, in Python."""
     header = "".join(f"local {key} = {value!r}\n" for key, value in bounds.items())

@@ -10,6 +10,7 @@ import json
 import logging
 import os
 import socket
+import time
 import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
@@ -33,10 +34,12 @@ from store.base import (
     AdmitResult,
     Adopted,
     CancelResult,
+    HistoryWrite,
     Lease,
     Progress,
     RenewResult,
     StoreUnavailable,
+    ThreadHistory,
     ThreadStore,
 )
 from store.eventlog import LogFenced, LogRef, LogWrite
@@ -50,7 +53,9 @@ from store.redis.scripts import (
     SCRIPTS,
     as_list,
     execution_of,
+    history_keys,
     lease_argument,
+    list_key,
     pending_argument,
     progress_argument,
     reply,
@@ -95,6 +100,7 @@ class RedisStore(ThreadStore):
         self._cluster = urlparse(url).scheme in CLUSTER_SCHEMES
         self.min_replicas = min_replicas  # 0: asynchronous replication (a failover can lose acknowledged writes)
         self.lease_seconds = lease_seconds
+        self._retention_ms = int(retention_seconds * 1000)
         self.owner_id = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         # Commands on pooled connections wait for one of `max_connections` slots (at most SLOT_WAIT_SECONDS) instead
         # of failing when every one is busy: load alone never turns into STATE_PERSISTENCE_FAILED.
@@ -170,8 +176,8 @@ class RedisStore(ThreadStore):
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 0.5)
 
-    async def _call(self, name: str, key: str, argument: Any, extra_keys: tuple[str, ...] = ()) -> Any:
-        script, args, keys = self.scripts[name], [_encoder.encode(argument)], [key, *extra_keys]
+    async def _call(self, name: str, key: str, argument: Any, extra_keys: tuple[str, ...] = (), extra_args: tuple[bytes, ...] = ()) -> Any:
+        script, args, keys = self.scripts[name], [_encoder.encode(argument), *extra_args], [key, *extra_keys]
         if self.min_replicas and name in DURABLE_SCRIPTS:
             return await self._command(lambda: self._replicated(script, keys, args))
         return await self._script(script, keys, args)
@@ -210,9 +216,18 @@ class RedisStore(ThreadStore):
         except Exception:
             log.debug("dropping pooled connections failed", exc_info=True)
 
-    async def _run(self, name: str, thread_id: str, argument: Any, extra_keys: tuple[str, ...] = ()) -> dict[str, Any]:
+    async def _run(
+        self, name: str, thread_id: str, argument: Any, extra_keys: tuple[str, ...] = (), extra_args: tuple[bytes, ...] = ()
+    ) -> dict[str, Any]:
         """One script, one round trip; a refusal in the reply becomes Rejected."""
-        return reply(await self._call(name, thread_key(thread_id), argument, extra_keys))
+        return reply(await self._call(name, thread_key(thread_id), argument, extra_keys, extra_args))
+
+    @staticmethod
+    def _history_call(thread_id: str, history: HistoryWrite | None) -> tuple[tuple[str, ...], tuple[bytes, ...]]:
+        """The keys and arguments a finish or an interrupt adds to write the conversation in the same script."""
+        if history is None:
+            return (), ()
+        return history_keys(thread_key(thread_id)), (history.conversation, history.summary)
 
     async def now(self) -> float:
         seconds, micros = await self._command(self.client.time)
@@ -238,7 +253,14 @@ class RedisStore(ThreadStore):
         await self._run("accept_resume", lease.thread_id, {"lease": lease_argument(lease), "applied": applied})
 
     async def save_interrupt(
-        self, lease: Lease, pending: list[PendingInterrupt], *, checkpoint: Any, open_steps: list[str], progress: Progress
+        self,
+        lease: Lease,
+        pending: list[PendingInterrupt],
+        *,
+        checkpoint: Any,
+        open_steps: list[str],
+        progress: Progress,
+        history: HistoryWrite | None = None,
     ) -> None:
         argument = {
             "lease": lease_argument(lease),
@@ -247,39 +269,114 @@ class RedisStore(ThreadStore):
             "open_steps": open_steps,
             "progress": progress_argument(progress),
         }
-        await self._run("save_interrupt", lease.thread_id, argument)
+        await self._run("save_interrupt", lease.thread_id, argument, *self._history_call(lease.thread_id, history))
+        await self._listed(lease.thread_id, history)
 
-    async def finish_run(self, lease: Lease, status: ExecutionStatus | None, progress: Progress) -> None:
-        await self._run(
-            "finish_run", lease.thread_id, {"lease": lease_argument(lease), "status": status, "progress": progress_argument(progress)}
-        )
+    async def finish_run(
+        self, lease: Lease, status: ExecutionStatus | None, progress: Progress, history: HistoryWrite | None = None
+    ) -> None:
+        argument = {"lease": lease_argument(lease), "status": status, "progress": progress_argument(progress)}
+        result = await self._run("finish_run", lease.thread_id, argument, *self._history_call(lease.thread_id, history))
+        if result.get("ok"):
+            await self._listed(lease.thread_id, history)
 
-    async def finish_run_and_log(self, lease: Lease, status: ExecutionStatus | None, progress: Progress, log: LogWrite) -> Exception | None:
+    async def _listed(self, thread_id: str, history: HistoryWrite | None) -> None:
+        """The thread's place in its list, after its conversation was written: a list is a view beside the threads
+        (on a Cluster it lives on another slot), so a failure here only leaves the thread where it was listed."""
+        if history is None:
+            return
+        try:
+            await self.index_thread(history.scope, thread_id, time.time(), only_if_newer=False)
+        except StoreUnavailable as exc:
+            log.warning("thread list not updated (%s)", exc)
+
+    async def finish_run_and_log(
+        self, lease: Lease, status: ExecutionStatus | None, progress: Progress, log: LogWrite, history: HistoryWrite | None = None
+    ) -> Exception | None:
         """The finish script and the run's last log write pipelined: one round trip for both (the end of a short
         run). Replicated durability keeps them apart (the finish waits for its replicas on its own), and so does
         a Cluster (its pipelines route command by command)."""
         wire = self._wire
         if self.min_replicas or wire is None:
-            return await super().finish_run_and_log(lease, status, progress, log)
+            return await super().finish_run_and_log(lease, status, progress, log, history)
         argument = _encoder.encode({"lease": lease_argument(lease), "status": status, "progress": progress_argument(progress)})
         log_keys, log_args = self._log.script_call(log)
+        extra_keys, extra_args = self._history_call(lease.thread_id, history)
         commands = [
-            evalsha(self.scripts["finish_run"], [thread_key(lease.thread_id)], [argument]),
+            evalsha(self.scripts["finish_run"], [thread_key(lease.thread_id), *extra_keys], [argument, *extra_args]),
             evalsha(self._log.append_script, log_keys, log_args),
         ]
         finished, logged = await self._command(lambda: wire.exchange(commands), pooled=False)
         if isinstance(finished, NoScriptError) or isinstance(logged, NoScriptError):
             # The scripts are not loaded (a restarted or flushed Redis): the ordinary calls load them. The finish
             # is fenced, so running it again after it landed changes nothing.
-            return await super().finish_run_and_log(lease, status, progress, log)
+            return await super().finish_run_and_log(lease, status, progress, log, history)
         if isinstance(finished, RedisError):
             raise unavailable(finished)
-        reply(finished)
+        if reply(finished).get("ok"):
+            await self._listed(lease.thread_id, history)
         if isinstance(logged, RedisError):
             return unavailable(logged)
         if logged == -1:
             return LogFenced(f"run {log.ref.run_id}: a newer owner writes this log")
         return None
+
+    # -- conversations and the thread list -------------------------------------------------------------------
+    async def read_history(self, thread_id: str, *, conversation: bool = True) -> ThreadHistory:
+        conv, summary, meta = history_keys(thread_key(thread_id))
+        if conversation:
+            found = await self._command(lambda: self.client.mget([conv, summary, meta]))
+            return ThreadHistory(*found)
+        found = await self._command(lambda: self.client.mget([summary, meta]))
+        return ThreadHistory(None, *found)
+
+    async def write_meta(self, thread_id: str, meta: bytes) -> bool:
+        state = thread_key(thread_id)
+        if not await self._command(lambda: self.client.exists(state)):
+            return False
+        ttl = await self._command(lambda: self.client.pttl(state))
+        ttl = max(int(ttl), 1000) if int(ttl) > 0 else self._retention_ms
+        await self._command(lambda: self.client.set(history_keys(state)[2], meta, px=ttl))
+        return True
+
+    async def index_thread(self, scope: str, thread_id: str, at: float, *, only_if_newer: bool = True) -> None:
+        key = list_key(scope)
+
+        async def add() -> None:
+            async with self.client.pipeline(transaction=False) as pipe:
+                if only_if_newer:
+                    pipe.zadd(key, {thread_id: at}, nx=True)  # a thread already listed keeps its place
+                else:
+                    pipe.zadd(key, {thread_id: at})
+                pipe.pexpire(key, self._retention_ms)
+                await pipe.execute()
+
+        await self._command(add)
+
+    async def list_threads(self, scope: str, before: tuple[float, str] | None, limit: int) -> list[tuple[str, float]]:
+        key, found = list_key(scope), list[tuple[str, float]]()
+        top: float | str = "+inf" if before is None else before[0]
+        offset = 0
+        while len(found) < limit:
+            page = await self._command(
+                lambda at=offset: self.client.zrevrangebyscore(key, top, "-inf", start=at, num=limit + 16, withscores=True)  # type: ignore[misc]
+            )
+            if not page:
+                break
+            offset += len(page)
+            for member, score in page:
+                name = member.decode() if isinstance(member, bytes) else str(member)
+                if before is None or (float(score), name) < before:
+                    found.append((name, float(score)))
+        return found[:limit]
+
+    async def delete_thread(self, thread_id: str, scope: str, run_ids: list[str]) -> None:
+        state = thread_key(thread_id)
+        keys = [state, *history_keys(state)]
+        for run_id in run_ids:
+            keys.extend(self._log.keys_of(LogRef(thread_id, run_id)))
+        await self._command(lambda: self.client.delete(*keys))  # one hash tag: one slot, one command
+        await self._command(lambda: self.client.zrem(list_key(scope), thread_id))
 
     async def cancel(self, thread_id: str, execution_id: str, ros_invocation_id: str, user_id: str | None = None) -> CancelResult:
         argument = {"execution_id": execution_id, "ros_invocation_id": ros_invocation_id, "user_id": user_id}

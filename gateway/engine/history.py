@@ -1,0 +1,173 @@
+"""What a run adds to its thread's conversation: the stored conversation (read as the run starts), the run's input
+messages it does not hold yet, then the run's events as they are published; at the run's end, the conversation,
+the state and the summary the store writes with the end, bounded per thread."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+import msgspec
+
+from gateway.engine.conversation import Conversation, Message, changes_messages
+from store import HistoryWrite, StoreUnavailable, ThreadStore
+
+log = logging.getLogger("agui.threads")
+HistoryMode = Literal["off", "plain", "all"]
+TITLE_CHARS = 80
+MAX_RUNS_KEPT = 100  # runs a summary lists, newest last
+_decode = msgspec.json.decode
+_encode = msgspec.json.encode
+UNSET: Any = msgspec.UNSET
+
+
+@dataclass(frozen=True, slots=True)
+class HistoryPolicy:
+    """Which threads keep their conversation (`--thread-history`) and how much of it (`--thread-history-bytes`)."""
+
+    mode: HistoryMode = "plain"
+    max_bytes: int = 8 * 1024 * 1024
+
+    def keeps(self, plain: bool) -> bool:
+        return self.mode == "all" or (self.mode == "plain" and plain)
+
+
+def moment(seconds: float) -> str:
+    """Unix seconds as the ISO 8601 moment the API shows (UTC, milliseconds)."""
+    return datetime.fromtimestamp(seconds, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def title_of(messages: Sequence[Message]) -> str | None:
+    """The first user message's text, cut at TITLE_CHARS characters."""
+    for message in messages:
+        if message.get("role") != "user":
+            continue
+        content = message.get("content")
+        if isinstance(content, list):
+            content = " ".join(p.get("text", "") for p in content if isinstance(p, dict) and p.get("type") == "text")
+        if isinstance(content, str) and content.strip():
+            text = " ".join(content.split())
+            return text if len(text) <= TITLE_CHARS else text[: TITLE_CHARS - 1] + "…"
+    return None
+
+
+def bounded(messages: list[Message], limit: int) -> tuple[list[Message], int, bytes]:
+    """The newest whole messages within `limit` bytes of JSON (a tool result never outlives the call it answers), how
+    many older ones were dropped, and the JSON of what is kept."""
+    encoded = _encode(messages)
+    if len(encoded) <= limit:
+        return messages, 0, encoded
+    sizes = [len(_encode(m)) + 1 for m in messages]
+    total, start = sum(sizes) + 1, 0
+    while start < len(messages) and total > limit:
+        total -= sizes[start]
+        start += 1
+    while start < len(messages) and messages[start].get("role") == "tool":  # its call went: so does its result
+        total -= sizes[start]
+        start += 1
+    kept = messages[start:]
+    return kept, start, _encode(kept)
+
+
+class RunRecorder:
+    """One run's part of its thread's conversation. `take` is on the stream's publish path: until the stored
+    conversation is read, the events that change messages wait in a list; after, each is applied as it comes."""
+
+    __slots__ = ("_conversation", "_input", "_load", "_pending", "_stored", "policy", "run_id", "scope", "started_at", "thread_id")
+
+    def new_input(self) -> list[Message]:
+        """The run's input messages its thread's conversation did not hold (before that is known: all of them)."""
+        return self._input
+
+    def __init__(self, policy: HistoryPolicy, scope: str, thread_id: str, run_id: str, messages: list[Message]) -> None:
+        self.policy = policy
+        self.scope = scope
+        self.thread_id = thread_id  # the client's
+        self.run_id = run_id
+        self.started_at = time.time()
+        self._input = messages
+        self._pending: list[bytes] = []
+        self._conversation: Conversation | None = None
+        self._stored: dict[str, Any] = {}  # the stored conversation document and summary, as read
+        self._load: asyncio.Task[None] | None = None
+
+    def start(self, store: ThreadStore, key: str) -> None:
+        """Read the stored conversation in the background (the run's first events do not wait for it)."""
+        self._load = asyncio.get_running_loop().create_task(self._read(store, key))
+
+    async def _read(self, store: ThreadStore, key: str) -> None:
+        try:
+            found = await store.read_history(key)
+        except StoreUnavailable as exc:
+            log.warning("run %s: the conversation could not be read (%s); the run's own part is kept", self.run_id, exc)
+            found = None
+        document = _decode(found.conversation) if found is not None and found.conversation else {}
+        summary = _decode(found.summary) if found is not None and found.summary else None
+        self._stored = {"document": document, "summary": summary}
+        conversation = Conversation(document.get("messages") or [])
+        self._input = [dict(m) for m in conversation.add_new(self._input)]  # copies: the events change the originals
+        for data in self._pending:
+            conversation.apply_encoded(data)
+        self._pending = []
+        self._conversation = conversation
+        if summary is None:  # a new thread: listed from its first run on
+            try:
+                await store.index_thread(self.scope, key, self.started_at)
+            except StoreUnavailable as exc:
+                log.warning("thread list not updated (%s)", exc)
+
+    def take(self, encoded: list[bytes]) -> None:
+        conversation = self._conversation
+        if conversation is None:
+            self._pending.extend(data for data in encoded if changes_messages(data))
+            return
+        for data in encoded:
+            if changes_messages(data):
+                conversation.apply_encoded(data)
+
+    async def written(self, state: Any, status: str, outcome: str, interrupts: list[Any] | None = None) -> HistoryWrite | None:
+        """What the store writes with the run's end: None when the stored conversation could not be read in time."""
+        if self._load is not None:
+            try:
+                await asyncio.shield(self._load)
+            except Exception:
+                log.exception("run %s: reading the conversation failed", self.run_id)
+                return None
+        conversation = self._conversation
+        if conversation is None:
+            return None
+        document, summary = self._stored.get("document") or {}, self._stored.get("summary") or {}
+        messages, dropped, encoded_messages = bounded(conversation.settled(), self.policy.max_bytes)
+        dropped += int(document.get("droppedMessages", 0) or 0)
+        if state is UNSET:
+            state = document.get("state", UNSET)
+        body: dict[str, Any] = {"droppedMessages": dropped}
+        if state is not UNSET:
+            body["state"] = state
+        if interrupts:
+            body["interrupts"] = interrupts
+        conversation_json = b'{"messages":' + encoded_messages + b"," + _encode(body)[1:]
+        now = time.time()
+        runs = [r for r in summary.get("runs") or [] if isinstance(r, dict) and r.get("runId") != self.run_id]
+        runs.append(
+            {"runId": self.run_id, "status": status, "outcome": outcome, "startedAt": moment(self.started_at), "endedAt": moment(now)}
+        )
+        new_summary = {
+            "threadId": self.thread_id,
+            "title": summary.get("title") or title_of(messages),
+            "createdAt": summary.get("createdAt") or moment(self.started_at),
+            "updatedAt": moment(now),
+            "messageCount": len(messages),
+            "droppedMessages": dropped,
+            "runs": runs[-MAX_RUNS_KEPT:],
+        }
+        return HistoryWrite(conversation_json, _encode(new_summary), self.scope)
+
+    def close(self) -> None:
+        if self._load is not None and not self._load.done():
+            self._load.cancel()
