@@ -33,6 +33,7 @@ from transports.health import health, ping, protected_resource, ready
 from transports.reattach import run_events, thread_events
 from transports.services import TransportServices
 from transports.static_ui import ui_router
+from transports.threads import change_thread, erase_thread, list_threads, read_thread, thread_runs
 from transports.tickets import issue_ticket
 
 log = logging.getLogger("agui.app")
@@ -42,6 +43,11 @@ ROUTES: list[ControllerRouterHandler] = [
     ready,
     run_events,
     thread_events,
+    list_threads,
+    read_thread,
+    change_thread,
+    erase_thread,
+    thread_runs,
     cancel_execution,
     issue_ticket,
     health,

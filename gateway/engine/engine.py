@@ -32,6 +32,7 @@ from gateway.engine.prepare import PreparedRun
 from gateway.engine.retained import RetainedLogs
 from gateway.engine.run import Run, RunServices
 from gateway.engine.stream import PositionGone, PositionUnknown, TooManyFollowers
+from gateway.engine.threads import Threads
 from gateway.engine.timers import LOOP_TIMERS, Timers
 from gateway.errors import ErrorCode, GatewayError
 from gateway.ids import random_hex
@@ -91,6 +92,7 @@ class RunEngine:
             history,
         )
         self.history = history
+        self.threads = Threads(self, agent.name)  # the thread API's operations
         self.reattach = log_policy is not None
         self._starting = 0  # admissions in progress, counted against the cap
         self._unsettled = 0  # runs admitted and not yet settled, counted against the cap

@@ -1,0 +1,123 @@
+"""The thread API (JSON, the runs' authentication, errors in the JSON envelope): `GET /threads` (the caller's, newest
+first, `limit` 1-100, an opaque `cursor`, `archived` false, true or any), `GET /threads/{threadId}` (`include`:
+messages, state, runs, pendingInterrupts; all by default), `PATCH /threads/{threadId}` (title, metadata,
+archived), `DELETE /threads/{threadId}` (204), `GET /threads/{threadId}/runs`. Under the static token or without
+authentication, `?userId=` names whose threads (as on the join)."""
+
+from __future__ import annotations
+
+import msgspec
+from litestar import Request, Response, delete, get, patch
+from litestar.params import FromPath
+
+from gateway.engine.caller import Caller
+from gateway.engine.threads import ThreadPatch
+from gateway.errors import ErrorCode, GatewayError
+from gateway.i18n import negotiate
+from gateway.protocol.input import MAX_ID_LENGTH
+from gateway.protocol.validate import check_depth, error_from_msgspec
+from transports.http_input import authenticate, caller_of, check_media_type, header, read_body
+from transports.render import json_error
+from transports.services import Services, TransportServices
+
+MAX_PATCH_BODY = 64 * 1024
+INCLUDES = frozenset({"messages", "state", "runs", "pendingInterrupts"})
+_patch = msgspec.json.Decoder(ThreadPatch)
+
+
+def _user_id(request: Request) -> str | None:
+    user_id = request.query_params.get("userId")
+    if user_id is not None and len(user_id) > MAX_ID_LENGTH:
+        raise GatewayError(ErrorCode.INVALID_INPUT, "userId")
+    return user_id or None
+
+
+def _limit(request: Request) -> int:
+    text = request.query_params.get("limit", "20")
+    if not text.isdigit() or not 1 <= int(text) <= 100:
+        raise GatewayError(ErrorCode.INVALID_INPUT, "limit", "Between 1 and 100.")
+    return int(text)
+
+
+def _thread(thread_id: str) -> None:
+    if not thread_id or len(thread_id) > MAX_ID_LENGTH:
+        raise GatewayError(ErrorCode.THREAD_NOT_FOUND, "threadId")
+
+
+async def _caller(request: Request, services: TransportServices) -> Caller:
+    return caller_of(await authenticate(request, services))
+
+
+@get("/threads", status_code=200)
+async def list_threads(request: Request, services: Services) -> Response:
+    language = negotiate(None, header(request, "accept-language"))
+    try:
+        caller = await _caller(request, services)
+        archived = request.query_params.get("archived", "false")
+        if archived not in ("false", "true", "any"):
+            raise GatewayError(ErrorCode.INVALID_INPUT, "archived", "One of false, true, any.")
+        found = await services.engine.threads.list(caller, _user_id(request), _limit(request), request.query_params.get("cursor"), archived)
+    except GatewayError as error:
+        return json_error(error, language)
+    return Response(found)
+
+
+@get("/threads/{thread_id:str}", status_code=200)
+async def read_thread(request: Request, services: Services, thread_id: FromPath[str]) -> Response:
+    language = negotiate(None, header(request, "accept-language"))
+    try:
+        caller = await _caller(request, services)
+        _thread(thread_id)
+        asked = request.query_params.get("include")
+        include = set(INCLUDES) if asked is None else {part for part in asked.split(",") if part}
+        if not include <= INCLUDES:
+            raise GatewayError(ErrorCode.INVALID_INPUT, "include", "Any of messages, state, runs, pendingInterrupts.")
+        found = await services.engine.threads.get(caller, thread_id, _user_id(request), include)
+    except GatewayError as error:
+        return json_error(error, language)
+    return Response(found)
+
+
+@patch("/threads/{thread_id:str}", status_code=200, request_max_body_size=None)
+async def change_thread(request: Request, services: Services, thread_id: FromPath[str]) -> Response:
+    language = negotiate(None, header(request, "accept-language"))
+    try:
+        caller = await _caller(request, services)
+        _thread(thread_id)
+        check_media_type(request)
+        body = await read_body(request, MAX_PATCH_BODY, services.settings.body_timeout_seconds)
+        check_depth(body)
+        try:
+            change = _patch.decode(body)
+        except msgspec.MsgspecError as exc:
+            raise error_from_msgspec(exc) from None
+        found = await services.engine.threads.patch(caller, thread_id, _user_id(request), change)
+    except GatewayError as error:
+        return json_error(error, language)
+    return Response(found)
+
+
+@delete("/threads/{thread_id:str}", status_code=200)  # the answer is 204; Litestar refuses a 204 route any body (errors)
+async def erase_thread(request: Request, services: Services, thread_id: FromPath[str]) -> Response:
+    language = negotiate(None, header(request, "accept-language"))
+    try:
+        caller = await _caller(request, services)
+        _thread(thread_id)
+        await services.engine.threads.delete(caller, thread_id, _user_id(request))
+    except GatewayError as error:
+        return json_error(error, language)
+    return Response(content=b"", status_code=204)
+
+
+@get("/threads/{thread_id:str}/runs", status_code=200)
+async def thread_runs(request: Request, services: Services, thread_id: FromPath[str]) -> Response:
+    language = negotiate(None, header(request, "accept-language"))
+    try:
+        caller = await _caller(request, services)
+        _thread(thread_id)
+        found = await services.engine.threads.runs(
+            caller, thread_id, _user_id(request), _limit(request), request.query_params.get("cursor")
+        )
+    except GatewayError as error:
+        return json_error(error, language)
+    return Response(found)
