@@ -137,10 +137,10 @@ class Gateway:
         with open(self.log_path, "rb") as handle:
             return handle.read().decode(errors="replace")
 
-    def wait_logged(self, text: str, timeout: float = 15) -> None:
-        """Poll the log until `text` appears (what the gateway saw happen, not a clock's guess)."""
+    def wait_logged(self, text: str, timeout: float = 15, count: int = 1) -> None:
+        """Poll the log until `text` appears (`count` times): what the gateway saw happen, not a clock's guess."""
         deadline = time.monotonic() + timeout
-        while text not in self.logs():
+        while self.logs().count(text) < count:
             assert time.monotonic() < deadline, f"the gateway never logged {text!r}"
             time.sleep(0.02)
 

@@ -15,6 +15,8 @@ import os
 import re
 import shutil
 import subprocess
+import threading
+import uuid
 from typing import Any
 
 import pytest
@@ -185,10 +187,15 @@ def test_the_clients_end_state_through_the_gateway_is_the_direct_one(agents, nam
     initial = {"turns": 4} if name == "pydantic" else {}
     direct = drive(upstream.url, steps, stableIds=True, initialState=initial)
     sent_before = len(upstream.requests)
-    through = drive(gateway.url, steps, kind=kind, stableIds=True, initialState=initial)
-    assert [run["error"] for run in through["runs"]] == [None] * len(steps)
-    assert canonical(through["endState"]) == canonical(direct["endState"])
-    for ours, theirs in zip(through["runs"], direct["runs"], strict=True):
+    # Then a page reloaded: a new client joins the thread and must end where the client that stayed did.
+    through = drive(gateway.url, [*steps, {"connect": True, "fresh": True}], kind=kind, stableIds=True, initialState=initial)
+    assert [run["error"] for run in through["runs"]] == [None] * (len(steps) + 1)
+    assert through["warnings"] == []
+    assert canonical(through["stayed"]) == canonical(direct["endState"])
+    assert through["endState"] == through["stayed"], "the joining client holds the same messages (ids too) and state"
+    assert through["runs"][-1]["interrupts"] == through["runs"][-2]["interrupts"]
+    assert [e["type"] for e in through["runs"][-1]["events"]][:2] == ["RUN_STARTED", "MESSAGES_SNAPSHOT"]
+    for ours, theirs in zip(through["runs"], direct["runs"], strict=False):
         assert len(ours["pendingToolCallIds"]) == len(theirs["pendingToolCallIds"])
         assert len(ours["pendingInterrupts"]) == len(theirs["pendingInterrupts"])
         assert interrupts_of(ours) == interrupts_of(theirs)  # exactly as the agent sent them: no field of ours
@@ -196,6 +203,7 @@ def test_the_clients_end_state_through_the_gateway_is_the_direct_one(agents, nam
     assert len(forwarded) == len(steps)
     assert all(body.get("protocolVersion") for body in forwarded), "the client's declared version goes on"
     check_schemas(forwarded, [event for run in through["runs"] for event in run["events"]])
+    through["endState"] = through["stayed"]
     if name == "langgraph":  # the features the steps are for did happen
         events = [event for run in through["runs"] for event in run["events"]]
         assert any(e["type"] == "CUSTOM" and e["name"] == "PredictState" for e in events)
@@ -243,7 +251,48 @@ def test_the_end_state_is_the_direct_one_across_two_replicas_and_a_reattach_mid_
         slow_run = cut["runs"][1]["events"][0]["runId"]
         a.wait_logged(f"run {slow_run}: its last follower left")  # the gateway saw the drop, and the client came back
         assert canonical(cut["endState"]) == canonical(direct["endState"])
+        check_joined_mid_run(*join_mid_run(a, b))  # a page reloaded on the other replica mid-answer
     finally:
         a.stop()
         b.stop()
         redis_server.stop()
+
+
+@pytest.mark.parametrize("kind", ["http", "ws"])
+def test_a_client_that_joins_a_thread_waiting_on_an_interrupt_holds_it(agents, kind):
+    _, gateway = agents["langgraph-outcome"]
+    joined = drive(gateway.url, [*LANGGRAPH_OUTCOME_STEPS[:2], {"connect": True, "fresh": True}], kind=kind, stableIds=True)
+    assert joined["endState"] == joined["stayed"]
+    assert [i["id"] for i in joined["runs"][-1]["interrupts"]] == [i["id"] for i in joined["runs"][-2]["interrupts"]] != []
+    finished = joined["runs"][-1]["events"][-1]
+    assert finished["type"] == "RUN_FINISHED" and finished["outcome"]["type"] == "interrupt"
+
+
+def join_mid_run(runs_on: Gateway, joins_on: Gateway, kind: str = "http") -> tuple[dict, dict]:
+    """A client runs two turns on `runs_on`, the second a slow answer; once that run has started, a new client joins
+    the thread on `joins_on` (a page reloaded mid-answer). Both reports, the runner's and the joiner's."""
+    thread = "mid-" + uuid.uuid4().hex[:8]
+    steps = [{"message": "hello graph"}, {"message": "/slow 15"}]
+    ran: dict[str, Any] = {}
+    runner = threading.Thread(target=lambda: ran.update(drive(runs_on.url, steps, threadId=thread, stableIds=True)))
+    runner.start()
+    try:
+        runs_on.wait_logged(f"run started thread={thread} run=", count=2, timeout=30)
+        joined = drive(joins_on.url, [{"connect": True}], threadId=thread, kind=kind)
+    finally:
+        runner.join(60)
+    return ran, joined
+
+
+def check_joined_mid_run(ran: dict, joined: dict) -> None:
+    assert joined["runs"][0]["error"] is None
+    events = [e["type"] for e in joined["runs"][0]["events"]]
+    assert events[:3] == ["RUN_STARTED", "MESSAGES_SNAPSHOT", "STATE_SNAPSHOT"]
+    assert "TEXT_MESSAGE_CONTENT" in events[3:], "the join followed the run live"
+    assert joined["endState"] == ran["endState"]
+
+
+@pytest.mark.parametrize("kind", ["http", "ws"])
+def test_a_client_that_joins_mid_run_ends_where_the_one_that_ran_does(agents, kind):
+    _, gateway = agents["langgraph"]
+    check_joined_mid_run(*join_mid_run(gateway, gateway, kind))

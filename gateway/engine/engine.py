@@ -92,7 +92,7 @@ class RunEngine:
             history,
         )
         self.history = history
-        self.threads = Threads(self, agent.name)  # the thread API's operations
+        self.threads = Threads(store, agent.name, self.cancel)  # the thread API's operations
         self.reattach = log_policy is not None
         self._starting = 0  # admissions in progress, counted against the cap
         self._unsettled = 0  # runs admitted and not yet settled, counted against the cap
@@ -222,18 +222,15 @@ class RunEngine:
         messages, state = list(stored.get("messages") or []), stored.get("state", msgspec.UNSET)
         active = document.get("active")
         if isinstance(active, dict) and self.reattach:
-            run = self._runs.get(latest.run_id)
-            if run is not None and run.recorder is not None:
-                conversation = Conversation(messages)
-                conversation.add_new(run.recorder.new_input())
-                messages = conversation.messages
             try:
                 inner = await self._attach(thread_id, latest.run_id, "", None, 0, caller, None, language, latest)
             except GatewayError as error:
                 if error.code is not ErrorCode.EXECUTION_NOT_FOUND:
                     raise
             else:
-                return HydratedRun(inner, snapshot_events(messages, state))
+                conversation = Conversation(messages)
+                conversation.add_new(inner.new_input())  # the user's message of the run in flight
+                return HydratedRun(inner, snapshot_events(conversation.messages, state))
         execution = document.get("execution")
         interrupts = []
         if isinstance(execution, dict) and execution.get("status") == "interrupted":

@@ -10,6 +10,8 @@ import math
 from collections.abc import AsyncGenerator, Callable, Coroutine
 from typing import Any
 
+import msgspec
+
 from gateway.engine.handle import RunHandle
 from gateway.engine.stream import Entry
 from gateway.errors import ErrorCode, GatewayError
@@ -44,6 +46,11 @@ class LogHandle(RunHandle):
         self.run_id = ref.run_id
         self.thread_id = thread_id
         self.finished = read.ended and after == read.head
+
+    def new_input(self) -> list[dict[str, Any]]:
+        inputs = self._read.meta.inputs
+        found = msgspec.json.decode(inputs) if inputs else []
+        return [m for m in found if isinstance(m, dict)] if isinstance(found, list) else []
 
     def cancel(self) -> None:
         task = asyncio.get_running_loop().create_task(self._cancel())

@@ -4,7 +4,7 @@ follower of a run on this process (`LiveHandle`)."""
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from gateway.engine.outcome import Cancelled
 from gateway.engine.stream import Entry
@@ -35,6 +35,10 @@ class RunHandle:
         """Cancel on purpose: the stream ends with RUN_FINISHED cancelled."""
         raise NotImplementedError
 
+    def new_input(self) -> list[dict[str, Any]]:
+        """The run's input messages its thread's conversation did not hold, as far as this handle knows them."""
+        return []
+
 
 class LiveHandle(RunHandle):
     """A follower of a run that lives on this process, from its ring. `paces`: the run's own request (or its retry),
@@ -61,6 +65,10 @@ class LiveHandle(RunHandle):
 
     def cancel(self) -> None:
         self._run.stop(Cancelled())
+
+    def new_input(self) -> list[dict[str, Any]]:
+        recorder = self._run.recorder
+        return recorder.new_input() if recorder is not None else []
 
 
 async def _nothing() -> AsyncGenerator[list[Entry] | None, None]:

@@ -84,6 +84,14 @@ class RunRecorder:
         """The run's input messages its thread's conversation did not hold (before that is known: all of them)."""
         return self._input
 
+    def fresh_input(self) -> list[Message]:
+        """As `new_input`, and before the conversation is read, the messages after the input's last assistant message
+        (what a client adds to a turn: its message, its tools' results), never the whole history."""
+        if self._conversation is not None:
+            return self._input
+        last = max((i for i, m in enumerate(self._input) if m.get("role") == "assistant"), default=-1)
+        return self._input[last + 1 :]
+
     def __init__(self, policy: HistoryPolicy, scope: str, thread_id: str, run_id: str, messages: list[Message]) -> None:
         self.policy = policy
         self.scope = scope

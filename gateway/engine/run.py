@@ -260,7 +260,9 @@ class Run:
             self.stop(Failed(error))
 
     def log_meta(self) -> LogMeta:
-        return LogMeta(self.ros_digest, self.prepared.digest, self.services.store.owner_id, self.lease.execution_id)
+        recorder = self.recorder
+        inputs = msgspec.json.encode(recorder.fresh_input()).decode() if recorder is not None else ""
+        return LogMeta(self.ros_digest, self.prepared.digest, self.services.store.owner_id, self.lease.execution_id, inputs)
 
     def log_fenced(self) -> None:
         """The log refused a write: another replica took the run over."""

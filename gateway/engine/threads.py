@@ -8,18 +8,19 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 import msgspec
 
 from gateway.engine.caller import Caller, check_user_id, list_scope, thread_key
 from gateway.engine.faults import STORE_FAILURES, store_error
 from gateway.errors import ErrorCode, GatewayError
-from store import ThreadHistory
+from store import ThreadHistory, ThreadStore
 from store.base import latest_run_of
 
-if TYPE_CHECKING:
-    from gateway.engine.engine import RunEngine
+# The engine's cancel extension: (threadId, executionId, rosInvocationId, caller, userId) -> its status.
+CancelExecution = Callable[[str, str, str, Caller, str | None], Awaitable[str]]
 
 MAX_META_BYTES = 16 * 1024  # a thread's metadata, as JSON
 MAX_TITLE_CHARS = 200
@@ -61,10 +62,10 @@ def _client_id(caller: Caller, key: str) -> str:
 
 
 class Threads:
-    def __init__(self, engine: RunEngine, agent_name: str) -> None:
-        self._engine = engine
-        self._store = engine.store
+    def __init__(self, store: ThreadStore, agent_name: str, cancel: CancelExecution) -> None:
+        self._store = store
         self._agent = agent_name
+        self._cancel = cancel
 
     async def _read(
         self, caller: Caller, thread_id: str, user_id: str | None, conversation: bool
@@ -188,7 +189,7 @@ class Threads:
         execution = document.get("execution")
         if isinstance(document.get("active"), dict) and isinstance(execution, dict):
             try:
-                await self._engine.cancel(thread_id, execution["execution_id"], execution["ros_invocation_id"], caller, asker)
+                await self._cancel(thread_id, execution["execution_id"], execution["ros_invocation_id"], caller, asker)
             except GatewayError:
                 pass  # already ended, or lost: erased all the same
             await self._ended(key)

@@ -29,6 +29,7 @@ class LogMeta(msgspec.Struct, frozen=True):
     request_digest: str
     owner: str
     execution_id: str = ""  # so that an attacher on another replica can cancel the run
+    inputs: str = ""  # the run's new input messages (JSON): a client joining mid-run on another replica is shown them
 
 
 class LogRead(msgspec.Struct):

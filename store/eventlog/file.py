@@ -25,7 +25,7 @@ def unavailable(exc: OSError) -> StoreUnavailable:
 
 def _described(write: LogWrite) -> Write:
     create = write.create
-    meta = None if create is None else Meta(create.ros_digest, create.request_digest, create.owner, create.execution_id)
+    meta = None if create is None else Meta(create.ros_digest, create.request_digest, create.owner, create.execution_id, create.inputs)
     return ref_digest(write.ref), meta, write.entries, write.first_kept, write.end
 
 
@@ -97,7 +97,7 @@ class FileEventLog(EventLog):
         if log is None:
             return None
         meta = log.meta
-        info = LogMeta(meta.ros_digest, meta.request_digest, meta.owner, meta.execution_id)
+        info = LogMeta(meta.ros_digest, meta.request_digest, meta.owner, meta.execution_id, meta.inputs)
         if meta.ended_at is not None and meta.ended_at + self.retention_seconds <= self.clock():
             return LogRead(info, [], meta.head + 1, True, meta.head)  # a tombstone: the events expired
         entries, first = self._segments.entries(log, after, limit)

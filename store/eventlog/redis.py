@@ -130,6 +130,7 @@ class RedisEventLog(EventLog):
                 "digest": write.create.request_digest,
                 "owner": write.create.owner,
                 "execution": write.create.execution_id,
+                "inputs": write.create.inputs,
             }
         if write.end is not None:
             control.update(end_head=write.end, retention_ms=self._retention_ms, tombstone_ms=int(TOMBSTONE_SECONDS * 1000))
@@ -163,7 +164,9 @@ class RedisEventLog(EventLog):
         if not fields:
             return None
         text = {k.decode(): v.decode() for k, v in fields.items()}
-        meta = LogMeta(text.get("ros", ""), text.get("digest", ""), text.get("owner", ""), text.get("execution", ""))
+        meta = LogMeta(
+            text.get("ros", ""), text.get("digest", ""), text.get("owner", ""), text.get("execution", ""), text.get("inputs", "")
+        )
         entries = _entries(rows, after, limit)
         ended = text.get("ended") == "1"
         # With nothing held, every event expired (a tombstone) or none was written yet.

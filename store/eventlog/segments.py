@@ -28,6 +28,7 @@ class Meta(msgspec.Struct):
     request_digest: str
     owner: str
     execution_id: str = ""
+    inputs: str = ""
     first: int = 1
     ended_at: float | None = None
     head: int = 0

@@ -1,6 +1,6 @@
 -- One write to a run's event log, in one call: open it (meta), append a flushed batch, and/or end it.
 -- KEYS[1]: the stream, KEYS[2]: the meta hash.
--- ARGV[1]: JSON {first_kept, live_ttl_ms, fence, from?, count?, meta?: {ros, digest, owner, execution}, end_head?,
+-- ARGV[1]: JSON {first_kept, live_ttl_ms, fence, from?, count?, meta?: {ros, digest, owner, execution, inputs}, end_head?,
 --          retention_ms?, tombstone_ms?}; with events, ARGV[2]: their lengths ("12,40,..."), ARGV[3]: their data
 --          end to end.
 -- A batch is one stream entry, id 0-<its last position>, fields f (its first position), l and b (ARGV[2], ARGV[3]):
@@ -16,7 +16,8 @@ end
 if a.meta then
   redis.call('DEL', stream)
   redis.call('HSET', info, 'ros', a.meta.ros, 'digest', a.meta.digest, 'owner', a.meta.owner,
-             'execution', a.meta.execution, 'ended', '0', 'fence', tostring(a.fence or 0), 'written', '0')
+             'execution', a.meta.execution, 'ended', '0', 'fence', tostring(a.fence or 0), 'written', '0',
+             'inputs', a.meta.inputs or '')
   redis.call('PEXPIRE', info, a.live_ttl_ms)
 end
 local count = a.count or 0

@@ -89,6 +89,8 @@ for (const step of config.steps) {
     params.resume = buildResumeArray(agent.pendingInterrupts, answers);
   }
   if (step.connect) {
+    // The client that stayed, as it ends before the join: a joining client must end the same.
+    report.stayed = { messages: structuredClone(agent.messages), state: structuredClone(agent.state) };
     if (step.fresh) agent = await makeAgent();
     try {
       await agent.connectAgent({}, { onEvent: ({ event }) => events.push(event) });
@@ -96,6 +98,7 @@ for (const step of config.steps) {
       run.error = String(err?.message ?? err);
     }
     run.state = structuredClone(agent.state);
+    run.interrupts = structuredClone(agent.pendingInterrupts);
     report.runs.push(run);
     continue;
   }
