@@ -78,8 +78,8 @@ class Threads:
         except STORE_FAILURES as exc:
             raise store_error(exc) from None
         asker = user_id if user_id is not None else caller.user_id
-        binding = (document or {}).get("binding") or {}
-        if not document or binding.get("user_id") != asker or latest_run_of(document) is None:
+        bound = ((document or {}).get("binding") or {}).get("user_id")  # a thread bound to a userId: that userId only
+        if not document or (bound is not None and bound != asker) or latest_run_of(document) is None:
             raise GatewayError(ErrorCode.THREAD_NOT_FOUND, "threadId")
         return key, document, kept
 
