@@ -74,7 +74,11 @@ def main() -> None:
     parser.add_argument("--baseline", metavar="DIR", help="also the gateway of another checkout")
     parser.add_argument("--log-delay", default="", metavar="SECONDS", help="the event log's first-write delay (default: the gateway's)")
     parser.add_argument("--log-level", default="", help="the gateway's logging, set up as the server sets it up (default: none)")
+    parser.add_argument("--plain", action="store_true", help="plain AG-UI requests (their threads keep a conversation)")
+    parser.add_argument("--gateway-args", default="", help="more of the gateway's flags, e.g. '--thread-history off'")
     args = parser.parse_args()
+    os.environ["BENCH_PLAIN"] = "1" if args.plain else ""
+    os.environ["BENCH_GATEWAY_ARGS"] = args.gateway_args
     os.environ["BENCH_LOG_LEVEL"] = args.log_level  # read by the runner, under valgrind
     if shutil.which("valgrind") is None:
         raise SystemExit("valgrind is needed (apt-get install valgrind)")

@@ -28,7 +28,10 @@ def body(events: int, index: int) -> bytes:
             "messages": [{"id": "m", "role": "user", "content": f"/flood {events}"}],
             "tools": [],
             "context": [],
-            "forwardedProps": {"iacCode": {"schemaVersion": 1, "rosInvocationId": "bench", "cwd": "/tmp/bench"}},
+            # BENCH_PLAIN: plain AG-UI requests (the thread keeps its conversation), not the iacCode extension's.
+            "forwardedProps": {}
+            if os.environ.get("BENCH_PLAIN")
+            else {"iacCode": {"schemaVersion": 1, "rosInvocationId": "bench", "cwd": "/tmp/bench"}},
         }
     ).encode()
 
@@ -97,7 +100,8 @@ async def main(kind: str, events: int, runs: int, concurrency: int, state_dir: s
 
             logwriter.FIRST_FLUSH_DELAY = float(os.environ["BENCH_LOG_DELAY"])
         level = os.environ.get("BENCH_LOG_LEVEL") or "warning"  # bench/instructions.py --log-level
-        settings = settings_from_args(["--store", store, "--state-dir", state_dir, "--allowed-cwd", "/tmp", "--log-level", level])
+        extra = os.environ.get("BENCH_GATEWAY_ARGS", "").split()  # more of the gateway's flags (e.g. --thread-history off)
+        settings = settings_from_args(["--store", store, "--state-dir", state_dir, "--allowed-cwd", "/tmp", "--log-level", level, *extra])
         if os.environ.get("BENCH_LOG_LEVEL"):  # the lines as the server writes them (to the captured stderr)
             from gateway.logs import setup_logging
 

@@ -290,3 +290,36 @@ def test_on_load_the_page_joins_its_thread_and_shows_a_run_it_never_saw(page, ga
     assert page.get_by_test_id("assistant").count() == 1
     page.reload()
     expect(page.get_by_test_id("assistant")).to_have_count(1)  # known now: not added twice
+
+
+def test_the_thread_list_opens_a_thread_whole_after_storage_is_gone_renames_and_deletes(page, gateway):
+    """Plain threads live on the gateway: a page with no stored transcript lists them, opens one with its whole
+    conversation, renames one and deletes one."""
+    open_ui(page, gateway, cwd="")
+    send(page, "first thread, first turn")
+    expect(page.get_by_test_id("assistant").last).to_have_text("You said: first thread, first turn")
+    send(page, "first thread, second turn")
+    expect(page.get_by_test_id("assistant")).to_have_count(2)
+    first = page.get_by_test_id("thread-id").text_content()
+    page.get_by_role("button", name="New thread").click()
+    send(page, "second thread")
+    expect(page.get_by_test_id("assistant").last).to_have_text("You said: second thread")
+    second = page.get_by_test_id("thread-id").text_content()
+    page.evaluate("localStorage.clear()")
+    page.reload()
+    expect(page.locator("body[data-ready=true]")).to_have_count(1)
+    threads = page.get_by_test_id("threads")  # the shared gateway's other plain threads are listed too
+    expect(threads.locator(f"li[data-thread-id='{second}'] .open")).to_have_text("second thread")
+    expect(threads.locator(f"li[data-thread-id='{first}'] .open")).to_have_text("first thread, first turn")
+    assert threads.locator("li").first.get_attribute("data-thread-id") == second  # newest first
+    threads.locator(f"li[data-thread-id='{first}'] .open").click()
+    expect(page.get_by_test_id("user")).to_have_text(["first thread, first turn", "first thread, second turn"])
+    expect(page.get_by_test_id("assistant")).to_have_text(["You said: first thread, first turn", "You said: first thread, second turn"])
+    assert page.get_by_test_id("thread-id").text_content() == first
+    page.once("dialog", lambda dialog: dialog.accept("Renamed thread"))
+    threads.locator(f"li[data-thread-id='{first}'] .rename").click()
+    expect(threads.locator(f"li[data-thread-id='{first}'] .open")).to_have_text("Renamed thread")
+    threads.locator(f"li[data-thread-id='{first}'] .delete").click()
+    expect(threads.locator(f"li[data-thread-id='{first}']")).to_have_count(0)
+    expect(threads.locator(f"li[data-thread-id='{second}']")).to_have_count(1)
+    assert httpx.get(f"{gateway.url}/threads/{first}").status_code == 404

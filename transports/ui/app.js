@@ -18,6 +18,7 @@
 import { apply, compact, emptyView, LOCAL_ERROR, RESUME, TOOL_RESULT, USER } from "./protocol.js";
 import { attachSse, cancelExecution, GRACE_SECONDS, joinSse, runSse } from "./transport.js";
 import { MuxSocket } from "./ws-mux.js";
+import { ThreadList } from "./threads.js";
 import { PageView } from "./view.js";
 
 const $ = (id) => document.getElementById(id);
@@ -80,6 +81,7 @@ function record(event, eventId = null) {
   if (TERMINAL.has(event.type)) page.live = null;
   pageView.render(view, apply(view, event));
   if (TERMINAL.has(event.type) || LOCAL.has(event.type)) save();
+  if (TERMINAL.has(event.type)) threads.refresh(); // a title, a count or a new thread to show
   if (event.type === "RUN_FINISHED" && live && view.pendingTools.length) setTimeout(runClientTools, 0);
 }
 
@@ -245,11 +247,25 @@ function replay() {
 }
 
 function newThread() {
-  Object.assign(page, { threadId: newId("thread"), ros: null, runs: [], live: null });
+  openThread(newId("thread"), false);
+}
+
+/** Show another thread: its conversation comes from the gateway (the join hydrates it). */
+function openThread(threadId, join = true) {
+  Object.assign(page, { threadId, ros: null, runs: [], live: null });
   $("thread-id").textContent = page.threadId;
   replay();
   save();
+  if (join) joinThread().then(() => threads.refresh());
+  else threads.refresh();
 }
+
+const threads = new ThreadList($("threads"), {
+  open: (threadId) => openThread(threadId),
+  erased: (threadId) => threadId === page.threadId && newThread(),
+  token: () => token(),
+  current: () => page.threadId,
+});
 
 function wire() {
   $("cwd").addEventListener("change", () => {
@@ -314,6 +330,7 @@ async function init() {
   wire();
   if (page.live) resumeLive();
   else joinThread(); // not awaited: a joined run still in flight is followed to its end
+  threads.refresh();
   document.body.dataset.ready = "true";
 }
 
