@@ -184,3 +184,46 @@ def test_a_conversation_outlives_a_restart_on_the_file_store(tmp_path, client):
         assert [t["threadId"] for t in client.get(gateway.url + "/threads").json()["threads"]] == ["kept"]
     finally:
         gateway.stop()
+
+
+def test_a_joins_ids_name_their_run_so_a_reconnect_across_two_runs_loses_nothing(tmp_path, client):
+    """A page joined an idle thread, then a newer run began: reconnecting with the id it last got (the older run's
+    end) gives the conversation again and the newer run from its start, never its middle; a reconnect at the end
+    of the newest run is 204 (an EventSource stops)."""
+    import threading
+
+    gateway = Gateway(tmp_path).start()
+    try:
+        said = turns(client, gateway.url, "boundary", ["first"])
+        first = client.get(gateway.url + "/threads/boundary/events", headers={"accept": "text/event-stream"})
+        ids = [line[4:] for line in first.text.splitlines() if line.startswith("id: ")]
+        older = json.loads(first.text.split("data: ", 1)[1].split("\n", 1)[0])["runId"]
+        assert ids == [f"{older}:end"] * 4
+        assert (
+            client.get(
+                gateway.url + "/threads/boundary/events", headers={"accept": "text/event-stream", "last-event-id": ids[-1]}
+            ).status_code
+            == 204
+        )
+
+        second = [*said, {"id": "m-second", "role": "user", "content": "/slow 2"}]
+        body = run_body(None, thread="boundary", messages=second, forwardedProps={})
+        runner = threading.Thread(target=lambda: post_sse(httpx.Client(timeout=60), gateway.url + "/", body))
+        runner.start()
+        try:
+            gateway.wait_logged(f"run={body['runId']}")
+            rejoined = client.get(
+                gateway.url + "/threads/boundary/events", headers={"accept": "text/event-stream", "last-event-id": ids[-1]}
+            )
+        finally:
+            runner.join(30)
+        events = [json.loads(line[6:]) for line in rejoined.text.splitlines() if line.startswith("data: ")]
+        assert [e["type"] for e in events[:3]] == ["RUN_STARTED", "MESSAGES_SNAPSHOT", "STATE_SNAPSHOT"]
+        assert events[0]["runId"] == body["runId"] and events[1]["messages"][-1]["id"] == "m-second"
+        assert "".join(e.get("delta", "") for e in events) == "tick 1 tick 2 " and events[-1]["type"] == "RUN_FINISHED"
+        last = [line[4:] for line in rejoined.text.splitlines() if line.startswith("id: ")][-1]
+        assert last.startswith(body["runId"] + ":")
+        done = client.get(gateway.url + "/threads/boundary/events", headers={"accept": "text/event-stream", "last-event-id": last})
+        assert done.status_code == 204
+    finally:
+        gateway.stop()

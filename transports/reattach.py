@@ -34,6 +34,20 @@ def _position(request: Request) -> int | None:
     return from_header if from_header is not None else parse_position(request.query_params.get("lastEventId"))
 
 
+def _join_position(request: Request) -> tuple[int, str | None]:
+    """A join's position: `<runId>:<n>` or `<runId>:end` as a join gives them (the run, and -1 for its end), or a
+    bare position in the thread's newest run."""
+    field, text = "Last-Event-ID", header(request, "last-event-id")
+    if not text:
+        field, text = "lastEventId", request.query_params.get("lastEventId")
+    if not text or ":" not in text:
+        return parse_position(text, field) or 0, None
+    run_id, _, place = text.rpartition(":")
+    if not run_id or len(run_id) > MAX_ID_LENGTH:
+        raise GatewayError(ErrorCode.INVALID_INPUT, field, "Send an event id exactly as the gateway gave it.")
+    return (-1 if place == "end" else parse_position(place, field) or 0), run_id
+
+
 def _user_id(request: Request) -> str | None:
     user_id = request.query_params.get("userId")
     if user_id is not None and len(user_id) > MAX_ID_LENGTH:
@@ -88,7 +102,8 @@ async def thread_events(request: Request, services: Services, thread_id: FromPat
     try:
         caller = await _follower(request, services)
         _check_ids(("threadId", thread_id))
-        run = await services.engine.join(thread_id, _position(request) or 0, caller, user_id=_user_id(request), language=language)
+        after, after_run = _join_position(request)
+        run = await services.engine.join(thread_id, after, caller, user_id=_user_id(request), language=language, after_run=after_run)
     except GatewayError as error:
         metrics.labelled(metrics.REATTACHES, error.code.name).inc()
         return json_error(error, language)

@@ -45,6 +45,20 @@ def sse_records(entries: list[Entry], positions: bool, agentcore: bool = False) 
     return b"".join([b"id: %d\ndata: %s\n\n" % entry for entry in entries])
 
 
+def named_records(entries: list[Entry], run_id: str) -> bytes:
+    """A join's SSE records: ids `<runId>:<position>` (`<runId>:end` for position -1), none for position 0."""
+    name = run_id.encode()
+    records = []
+    for position, data in entries:
+        if position == 0:
+            records.append(b"data: %s\n\n" % data)
+        elif position < 0:
+            records.append(b"id: %s:end\ndata: %s\n\n" % (name, data))
+        else:
+            records.append(b"id: %s:%d\ndata: %s\n\n" % (name, position, data))
+    return b"".join(records)
+
+
 def _heads_through(last: int) -> list[bytes] | None:
     """The kept `id:` heads, made through position `last`; None past what is kept."""
     if last >= ID_HEADS_KEPT:

@@ -29,7 +29,7 @@ from gateway.engine.stream import Entry, FollowerCut
 from gateway.protocol import events as e
 from transports.lean import forget_request
 from transports.render import SSE_HEADERS, SSE_MEDIA_TYPE
-from transports.sse_framing import RUN_ERROR_HEAD, sse_records
+from transports.sse_framing import RUN_ERROR_HEAD, named_records, sse_records
 
 log = logging.getLogger("agui.sse")
 
@@ -51,11 +51,12 @@ class SseRecords:
     """One run's stream as SSE: its batches (`batches`, None for a heartbeat), each rendered as records, with the
     stream's metrics (events and bytes sent, time to the first event, open streams)."""
 
-    __slots__ = ("agentcore", "arrived", "batches", "bytes_sent", "events_sent", "positions", "transport")
+    __slots__ = ("agentcore", "arrived", "batches", "bytes_sent", "events_sent", "named", "positions", "transport")
 
     def __init__(self, run: RunHandle, heartbeat_seconds: float, agentcore: bool, transport: str, arrived: float) -> None:
         self.batches = run.events(heartbeat_seconds)
         self.positions = run.positions
+        self.named = run.run_id if run.names_run else None  # a join's ids name their run
         self.agentcore = agentcore
         self.transport = transport
         self.arrived = arrived  # 0 once the first event is out
@@ -65,7 +66,8 @@ class SseRecords:
     def render(self, batch: list[Entry] | None) -> bytes:
         if batch is None:
             return e.HEARTBEAT_SSE
-        chunk = sse_records(batch, self.positions, self.agentcore)
+        named = self.named
+        chunk = sse_records(batch, self.positions, self.agentcore) if named is None else named_records(batch, named)
         if self.arrived:
             metrics.labelled(metrics.TIME_TO_FIRST_EVENT, self.transport).observe(time.perf_counter() - self.arrived)
             self.arrived = 0.0

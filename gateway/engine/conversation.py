@@ -11,13 +11,12 @@ import msgspec
 from gateway.engine import patching
 
 Message = dict[str, Any]
-_decode = msgspec.json.decode
 _encode = msgspec.json.encode
 
 # The events that change messages (encoded events begin with their type: `{"type":"…"`). Everything else (the run's
 # lifecycle, steps, custom and raw events, state: the run's translator holds the state) is passed over undecoded.
-_HEAD = len(b'{"type":"')
-_CHANGING = (
+EVENT_HEAD = len(b'{"type":"')
+CHANGING = (
     b"TEXT_MESSAGE_",
     b"TOOL_CALL_START",
     b"TOOL_CALL_ARGS",
@@ -28,11 +27,6 @@ _CHANGING = (
     b"ACTIVITY_",
 )
 ACTIVITY_PATCH_WORK = 16 * 1024 * 1024  # bytes one activity patch may move while it is applied to the kept copy
-
-
-def changes_messages(data: bytes) -> bool:
-    """Whether an encoded event can change the conversation (the others are never decoded)."""
-    return data.startswith(_CHANGING, _HEAD)
 
 
 class Conversation:
@@ -89,12 +83,6 @@ class Conversation:
         entry = self._pieces.pop(id(target), None)
         if entry is not None and entry[0] is target:
             target[entry[1]] = target.get(entry[1], "") + "".join(entry[2])
-
-    def apply_encoded(self, data: bytes) -> None:
-        if changes_messages(data):
-            event = _decode(data)
-            if isinstance(event, dict):
-                self.apply(event)
 
     def apply(self, event: dict[str, Any]) -> None:
         handler = _HANDLERS.get(event.get("type", ""))

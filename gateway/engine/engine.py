@@ -181,14 +181,23 @@ class RunEngine:
             raise
 
     async def join(
-        self, thread_id: str, after: int, caller: Caller = ANONYMOUS, *, user_id: str | None = None, language: str = "en"
+        self,
+        thread_id: str,
+        after: int,
+        caller: Caller = ANONYMOUS,
+        *,
+        user_id: str | None = None,
+        language: str = "en",
+        after_run: str | None = None,
     ) -> RunHandle | None:
         """Join the thread. One that keeps its conversation starts with it and its state, then follows its active run
         live (hydrate.py); `after` (a position in its newest run, from a client that reconnects) goes on from there
         when the run's log still holds it. A thread without a conversation: its newest run from `after`, replayed,
         then live. None when there is nothing to join. The thread is the caller's (another principal's thread is no
         thread), and a thread bound to a userId is joined with that userId only: a thread that is not there and one
-        that is not the caller's answer alike."""
+        that is not the caller's answer alike. `after_run`: the run a join's position names (`<runId>:<n>`, `after`
+        -1 for `<runId>:end`): a position in an older run than the newest is no place to go on from, so the join
+        starts over with the conversation."""
         check_user_id(caller, user_id)
         if not self.reattach and self.history is None:
             raise GatewayError(ErrorCode.EXECUTION_NOT_FOUND, detail="Reattach is turned off on this gateway.")
@@ -202,10 +211,16 @@ class RunEngine:
         asker = user_id if user_id is not None else caller.user_id
         if latest is None or (latest.user_id is not None and latest.user_id != asker):
             return None
+        if after_run is not None and after_run != latest.run_id:
+            after = 0  # a newer run began since: the conversation again, then that run
+        elif after_run is not None and after < 0:
+            return None  # the client has the thread through its newest run's end, and no run began since
         if kept.summary is not None and (after == 0 or not self.reattach):
             return await self._hydrated(thread_id, key, document or {}, kept, latest, caller, language)
         try:
-            return await self._attach(thread_id, latest.run_id, "", None, after, caller, None, language, latest)
+            handle = await self._attach(thread_id, latest.run_id, "", None, after, caller, None, language, latest)
+            handle.names_run = kept.summary is not None and handle.positions
+            return handle
         except GatewayError as error:
             if error.code not in (ErrorCode.EXECUTION_NOT_FOUND, ErrorCode.EVENTS_EXPIRED):
                 raise

@@ -19,6 +19,9 @@ class RunHandle:
     run_id: str
     thread_id: str
     positions = True  # whether events carry positions a client can reattach from
+    # A join's stream: ids name the run too (`<runId>:<position>`, `<runId>:end` for an idle thread's), so a client
+    # that reconnects across the boundary of two runs is never answered from the middle of the newer one.
+    names_run = False
     finished = False  # the run ended and the follower has every event up to its terminal one: nothing will come
 
     @property

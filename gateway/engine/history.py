@@ -9,18 +9,19 @@ import logging
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any, Literal
 
 import msgspec
 
-from gateway.engine.conversation import Conversation, Message, changes_messages
+from gateway.engine.conversation import CHANGING, EVENT_HEAD, Conversation, Message
+from gateway.engine.eager import start_eagerly
 from store import HistoryWrite, StoreUnavailable, ThreadStore
 
 log = logging.getLogger("agui.threads")
 HistoryMode = Literal["off", "plain", "all"]
 TITLE_CHARS = 80
 MAX_RUNS_KEPT = 100  # runs a summary lists, newest last
+FLUSH_EVENTS = 512  # events a run keeps undecoded before it applies them (and at its end)
 _decode = msgspec.json.decode
 _encode = msgspec.json.encode
 UNSET: Any = msgspec.UNSET
@@ -35,11 +36,6 @@ class HistoryPolicy:
 
     def keeps(self, plain: bool) -> bool:
         return self.mode == "all" or (self.mode == "plain" and plain)
-
-
-def moment(seconds: float) -> str:
-    """Unix seconds as the ISO 8601 moment the API shows (UTC, milliseconds)."""
-    return datetime.fromtimestamp(seconds, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def title_of(messages: Sequence[Message]) -> str | None:
@@ -102,11 +98,13 @@ class RunRecorder:
         self._pending: list[bytes] = []
         self._conversation: Conversation | None = None
         self._stored: dict[str, Any] = {}  # the stored conversation document and summary, as read
-        self._load: asyncio.Task[None] | None = None
+        self._load: asyncio.Future[None] | None = None
 
     def start(self, store: ThreadStore, key: str) -> None:
-        """Read the stored conversation in the background (the run's first events do not wait for it)."""
-        self._load = asyncio.get_running_loop().create_task(self._read(store, key))
+        """Read the stored conversation in the background (the run's first events do not wait for it); a store that
+        answers at once is read in this step, with no task."""
+        reading = self._read(store, key)
+        self._load = start_eagerly(reading) if store.answers_at_once else asyncio.get_running_loop().create_task(reading)
 
     async def _read(self, store: ThreadStore, key: str) -> None:
         try:
@@ -119,9 +117,6 @@ class RunRecorder:
         self._stored = {"document": document, "summary": summary}
         conversation = Conversation(document.get("messages") or [])
         self._input = [dict(m) for m in conversation.add_new(self._input)]  # copies: the events change the originals
-        for data in self._pending:
-            conversation.apply_encoded(data)
-        self._pending = []
         self._conversation = conversation
         if summary is None:  # a new thread: listed from its first run on
             try:
@@ -130,13 +125,17 @@ class RunRecorder:
                 log.warning("thread list not updated (%s)", exc)
 
     def take(self, encoded: list[bytes]) -> None:
-        conversation = self._conversation
-        if conversation is None:
-            self._pending.extend(data for data in encoded if changes_messages(data))
-            return
-        for data in encoded:
-            if changes_messages(data):
-                conversation.apply_encoded(data)
+        pending = self._pending
+        pending += [data for data in encoded if data.startswith(CHANGING, EVENT_HEAD)]
+        if len(pending) >= FLUSH_EVENTS and self._conversation is not None:
+            self._flush(self._conversation)
+
+    def _flush(self, conversation: Conversation) -> None:
+        """Apply the events kept so far: decoded in one call, as one JSON array (a call per event cost twice as much)."""
+        pending, self._pending = self._pending, []
+        if pending:
+            for event in _decode(b"[" + b",".join(pending) + b"]"):
+                conversation.apply(event)
 
     async def written(self, state: Any, status: str, outcome: str, interrupts: list[Any] | None = None) -> HistoryWrite | None:
         """What the store writes with the run's end: None when the stored conversation could not be read in time."""
@@ -149,6 +148,7 @@ class RunRecorder:
         conversation = self._conversation
         if conversation is None:
             return None
+        self._flush(conversation)
         document, summary = self._stored.get("document") or {}, self._stored.get("summary") or {}
         messages, dropped, encoded_messages = bounded(conversation.settled(), self.policy.max_bytes)
         dropped += int(document.get("droppedMessages", 0) or 0)
@@ -162,14 +162,13 @@ class RunRecorder:
         conversation_json = b'{"messages":' + encoded_messages + b"," + _encode(body)[1:]
         now = time.time()
         runs = [r for r in summary.get("runs") or [] if isinstance(r, dict) and r.get("runId") != self.run_id]
-        runs.append(
-            {"runId": self.run_id, "status": status, "outcome": outcome, "startedAt": moment(self.started_at), "endedAt": moment(now)}
-        )
+        # Times in Unix seconds: the thread API shows them as ISO 8601 moments.
+        runs.append({"runId": self.run_id, "status": status, "outcome": outcome, "startedAt": self.started_at, "endedAt": now})
         new_summary = {
             "threadId": self.thread_id,
             "title": summary.get("title") or title_of(messages),
-            "createdAt": summary.get("createdAt") or moment(self.started_at),
-            "updatedAt": moment(now),
+            "createdAt": summary.get("createdAt") or self.started_at,
+            "updatedAt": now,
             "messageCount": len(messages),
             "droppedMessages": dropped,
             "runs": runs[-MAX_RUNS_KEPT:],

@@ -30,17 +30,21 @@ def snapshot_events(messages: list[dict[str, Any]], state: Any) -> list[bytes]:
 
 
 def idle_events(thread_id: str, run_id: str, messages: list[dict[str, Any]], state: Any, interrupts: list[Any]) -> list[Entry]:
-    """The whole stream of a join of an idle thread (no positions: nothing of it is in a run's log)."""
+    """The whole stream of a join of an idle thread, each event at AT_END: a client that reconnects with that id
+    while no newer run began has it all."""
     outcome: e.InterruptOutcome | e.SuccessOutcome = e.InterruptOutcome(interrupts=interrupts) if interrupts else e.SuccessOutcome()
     started = e.encode_json(e.RunStarted(thread_id=thread_id, run_id=run_id, protocol_version=PROTOCOL_VERSION))
     finished = e.encode_json(e.RunFinished(thread_id=thread_id, run_id=run_id, outcome=outcome))
-    return [(0, data) for data in (started, *snapshot_events(messages, state), finished)]
+    return [(AT_END, data) for data in (started, *snapshot_events(messages, state), finished)]
+
+
+AT_END = -1  # the position an idle thread's join gives its events: the thread's newest run, at its end
 
 
 class IdleThread(RunHandle):
     """A joined thread with no run in flight: its conversation, then the end."""
 
-    positions = False
+    names_run = True
 
     def __init__(self, thread_id: str, run_id: str, entries: list[Entry]) -> None:
         self.thread_id = thread_id
@@ -64,6 +68,7 @@ class HydratedRun(RunHandle):
         self.thread_id = inner.thread_id
         self.run_id = inner.run_id
         self.positions = inner.positions
+        self.names_run = inner.positions
 
     @property
     def ending(self) -> bool:
@@ -76,7 +81,8 @@ class HydratedRun(RunHandle):
                 # The snapshots go after position 1 (RUN_STARTED), with its position: a client that reconnects
                 # from there has them already.
                 at = next((index for index, (position, _) in enumerate(batch) if position > 1), len(batch))
-                batch = [*batch[:at], *((1, data) for data in snapshots), *batch[at:]]
+                # RUN_STARTED goes without an id: a client that reconnects before it has the snapshots starts over.
+                batch = [*((0, data) for _, data in batch[:at]), *((1, data) for data in snapshots), *batch[at:]]
                 snapshots = None
             yield batch
 

@@ -9,6 +9,7 @@ import asyncio
 import base64
 import binascii
 from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
 from typing import Any
 
 import msgspec
@@ -50,6 +51,17 @@ def decode_cursor(cursor: str | None) -> tuple[float, str] | None:
         raise GatewayError(ErrorCode.INVALID_INPUT, "cursor", "Pass back the nextCursor of an earlier answer.") from None
 
 
+def moment(seconds: Any) -> str | None:
+    """Unix seconds as the ISO 8601 moment the API shows (UTC, milliseconds)."""
+    if not isinstance(seconds, (int, float)):
+        return None
+    return datetime.fromtimestamp(seconds, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _run_view(run: dict[str, Any]) -> dict[str, Any]:
+    return {**run, **{name: moment(run[name]) for name in ("startedAt", "endedAt") if name in run}}
+
+
 def _status(document: dict[str, Any]) -> str:
     if isinstance(document.get("active"), dict):
         return "running"
@@ -86,15 +98,15 @@ class Threads:
     def _summary(self, thread_id: str, document: dict[str, Any], kept: ThreadHistory) -> dict[str, Any]:
         summary = _decode(kept.summary) if kept.summary else {}
         meta = _decode(kept.meta) if kept.meta else {}
-        runs = summary.get("runs") or []
+        runs = [_run_view(run) for run in summary.get("runs") or [] if isinstance(run, dict)]
         active = document.get("active")
         if isinstance(active, dict):
             runs = [*runs, {"runId": active.get("run_id"), "status": "running"}]
         return {
             "threadId": thread_id,
             "title": meta["title"] if "title" in meta else summary.get("title"),
-            "createdAt": summary.get("createdAt"),
-            "updatedAt": summary.get("updatedAt"),
+            "createdAt": moment(summary.get("createdAt")),
+            "updatedAt": moment(summary.get("updatedAt")),
             "status": _status(document),
             "archived": bool(meta.get("archived", False)),
             "metadata": meta.get("metadata") or {},
