@@ -104,6 +104,12 @@ class InstrumentedStore(ThreadStore):
     async def delete_thread(self, thread_id: str, scope: str, run_ids: list[str]) -> None:
         await self._timed("delete_thread", lambda: self.inner.delete_thread(thread_id, scope, run_ids))
 
+    async def thread_changed(self, scope: str, thread_id: str, deleted: bool = False) -> None:
+        await self.inner.thread_changed(scope, thread_id, deleted)
+
+    def watch_threads(self, scope: str, on_change: Callable[[str, bool], None]) -> Callable[[], None]:
+        return self.inner.watch_threads(scope, on_change)
+
     async def cancel(self, thread_id: str, execution_id: str, ros_invocation_id: str, user_id: str | None = None) -> CancelResult:
         return await self._timed("cancel", lambda: self.inner.cancel(thread_id, execution_id, ros_invocation_id, user_id))
 

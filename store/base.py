@@ -234,6 +234,33 @@ class ThreadStore(abc.ABC):
         """Erase the thread: its state, conversation, summary, meta, the event logs of `run_ids`, its list entry."""
         return
 
+    # -- changes of the thread lists, for whoever watches one (the live list over /ws) ---------------------------
+    _list_watchers: dict[str, set[Callable[[str, bool], None]]] | None = None
+
+    async def thread_changed(self, scope: str, thread_id: str, deleted: bool = False) -> None:
+        """Tell the watchers of `scope`'s list, on every replica, that a thread of it changed (or was erased)."""
+        self.list_changed(scope, thread_id, deleted)
+
+    def list_changed(self, scope: str, thread_id: str, deleted: bool) -> None:
+        """Tell this process's watchers of `scope`'s list."""
+        for on_change in list((self._list_watchers or {}).get(scope, ())):
+            on_change(thread_id, deleted)
+
+    def watch_threads(self, scope: str, on_change: Callable[[str, bool], None]) -> Callable[[], None]:
+        """Call `on_change(thread, deleted)` for each change of `scope`'s list, until the returned function is called."""
+        if self._list_watchers is None:
+            self._list_watchers = {}
+        self._list_watchers.setdefault(scope, set()).add(on_change)
+
+        def unwatch() -> None:
+            watchers = (self._list_watchers or {}).get(scope)
+            if watchers is not None:
+                watchers.discard(on_change)
+                if not watchers:
+                    del self._list_watchers[scope]  # type: ignore[union-attr]
+
+        return unwatch
+
     @abc.abstractmethod
     async def cancel(self, thread_id: str, execution_id: str, ros_invocation_id: str, user_id: str | None = None) -> CancelResult:
         """Cancel an execution: interrupted ones end now; running ones get a durable cancel intent. A caller whose

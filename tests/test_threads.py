@@ -227,3 +227,42 @@ def test_a_joins_ids_name_their_run_so_a_reconnect_across_two_runs_loses_nothing
         assert done.status_code == 204
     finally:
         gateway.stop()
+
+
+@pytest.mark.redis
+def test_the_live_list_over_websocket_hears_every_change_made_on_another_replica(redis_server, tmp_path, client):
+    """A page watches its thread list on replica A (`threads.subscribe`); a new thread's run, a rename and an erase
+    on replica B each reach it as a `threads.changed` frame."""
+    import asyncio
+
+    import websockets
+
+    shared = ("--store", redis_server.url)
+    a, b = Gateway(tmp_path, *shared).start(), Gateway(tmp_path, *shared).start()
+    thread = "live-" + uuid.uuid4().hex[:8]
+
+    async def watch() -> list[dict[str, Any]]:
+        seen: list[dict[str, Any]] = []
+        async with websockets.connect(a.url.replace("http", "ws") + "/ws", subprotocols=["agui-mux.v1"]) as socket:
+            await socket.send(json.dumps({"op": "threads.subscribe", "id": "list"}))
+            assert json.loads(await socket.recv()) == {"id": "list", "op": "threads.subscribed"}
+            await asyncio.to_thread(turns, client, b.url, thread, ["watched from afar"])
+            await asyncio.to_thread(client.patch, f"{b.url}/threads/{thread}", json={"title": "Renamed"})
+            await asyncio.to_thread(client.delete, f"{b.url}/threads/{thread}")
+            async with asyncio.timeout(10):
+                while not seen or not seen[-1].get("deleted"):
+                    frame = json.loads(await socket.recv())
+                    assert frame["id"] == "list" and frame["op"] == "threads.changed", frame
+                    seen.append(frame)
+        return seen
+
+    try:
+        seen = asyncio.run(watch())
+    finally:
+        a.stop()
+        b.stop()
+    views = [frame["thread"] for frame in seen if "thread" in frame]
+    assert {view["threadId"] for view in views} == {thread}
+    assert len(views) >= 3 and views[-1]["title"] == "Renamed"  # its run's start and end, then the rename (each read as it is then)
+    assert any(view["title"] == "watched from afar" and view["status"] == "idle" for view in views)
+    assert seen[-1] == {"id": "list", "op": "threads.changed", "threadId": thread, "deleted": True}

@@ -17,6 +17,7 @@ response): `Authorization: Bearer`, a ticket (`?ticket=` or subprotocol
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import logging
 import time
@@ -56,6 +57,7 @@ from transports.ws_framing import (
     CLOSE_INTERNAL,
     CLOSE_INVALID,
     CLOSE_POLICY,
+    MAX_LIST_CHANGES,
     MAX_MUX_RUNS,
     MAX_QUEUED_FRAMES,
     MUX_PROTOCOL,
@@ -65,6 +67,7 @@ from transports.ws_framing import (
     OpenSocket,
     close_quietly,
     closed_frame,
+    encode_frame,
     event_frames,
     is_json,
     mux_decoder,
@@ -318,6 +321,32 @@ async def _run_stream(conn: Connection, stream_id: str, frame: MuxFrame) -> None
         conn.runs.pop(stream_id, None)
 
 
+async def _watch_threads(conn: Connection, stream_id: str, frame: MuxFrame) -> None:
+    """The caller's thread list, live: `{"id":S,"op":"threads.subscribed"}` once it is watched, then for each change
+    `{"id":S,"op":"threads.changed","thread":<summary>}` or `{..., "threadId", "deleted":true}`, whichever replica
+    made it, until the socket closes or a `cancel` of the stream id."""
+    caller = caller_of(conn.principal)
+    threads = conn.ctx.engine.threads
+    changed: asyncio.Queue[tuple[str, bool]] = asyncio.Queue(maxsize=MAX_LIST_CHANGES)
+
+    def on_change(key: str, deleted: bool) -> None:
+        with contextlib.suppress(asyncio.QueueFull):  # a watcher that falls that far behind reads the list again
+            changed.put_nowait((key, deleted))
+
+    unwatch = threads.watch(caller, frame.user_id or None, on_change)
+    try:
+        await conn.send_frames([encode_frame({"id": stream_id, "op": "threads.subscribed"})])
+        while True:
+            key, deleted = await changed.get()
+            view = None if deleted else await threads.view_of(caller, key)
+            body = {"thread": view} if view is not None else {"threadId": threads.client_id(caller, key), "deleted": True}
+            await conn.send_frames([encode_frame({"id": stream_id, "op": "threads.changed", **body})])
+    except GatewayError as error:
+        await conn.send_error(error, stream_id)
+    finally:
+        unwatch()
+
+
 async def _serve_mux(conn: Connection) -> None:
     socket = conn.socket
 
@@ -338,13 +367,14 @@ async def _serve_mux(conn: Connection) -> None:
             except msgspec.DecodeError:
                 await socket.close(CLOSE_INVALID, "frames must be JSON")
                 return
-            if (frame.op == "run" and len(frame.input)) or frame.op in ("attach", "connect"):
+            if (frame.op == "run" and len(frame.input)) or frame.op in ("attach", "connect", "threads.subscribe"):
                 if frame.id in conn.forwarders:
                     await conn.send_error(GatewayError(ErrorCode.INVALID_INPUT, "id", "This stream id is in use."), frame.id)
                 elif len(conn.forwarders) >= MAX_MUX_RUNS:
                     await conn.send_error(GatewayError(ErrorCode.TOO_MANY_RUNS_ON_SOCKET, detail=f"At most {MAX_MUX_RUNS}."), frame.id)
                 else:
-                    task = asyncio.create_task(_run_stream(conn, frame.id, frame))
+                    serve = _watch_threads if frame.op == "threads.subscribe" else _run_stream
+                    task = asyncio.create_task(serve(conn, frame.id, frame))
                     conn.forwarders[frame.id] = task
                     task.add_done_callback(functools.partial(_forget_stream, conn, frame.id))
             elif frame.op == "cancel":
@@ -352,11 +382,16 @@ async def _serve_mux(conn: Connection) -> None:
                 if run is not None:
                     metrics.labelled(metrics.CANCELS, "socket").inc()
                     run.cancel()
+                elif frame.id in conn.forwarders:  # a subscription to the thread list: it ends
+                    conn.forwarders[frame.id].cancel()
                 else:  # never started, or already ended: say so rather than leave the client waiting
                     await conn.send_error(GatewayError(ErrorCode.EXECUTION_NOT_FOUND, "id", "No run on this stream id."), frame.id)
             else:
                 await conn.send_error(
-                    GatewayError(ErrorCode.INVALID_INPUT, "op", "Use op 'run' (with input), 'attach', 'connect' or 'cancel'."), frame.id
+                    GatewayError(
+                        ErrorCode.INVALID_INPUT, "op", "Use op 'run' (with input), 'attach', 'connect', 'threads.subscribe' or 'cancel'."
+                    ),
+                    frame.id,
                 )
     finally:
         conn.abandon()

@@ -31,7 +31,7 @@ Id = Annotated[str, msgspec.Meta(max_length=MAX_ID_LENGTH)]
 
 
 class MuxFrame(msgspec.Struct, rename="camel"):
-    op: Annotated[str, msgspec.Meta(max_length=16)]
+    op: Annotated[str, msgspec.Meta(max_length=24)]
     id: Annotated[str, msgspec.Meta(min_length=1, max_length=MAX_ID_LENGTH)]
     input: msgspec.Raw = msgspec.Raw(b"")  # kept raw: the engine decodes it exactly like an HTTP body
     reattach_grace_seconds: float | None = None
@@ -44,6 +44,14 @@ class MuxFrame(msgspec.Struct, rename="camel"):
 
 mux_decoder = msgspec.json.Decoder(MuxFrame)
 _encoder = msgspec.json.Encoder()
+
+
+MAX_LIST_CHANGES = 256  # changes of a watched thread list queued for a socket; more are dropped
+
+
+def encode_frame(frame: dict[str, object]) -> bytes:
+    """A server frame of its own (not an event's), as JSON."""
+    return _encoder.encode(frame)
 
 
 def closed_frame(stream_id: str) -> bytes:

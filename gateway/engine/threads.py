@@ -118,6 +118,26 @@ class Threads:
             "_runs": runs,
         }
 
+    def client_id(self, caller: Caller, key: str) -> str:
+        return _client_id(caller, key)
+
+    def watch(self, caller: Caller, user_id: str | None, on_change: Callable[[str, bool], None]) -> Callable[[], None]:
+        """Call `on_change(thread key, erased)` for each change of the caller's list (this userId's), from any replica."""
+        check_user_id(caller, user_id)
+        return self._store.watch_threads(list_scope(caller, user_id if user_id is not None else caller.user_id), on_change)
+
+    async def view_of(self, caller: Caller, key: str) -> dict[str, Any] | None:
+        """A changed thread's summary as its list shows it (None: it is gone)."""
+        try:
+            document, kept = await asyncio.gather(self._store.read_document(key), self._store.read_history(key, conversation=False))
+        except STORE_FAILURES as exc:
+            raise store_error(exc) from None
+        if not document:
+            return None
+        view = self._summary(_client_id(caller, key), document, kept)
+        view.pop("_runs")
+        return view
+
     async def list(self, caller: Caller, user_id: str | None, limit: int, cursor: str | None, archived: str) -> dict[str, Any]:
         check_user_id(caller, user_id)
         scope = list_scope(caller, user_id if user_id is not None else caller.user_id)
@@ -176,9 +196,11 @@ class Threads:
             meta["metadata"] = change.metadata
         if change.archived is not msgspec.UNSET:
             meta["archived"] = change.archived
+        asker = user_id if user_id is not None else caller.user_id
         try:
             if not await self._store.write_meta(key, _encode(meta)):
                 raise GatewayError(ErrorCode.THREAD_NOT_FOUND, "threadId")
+            await self._store.thread_changed(list_scope(caller, asker), key)
         except STORE_FAILURES as exc:
             raise store_error(exc) from None
         return await self.get(caller, thread_id, user_id, set())
@@ -209,6 +231,7 @@ class Threads:
         run_ids = {*((document.get("runs") or {}).keys()), *(r.get("runId") for r in summary.get("runs") or [] if isinstance(r, dict))}
         try:
             await self._store.delete_thread(key, list_scope(caller, asker), sorted(r for r in run_ids if isinstance(r, str)))
+            await self._store.thread_changed(list_scope(caller, asker), key, deleted=True)
         except STORE_FAILURES as exc:
             raise store_error(exc) from None
 

@@ -1,5 +1,7 @@
-"""The cross-replica cancel channel: a cancel taken by any replica wakes the run's owner at once through pub/sub
-(sharded on a Cluster); a lost message only delays it to the owner's next renewal, which reads the durable intent."""
+"""Cross-replica channels over pub/sub (sharded on a Cluster): the cancel channel, where a cancel taken by any replica
+wakes the run's owner at once (a lost message only delays it to the owner's next renewal, which reads the durable
+intent), and the thread-list channel, where each change of a thread list reaches the replicas whose clients watch it
+(a lost message leaves a watcher's list as it was until the next change)."""
 
 from __future__ import annotations
 
@@ -16,7 +18,7 @@ from store.redis.client import connect
 
 log = logging.getLogger("agui.store.redis")
 
-SUBSCRIBE_RETRY_CAP_SECONDS = 0.5  # the cancel channel is back within this long of its slot's new master
+SUBSCRIBE_RETRY_CAP_SECONDS = 0.5  # a channel is back within this long of its slot's new master
 
 
 def cancel_channel(owner: str) -> str:
@@ -27,18 +29,26 @@ def cancel_message(thread_id: str, execution_id: str) -> str:
     return json.dumps([thread_id, execution_id])
 
 
-class CancelListener:
-    """This replica's subscription to its own channel, kept up on a client of its own (a blocking read)."""
+LIST_CHANNEL = "agui:threads:changed"  # [scope, thread key, erased] for each change of a thread list
 
-    def __init__(self, url: str, owner: str, cluster: bool) -> None:
+
+class ChannelListener:
+    """This replica's subscription to one channel, kept up on a client of its own (a blocking read); each message's
+    data (JSON, a list) goes to `on_message` as its items."""
+
+    def __init__(self, url: str, channel: str, cluster: bool) -> None:
         self.url = url
-        self.channel = cancel_channel(owner)
+        self.channel = channel
         self.cluster = cluster
         self._client: Any = None
         self._task: asyncio.Task[None] | None = None
 
-    def start(self, on_cancel: Callable[[str, str], None]) -> None:
-        self._task = asyncio.get_running_loop().create_task(self._listen(on_cancel))
+    @property
+    def started(self) -> bool:
+        return self._task is not None
+
+    def start(self, on_message: Callable[..., None]) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._listen(on_message))
 
     async def close(self) -> None:
         if self._task is not None:
@@ -47,7 +57,7 @@ class CancelListener:
             with contextlib.suppress(Exception):
                 await self._client.aclose()
 
-    async def _listen(self, on_cancel: Callable[[str, str], None]) -> None:
+    async def _listen(self, on_message: Callable[..., None]) -> None:
         delay = 0.1
         while True:
             try:
@@ -68,16 +78,15 @@ class CancelListener:
                         if message and message.get("type") in ("sunsubscribe", "unsubscribe"):
                             # The server dropped the subscription: a node hands its slot's shard channels back
                             # when the slot changes owner (a failover, a reshard). Subscribe again, where it is now.
-                            raise RedisConnectionError("the cancel channel was unsubscribed by the server")
+                            raise RedisConnectionError(f"{self.channel} was unsubscribed by the server")
                         if message and message.get("type") in ("message", "smessage"):
-                            thread_id, execution_id = json.loads(message["data"])
-                            on_cancel(thread_id, execution_id)
+                            on_message(*json.loads(message["data"]))
                 finally:
                     await pubsub.aclose()
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # noqa: BLE001 - reconnect with backoff whatever happened
-                log.warning("cancel subscription lost (%s); retrying in %.1fs", type(exc).__name__, delay)
+                log.warning("subscription to %s lost (%s); retrying in %.1fs", self.channel, type(exc).__name__, delay)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, SUBSCRIBE_RETRY_CAP_SECONDS)
                 if self.cluster and self._client is not None:

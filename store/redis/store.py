@@ -46,7 +46,7 @@ from store.eventlog import LogFenced, LogRef, LogWrite
 from store.eventlog.redis import RedisEventLog
 from store.limits import MAX_ANSWERED_IDS, MAX_HISTORY, MAX_RUN_RECORDS
 from store.records import ExecutionStatus, PendingInterrupt
-from store.redis.cancels import CancelListener, cancel_channel, cancel_message
+from store.redis.cancels import LIST_CHANNEL, ChannelListener, cancel_channel, cancel_message
 from store.redis.client import CLUSTER_SCHEMES, SENTINEL_SCHEMES, connect, unavailable
 from store.redis.scripts import (
     DURABLE_SCRIPTS,
@@ -117,7 +117,8 @@ class RedisStore(ThreadStore):
         }
         self.scripts = {name: self.client.register_script(script_source(name, bounds)) for name in SCRIPTS}
         self._wire = None if self._cluster else Wire(self.client)  # the scripts' short way to a pooled connection
-        self._cancels = CancelListener(url, self.owner_id, self._cluster)
+        self._cancels = ChannelListener(url, cancel_channel(self.owner_id), self._cluster)
+        self._lists = ChannelListener(url, LIST_CHANNEL, self._cluster)  # started by the first watcher of a list
         sentinel = urlparse(url).scheme in SENTINEL_SCHEMES
         self._failover = FailoverWatch(url, self.client, self._drop_connections) if sentinel else None
         self._log = RedisEventLog(
@@ -463,6 +464,20 @@ class RedisStore(ThreadStore):
         if self._failover is not None:
             self._failover.start()
 
+    async def thread_changed(self, scope: str, thread_id: str, deleted: bool = False) -> None:
+        """Published to every replica (the ones whose clients watch `scope`'s list tell them); a failure is logged."""
+        try:
+            message = json.dumps([scope, thread_id, deleted])
+            publish = self.client.spublish if self._cluster else self.client.publish
+            await self._command(lambda: publish(LIST_CHANNEL, message))
+        except StoreUnavailable:
+            log.warning("a thread list's change was not published; its watchers see it with the next one")
+
+    def watch_threads(self, scope: str, on_change: Callable[[str, bool], None]) -> Callable[[], None]:
+        if not self._lists.started:
+            self._lists.start(self.list_changed)
+        return super().watch_threads(scope, on_change)
+
     async def ping(self) -> bool:
         """A real write (a small key that expires), not a PING: an out-of-memory, read-only or slot-less Redis
         answers PING yet refuses every state write, and must show as not ready."""
@@ -492,6 +507,7 @@ class RedisStore(ThreadStore):
     async def close(self) -> None:
         await self.events.close()
         await self._cancels.close()
+        await self._lists.close()
         if self._failover is not None:
             self._failover.stop()
         try:
