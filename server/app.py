@@ -11,11 +11,13 @@ import time
 from collections.abc import AsyncIterator
 
 import msgspec
-from litestar import Litestar
+from litestar import Litestar, Router
 from litestar.di import Provide
+from litestar.openapi import OpenAPIConfig
 from litestar.types import ControllerRouterHandler
 from prometheus_client import start_http_server
 
+from gateway import __version__
 from gateway.access import Access
 from gateway.agents import AgentBackend, load_agent
 from gateway.auth import build_authenticator
@@ -39,21 +41,19 @@ from transports.tickets import issue_ticket
 log = logging.getLogger("agui.app")
 PURGE_INTERVAL_SECONDS = 3600
 MIN_SAFE_LEASE_SECONDS = 6.0
+# The OpenAPI document (`/openapi`) describes the thread API, JSON both ways; the other routes stream SSE, upgrade to
+# WebSocket or serve files, which a generated schema would describe untruthfully.
 ROUTES: list[ControllerRouterHandler] = [
-    ready,
-    run_events,
-    thread_events,
+    Router(
+        "/",
+        route_handlers=[ready, run_events, thread_events, cancel_execution, issue_ticket, health, ping, protected_resource, ui_router],
+        include_in_schema=False,
+    ),
     list_threads,
     read_thread,
     change_thread,
     erase_thread,
     thread_runs,
-    cancel_execution,
-    issue_ticket,
-    health,
-    ping,
-    protected_resource,
-    ui_router,
 ]
 
 
@@ -157,7 +157,7 @@ def create_app(
         dependencies={"services": Provide(lambda: services, use_cache=True, sync_to_thread=False)},
         exception_handlers=EXCEPTION_HANDLERS,  # type: ignore[arg-type]
         middleware=[AccessLog],
-        openapi_config=None,  # no generated schema: it could not describe the SSE and WebSocket contract truthfully
+        openapi_config=OpenAPIConfig(title="AG-UI gateway: the thread API", version=__version__, path="/openapi"),
         lifespan=[lifespan],
         debug=False,
         logging_config=None,

@@ -2,12 +2,16 @@
 first, `limit` 1-100, an opaque `cursor`, `archived` false, true or any), `GET /threads/{threadId}` (`include`:
 messages, state, runs, pendingInterrupts; all by default), `PATCH /threads/{threadId}` (title, metadata,
 archived), `DELETE /threads/{threadId}` (204), `GET /threads/{threadId}/runs`. Under the static token or without
-authentication, `?userId=` names whose threads (as on the join)."""
+authentication, `?userId=` names whose threads (as on the join). Litestar describes them at `/openapi` from the
+wire types below."""
 
 from __future__ import annotations
 
+from typing import Any, Literal
+
 import msgspec
 from litestar import Request, Response, delete, get, patch
+from litestar.openapi import ResponseSpec
 from litestar.params import FromPath
 
 from gateway.engine.caller import Caller
@@ -23,6 +27,72 @@ from transports.services import Services, TransportServices
 MAX_PATCH_BODY = 64 * 1024
 INCLUDES = frozenset({"messages", "state", "runs", "pendingInterrupts"})
 _patch = msgspec.json.Decoder(ThreadPatch)
+
+
+class RunView(msgspec.Struct, rename="camel"):
+    """One run of a thread; times are ISO 8601 (UTC)."""
+
+    run_id: str
+    status: Literal["completed", "interrupted", "cancelled", "failed", "running"]
+    outcome: Literal["success", "interrupt", "cancelled", "error"] | None = None
+    started_at: str | None = None
+    ended_at: str | None = None
+
+
+class ThreadSummary(msgspec.Struct, rename="camel"):
+    """A thread as its list shows it."""
+
+    thread_id: str
+    title: str | None
+    created_at: str | None
+    updated_at: str | None
+    status: Literal["idle", "running", "interrupted"]
+    archived: bool
+    metadata: dict[str, Any]
+    message_count: int
+    dropped_messages: int
+    agent: str
+    run_count: int
+    last_run: RunView | None
+
+
+class ThreadDetail(ThreadSummary, omit_defaults=True):
+    """A thread read whole: the parts `include` names (all by default)."""
+
+    messages: list[dict[str, Any]] | msgspec.UnsetType = msgspec.UNSET
+    state: Any = msgspec.UNSET
+    runs: list[RunView] | msgspec.UnsetType = msgspec.UNSET
+    pending_interrupts: list[dict[str, Any]] | msgspec.UnsetType = msgspec.UNSET
+
+
+class ThreadPage(msgspec.Struct, rename="camel"):
+    threads: list[ThreadSummary]
+    next_cursor: str | None
+
+
+class RunPage(msgspec.Struct, rename="camel"):
+    runs: list[RunView]
+    next_cursor: str | None
+
+
+class ErrorBody(msgspec.Struct):
+    code: str
+    message: str
+    field: str | None = None
+
+
+class ErrorEnvelope(msgspec.Struct):
+    """Every refusal (CONTRACT §7.1)."""
+
+    error: ErrorBody
+
+
+ERRORS = {
+    400: ResponseSpec(ErrorEnvelope, description="INVALID_INPUT"),
+    401: ResponseSpec(ErrorEnvelope, description="UNAUTHORIZED"),
+    404: ResponseSpec(ErrorEnvelope, description="THREAD_NOT_FOUND"),
+    503: ResponseSpec(ErrorEnvelope, description="STATE_PERSISTENCE_FAILED"),
+}
 
 
 def _user_id(request: Request) -> str | None:
@@ -48,8 +118,8 @@ async def _caller(request: Request, services: TransportServices) -> Caller:
     return caller_of(await authenticate(request, services))
 
 
-@get("/threads", status_code=200)
-async def list_threads(request: Request, services: Services) -> Response:
+@get("/threads", status_code=200, responses=ERRORS)
+async def list_threads(request: Request, services: Services) -> Response[ThreadPage]:
     language = negotiate(None, header(request, "accept-language"))
     try:
         caller = await _caller(request, services)
@@ -59,11 +129,11 @@ async def list_threads(request: Request, services: Services) -> Response:
         found = await services.engine.threads.list(caller, _user_id(request), _limit(request), request.query_params.get("cursor"), archived)
     except GatewayError as error:
         return json_error(error, language)
-    return Response(found)
+    return Response(msgspec.convert(found, ThreadPage))
 
 
-@get("/threads/{thread_id:str}", status_code=200)
-async def read_thread(request: Request, services: Services, thread_id: FromPath[str]) -> Response:
+@get("/threads/{thread_id:str}", status_code=200, responses=ERRORS)
+async def read_thread(request: Request, services: Services, thread_id: FromPath[str]) -> Response[ThreadDetail]:
     language = negotiate(None, header(request, "accept-language"))
     try:
         caller = await _caller(request, services)
@@ -75,11 +145,11 @@ async def read_thread(request: Request, services: Services, thread_id: FromPath[
         found = await services.engine.threads.get(caller, thread_id, _user_id(request), include)
     except GatewayError as error:
         return json_error(error, language)
-    return Response(found)
+    return Response(msgspec.convert(found, ThreadDetail))
 
 
-@patch("/threads/{thread_id:str}", status_code=200, request_max_body_size=None)
-async def change_thread(request: Request, services: Services, thread_id: FromPath[str]) -> Response:
+@patch("/threads/{thread_id:str}", status_code=200, request_max_body_size=None, responses=ERRORS)
+async def change_thread(request: Request, services: Services, thread_id: FromPath[str]) -> Response[ThreadDetail]:
     language = negotiate(None, header(request, "accept-language"))
     try:
         caller = await _caller(request, services)
@@ -94,11 +164,12 @@ async def change_thread(request: Request, services: Services, thread_id: FromPat
         found = await services.engine.threads.patch(caller, thread_id, _user_id(request), change)
     except GatewayError as error:
         return json_error(error, language)
-    return Response(found)
+    return Response(msgspec.convert(found, ThreadDetail))
 
 
-@delete("/threads/{thread_id:str}", status_code=200)  # the answer is 204; Litestar refuses a 204 route any body (errors)
-async def erase_thread(request: Request, services: Services, thread_id: FromPath[str]) -> Response:
+# The answer is 204; a route declared 204 may have no body at all, and a refusal has one.
+@delete("/threads/{thread_id:str}", status_code=200, responses={204: ResponseSpec(None, description="Erased"), **ERRORS})
+async def erase_thread(request: Request, services: Services, thread_id: FromPath[str]) -> Response[None]:
     language = negotiate(None, header(request, "accept-language"))
     try:
         caller = await _caller(request, services)
@@ -106,11 +177,11 @@ async def erase_thread(request: Request, services: Services, thread_id: FromPath
         await services.engine.threads.delete(caller, thread_id, _user_id(request))
     except GatewayError as error:
         return json_error(error, language)
-    return Response(content=b"", status_code=204)
+    return Response(content=None, status_code=204)
 
 
-@get("/threads/{thread_id:str}/runs", status_code=200)
-async def thread_runs(request: Request, services: Services, thread_id: FromPath[str]) -> Response:
+@get("/threads/{thread_id:str}/runs", status_code=200, responses=ERRORS)
+async def thread_runs(request: Request, services: Services, thread_id: FromPath[str]) -> Response[RunPage]:
     language = negotiate(None, header(request, "accept-language"))
     try:
         caller = await _caller(request, services)
@@ -120,4 +191,4 @@ async def thread_runs(request: Request, services: Services, thread_id: FromPath[
         )
     except GatewayError as error:
         return json_error(error, language)
-    return Response(found)
+    return Response(msgspec.convert(found, RunPage))
