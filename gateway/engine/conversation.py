@@ -84,6 +84,14 @@ class Conversation:
         if entry is not None and entry[0] is target:
             target[entry[1]] = target.get(entry[1], "") + "".join(entry[2])
 
+    def add_text(self, message_id: Any, text: str) -> None:
+        """TEXT_MESSAGE_CONTENT (or REASONING_MESSAGE_CONTENT) deltas of one message that came in a row, joined."""
+        found = self._by_id.get(message_id) if isinstance(message_id, str) else None
+        if found is not None and found.get("role") != "activity":
+            if not isinstance(found.get("content"), str):
+                found["content"] = ""
+            self._stream(found, "content", text)
+
     def apply(self, event: dict[str, Any]) -> None:
         handler = _HANDLERS.get(event.get("type", ""))
         if handler is not None:

@@ -25,6 +25,19 @@ FLUSH_EVENTS = 512  # events a run keeps undecoded before it applies them (and a
 _decode = msgspec.json.decode
 _encode = msgspec.json.encode
 UNSET: Any = msgspec.UNSET
+TEXT_DELTAS = frozenset({"TEXT_MESSAGE_CONTENT", "REASONING_MESSAGE_CONTENT"})
+
+
+class _Head(msgspec.Struct):
+    """What the recorder reads of every event first (the rest of an event is skipped, not built)."""
+
+    type: str
+    messageId: Any = None  # noqa: N815 - the wire's name
+    delta: Any = None
+    metadata: Any = msgspec.UNSET
+
+
+_heads = msgspec.json.Decoder(list[_Head]).decode
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,11 +145,27 @@ class RunRecorder:
             self._flush(self._conversation)
 
     def _flush(self, conversation: Conversation) -> None:
-        """Apply the events kept so far: decoded in one call, as one JSON array (a call per event cost twice as much)."""
+        """Apply the events kept so far. Their heads are decoded in one call (as one JSON array); the text deltas of a
+        message that came in a row, most of a run's events, are applied as one, and only the other events are
+        decoded whole (handling each delta as an event cost a plain run a quarter more instructions)."""
         pending, self._pending = self._pending, []
-        if pending:
-            for event in _decode(b"[" + b",".join(pending) + b"]"):
-                conversation.apply(event)
+        if not pending:
+            return
+        heads = _heads(b"[" + b",".join(pending) + b"]")
+        index, count = 0, len(heads)
+        while index < count:
+            head = heads[index]
+            if head.type in TEXT_DELTAS and head.metadata is UNSET:
+                end = index + 1
+                while (
+                    end < count and heads[end].type == head.type and heads[end].messageId == head.messageId and heads[end].metadata is UNSET
+                ):
+                    end += 1
+                conversation.add_text(head.messageId, "".join(h.delta if isinstance(h.delta, str) else "" for h in heads[index:end]))
+                index = end
+            else:
+                conversation.apply(_decode(pending[index]))
+                index += 1
 
     async def written(self, state: Any, status: str, outcome: str, interrupts: list[Any] | None = None) -> HistoryWrite | None:
         """What the store writes with the run's end: None when the stored conversation could not be read in time."""
