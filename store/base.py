@@ -199,7 +199,8 @@ class ThreadStore(abc.ABC):
         self, lease: Lease, status: ExecutionStatus | None, progress: Progress, history: HistoryWrite | None = None
     ) -> None:
         """Release the lease; with a status, the execution ends with it (None leaves the execution as it is). The
-        `history` is written in the same atomic step, and only when the run still held its lease."""
+        `history` is written in the same atomic step, and only when the run still held its lease; then the thread's
+        list has it as newest and its watchers are told (`thread_changed`)."""
 
     async def finish_run_and_log(
         self, lease: Lease, status: ExecutionStatus | None, progress: Progress, log: LogWrite, history: HistoryWrite | None = None

@@ -131,8 +131,9 @@ class DocumentStore(ThreadStore):
             if new_state is not None:
                 sides = history_records(thread_id, history, now) if not isinstance(result, Rejected) else None
                 await self._save(thread_id, new_state, then, sides)
-                if sides:
-                    self._listed(history.scope if history else "", thread_id, now)
+                if sides and history is not None:  # the thread's list moves it up, and its watchers hear of it
+                    self._listed(history.scope, thread_id, now)
+                    self.list_changed(history.scope, thread_id, False)
         finally:
             if locks is not None:
                 locks.release(thread_id)

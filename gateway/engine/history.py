@@ -131,12 +131,12 @@ class RunRecorder:
         conversation = Conversation(document.get("messages") or [])
         self._input = [dict(m) for m in conversation.add_new(self._input)]  # copies: the events change the originals
         self._conversation = conversation
-        try:
-            if summary is None:  # a new thread: listed from its first run on
+        if summary is None:  # a new thread: listed, and its list's watchers told, from its first run on
+            try:
                 await store.index_thread(self.scope, key, self.started_at)
-            await store.thread_changed(self.scope, key)  # it runs now
-        except StoreUnavailable as exc:
-            log.warning("thread list not updated (%s)", exc)
+                await store.thread_changed(self.scope, key)
+            except StoreUnavailable as exc:
+                log.warning("thread list not updated (%s)", exc)
 
     def take(self, encoded: list[bytes]) -> None:
         pending = self._pending

@@ -202,17 +202,7 @@ async def _record_end(run: Run, status: ExecutionStatus | None, closing: LogWrit
         logged = None
     else:
         logged = await store.finish_run_and_log(run.lease, status, _progress(run), closing, **extra)
-    if history is not None:
-        await _listed(run, history)
     return logged
-
-
-async def _listed(run: Run, history: HistoryWrite) -> None:
-    """Tell the watchers of the thread's list that it changed (after its end is recorded; a failure is logged)."""
-    try:
-        await run.services.store.thread_changed(history.scope, run.lease.thread_id)
-    except STORE_FAILURES as exc:
-        log.warning("run %s: its thread list's watchers were not told (%s)", run.lease.run_id, exc)
 
 
 def _expiry(now: float, ttl: float) -> tuple[float | None, str | None]:
@@ -268,8 +258,6 @@ async def _save_interrupt(run: Run, outcome: Interrupted) -> Outcome:
         await run.services.store.save_interrupt(
             run.lease, pending, checkpoint=request.checkpoint, open_steps=open_steps, progress=_progress(run), history=history
         )
-        if history is not None:
-            await _listed(run, history)
     except STORE_FAILURES as exc:
         run.stream.stop_holding()  # cancelling the backend may take seconds
         if run.adoptable_elsewhere() and not (isinstance(exc, Rejected) and exc.reason is Rejection.CANCELLED):

@@ -63,7 +63,7 @@ from store.redis.scripts import (
     thread_key,
 )
 from store.redis.sentinel import FailoverWatch
-from store.redis.wire import SCRIPT_LOST, WIRE_CONNECTIONS, Wire, evalsha
+from store.redis.wire import SCRIPT_LOST, WIRE_CONNECTIONS, Wire, evalsha, pack
 
 log = logging.getLogger("agui.store.redis")
 ADOPT_INDEX = "agui:adoptable"  # sorted set: [thread key, run id] of adoptable live runs, scored by lease end
@@ -281,13 +281,33 @@ class RedisStore(ThreadStore):
         if result.get("ok"):
             await self._listed(lease.thread_id, history)
 
+    def _list_commands(self, thread_id: str, history: HistoryWrite) -> list[tuple[Any, ...]]:
+        """After a thread's conversation was written: its place in its list (newest), and the message to the list's
+        watchers. A list is a view beside the threads (on a Cluster it lives on another slot)."""
+        key = list_key(history.scope)
+        return [
+            ("ZADD", key, repr(time.time()), thread_id),
+            ("PEXPIRE", key, self._retention_ms),
+            ("SPUBLISH" if self._cluster else "PUBLISH", LIST_CHANNEL, json.dumps([history.scope, thread_id, False])),
+        ]
+
     async def _listed(self, thread_id: str, history: HistoryWrite | None) -> None:
-        """The thread's place in its list, after its conversation was written: a list is a view beside the threads
-        (on a Cluster it lives on another slot), so a failure here only leaves the thread where it was listed."""
+        """`_list_commands` in one pipeline; a failure only leaves the thread where it was listed."""
         if history is None:
             return
+
+        async def send() -> None:
+            if self._cluster:  # each command to the node of its own key or channel
+                for command in self._list_commands(thread_id, history):
+                    await self.client.execute_command(*command)
+                return
+            async with self.client.pipeline(transaction=False) as pipe:
+                for command in self._list_commands(thread_id, history):
+                    pipe.execute_command(*command)
+                await pipe.execute()
+
         try:
-            await self.index_thread(history.scope, thread_id, time.time(), only_if_newer=False)
+            await self._command(send)
         except StoreUnavailable as exc:
             log.warning("thread list not updated (%s)", exc)
 
@@ -307,15 +327,16 @@ class RedisStore(ThreadStore):
             evalsha(self.scripts["finish_run"], [thread_key(lease.thread_id), *extra_keys], [argument, *extra_args]),
             evalsha(self._log.append_script, log_keys, log_args),
         ]
-        finished, logged = await self._command(lambda: wire.exchange(commands), pooled=False)
+        if history is not None:  # the thread's list and its watchers, in the same round trip
+            commands.extend(pack(*command) for command in self._list_commands(lease.thread_id, history))
+        finished, logged, *_ = await self._command(lambda: wire.exchange(commands), pooled=False)
         if isinstance(finished, NoScriptError) or isinstance(logged, NoScriptError):
             # The scripts are not loaded (a restarted or flushed Redis): the ordinary calls load them. The finish
             # is fenced, so running it again after it landed changes nothing.
             return await super().finish_run_and_log(lease, status, progress, log, history)
         if isinstance(finished, RedisError):
             raise unavailable(finished)
-        if reply(finished).get("ok"):
-            await self._listed(lease.thread_id, history)
+        reply(finished)
         if isinstance(logged, RedisError):
             return unavailable(logged)
         if logged == -1:
