@@ -514,15 +514,19 @@ async def test_the_file_store_writes_the_ends_of_runs_finished_together_in_one_s
 def test_file_store_loses_no_acknowledged_run_when_the_process_is_killed_mid_batch(tmp_path):
     """SIGKILL the gateway while 40 clients run short runs on the file store; after a restart on the same state
     directory every run whose RUN_FINISHED was received is recorded (its run id is refused as a duplicate) and
-    every thread it touched still takes a new run (no file torn)."""
+    every thread it touched still takes a new run (no file torn). The conversations were written in the same journal
+    batches: an acknowledged run's thread holds its messages, and no thread holds messages of a run whose end was not
+    recorded."""
     gateway = Gateway(tmp_path, "--allowed-cwd", "/tmp").start()
     acknowledged: list[dict] = []
+    sent: list[dict] = []
     stop = threading.Event()
 
     def client() -> None:
         with httpx.Client(timeout=10) as http:
             while not stop.is_set():
                 body = run_body("hi", forwardedProps={})
+                sent.append(body)
                 try:
                     response = http.post(gateway.url + "/", json=body, headers={"accept": "text/event-stream"})
                 except httpx.HTTPError:
@@ -547,6 +551,19 @@ def test_file_store_loses_no_acknowledged_run_when_the_process_is_killed_mid_bat
     restarted.start()
     try:
         with httpx.Client(timeout=10) as http:
+            acknowledged_runs = {body["runId"] for body in kept}
+            for body in list(sent):
+                view = http.get(f"{restarted.url}/threads/{body['threadId']}")
+                if view.status_code == 404:
+                    assert body["runId"] not in acknowledged_runs  # never admitted: nothing of it anywhere
+                    continue
+                thread = view.json()
+                ended = [run["runId"] for run in thread["runs"] if run["status"] != "running"]
+                if body["runId"] in acknowledged_runs or thread["messageCount"]:
+                    assert thread["messageCount"] == 2 and ended == [body["runId"]], thread
+                    assert thread["messages"][0]["id"] == body["messages"][0]["id"]
+                else:
+                    assert ended == [] and thread["messages"] == [], thread
             for body in kept:
                 again = http.post(restarted.url + "/", json=body, headers={"accept": "text/event-stream"})
                 assert again.status_code == 409 and again.json()["error"]["code"] == "DUPLICATE_RUN_ID", again.text
