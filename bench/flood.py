@@ -226,7 +226,9 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--h11", action="store_true", help="also the gateway on the pure-Python stack (--http h11 --loop asyncio)")
     parser.add_argument("--baseline", metavar="DIR", help="also the gateway of another checkout, on the same store (before/after)")
+    parser.add_argument("--plain", action="store_true", help="plain AG-UI requests (their threads keep a conversation)")
     args = parser.parse_args()
+    os.environ["BENCH_PLAIN"] = "1" if args.plain else ""  # read by the Node load client
     if not os.path.exists(os.path.join(ROOT, "bench", "node", "node_modules")):
         raise SystemExit("run (cd bench/node && npm ci) first")
     configs = list(CONFIGS) if args.config == "all" else [args.config]

@@ -8,7 +8,8 @@ export function floodBody(count) {
     messages: [{ id: "m", role: "user", content: `/flood ${count}` }],
     tools: [],
     context: [],
-    forwardedProps: { iacCode: { schemaVersion: 1, rosInvocationId: "bench", cwd: "/tmp/bench" } },
+    // BENCH_PLAIN: a plain AG-UI request, whose thread keeps its conversation (bench/flood.py --plain).
+    forwardedProps: process.env.BENCH_PLAIN ? {} : { iacCode: { schemaVersion: 1, rosInvocationId: "bench", cwd: "/tmp/bench" } },
   });
 }
 

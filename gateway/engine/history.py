@@ -161,7 +161,7 @@ class RunRecorder:
                     end < count and heads[end].type == head.type and heads[end].messageId == head.messageId and heads[end].metadata is UNSET
                 ):
                     end += 1
-                conversation.add_text(head.messageId, "".join(h.delta if isinstance(h.delta, str) else "" for h in heads[index:end]))
+                conversation.add_text(head.messageId, "".join([h.delta if isinstance(h.delta, str) else "" for h in heads[index:end]]))
                 index = end
             else:
                 conversation.apply(_decode(pending[index]))
