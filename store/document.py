@@ -248,6 +248,12 @@ class DocumentStore(ThreadStore):
             self._scopes[thread_id] = scope
             self._lists.setdefault(scope, {})[thread_id] = at
 
+    def _unlisted(self, thread_id: str) -> None:
+        """The thread leaves its list (erased, or removed by retention)."""
+        old = self._scopes.pop(thread_id, None)
+        if self._lists is not None and old is not None:
+            self._lists.get(old, {}).pop(thread_id, None)
+
     async def index_thread(self, scope: str, thread_id: str, at: float) -> None:
         lists = await self._lists_built()
         if thread_id not in self._scopes:
@@ -263,8 +269,6 @@ class DocumentStore(ThreadStore):
 
     async def delete_thread(self, thread_id: str, scope: str, run_ids: list[str]) -> None:
         await self._write_sides([(thread_id, None), *((thread_id + side, None) for side in SIDES)])
-        old = self._scopes.pop(thread_id, None)
-        if self._lists is not None and old is not None:
-            self._lists.get(old, {}).pop(thread_id, None)
+        self._unlisted(thread_id)
         for run_id in run_ids:
             await self.events.delete(LogRef(thread_id, run_id))

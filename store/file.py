@@ -9,13 +9,13 @@ import fcntl
 import os
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Container
 
 import msgspec
 
 from store import rules
 from store.base import Clock, HistoryWrite, Lease, Progress, StoreUnavailable
-from store.document import SUMMARY, DocumentStore
+from store.document import SIDES, SUMMARY, DocumentStore
 from store.eventlog import LogFenced, LogWrite
 from store.eventlog.file import FileEventLog
 from store.journal import Journal, deleted_record, state_record
@@ -159,12 +159,13 @@ class FileStore(DocumentStore):
         expired = await self._lane.call(self._purge, cutoff)
         for thread_id in expired:
             self._written.pop(thread_id, None)
+            self._unlisted(thread_id)
         return len(expired) + await self._lane.call(self._legacy_corrupt.purge, cutoff)
 
     def _purge(self, cutoff: float) -> list[str]:
         """Threads not written since `cutoff` (and threads found corrupt before it), removed by one batch of deletion
         records (on the lane, so no write of theirs can slip between the choice and the removal)."""
-        expired = self.journal.expired(cutoff)
+        expired = whole_threads(self.journal.expired(cutoff), self.journal.slots)
         if expired:
             self._append([([(thread_id, deleted_record(thread_id), 0.0) for thread_id in expired], None)])
         return expired
@@ -176,6 +177,16 @@ class FileStore(DocumentStore):
         await self.events.close()
         await self._lane.call(self.journal.close)
         os.close(self._claim)
+
+
+def whole_threads(expired: list[str], held: Container[str]) -> list[str]:
+    """What a purge removes: each expired thread with its side records (its conversation, summary and meta go with
+    it, however recently a client renamed it), and no side record of a thread still held."""
+    states = [key for key in expired if key[-len(SUMMARY) :] not in SIDES]
+    gone = set(states)
+    sides = [key for key in expired if key[-len(SUMMARY) :] in SIDES and (key[: -len(SUMMARY)] in gone or key[: -len(SUMMARY)] not in held)]
+    with_sides = [key + side for key in states for side in SIDES if key + side in held]
+    return list(dict.fromkeys([*states, *sides, *with_sides]))
 
 
 def claim_directory(directory: str) -> int:

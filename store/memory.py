@@ -8,7 +8,7 @@ from collections.abc import Callable
 import msgspec
 
 from store.base import Clock
-from store.document import SUMMARY, DocumentStore, side_at
+from store.document import SIDES, SUMMARY, DocumentStore, side_at
 from store.eventlog.memory import MemoryEventLog
 from store.kept import KeptEncoder
 from store.records import ThreadState
@@ -62,10 +62,13 @@ class MemoryStore(DocumentStore):
     async def purge_expired(self) -> int:
         cutoff = self.clock() - self.retention_seconds
         old = [k for k, raw in self._states.items() if _decoder.decode(raw).updated_at < cutoff]
-        for key in old:
+        for key in old:  # each thread goes whole: its conversation, summary and meta with it
             del self._states[key]
-        cutoff_sides = [k for k, raw in self._sides.items() if _side_at(raw) < cutoff]
-        for key in cutoff_sides:
+            self._unlisted(key)
+            for side in SIDES:
+                self._sides.pop(key + side, None)
+        orphans = [k for k, raw in self._sides.items() if k[: -len(SUMMARY)] not in self._states and _side_at(raw) < cutoff]
+        for key in orphans:
             del self._sides[key]
         await self.events.purge_expired()
         return len(old)

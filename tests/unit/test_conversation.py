@@ -9,7 +9,7 @@ import msgspec
 
 from gateway.engine.conversation import Conversation
 from gateway.engine.history import HistoryPolicy, RunRecorder, bounded, title_of
-from store import Admission, Lease, Progress
+from store import Admission, Lease, Progress, ThreadHistory
 from store.memory import MemoryStore
 
 
@@ -134,3 +134,29 @@ def test_a_run_records_only_the_input_its_thread_lacks_then_its_events_with_its_
     assert conversation["state"] == {"n": "r2"} and conversation["droppedMessages"] == 0
     assert summary["title"] == "hello" and summary["messageCount"] == 4 and [r["runId"] for r in summary["runs"]] == ["r1", "r2"]
     assert [key for key, _ in listed] == ["t"]
+
+
+def test_retention_removes_a_thread_whole_and_a_recent_rename_does_not_keep_its_meta_alive():
+    from store.file import whole_threads
+
+    held = {"t", "t\x00c", "t\x00s", "t\x00m", "u", "u\x00m"}
+    # "t" expired (its meta too old or not): all of it goes; "u" is alive: its old meta stays; an orphan side goes.
+    assert sorted(whole_threads(["t", "u\x00m", "gone\x00s"], held)) == sorted(["t", "t\x00c", "t\x00s", "t\x00m", "gone\x00s"])
+
+    async def scenario():
+        now = [1000.0]
+        store = MemoryStore(100, clock=lambda: now[0])
+        admission = Admission("t", "r", "d", "", None, "ros", False, "e", store.owner_id)
+        granted = await store.admit(admission)
+        recorder = RunRecorder(HistoryPolicy("plain", 1 << 20), "|", "t", "r", [{"id": "u1", "role": "user", "content": "hi"}])
+        recorder.start(store, "t")
+        history = await recorder.written({}, "completed", "success")
+        await store.finish_run(Lease("t", "r", granted.execution.execution_id, granted.fence), "completed", Progress(0, {}), history)
+        now[0] += 90
+        assert await store.write_meta("t", b'{"title":"kept a while"}')
+        now[0] += 20  # the thread was last written 110 s ago, its meta 20 s ago
+        removed = await store.purge_expired()
+        return removed, await store.read_history("t"), await store.list_threads("|", None, 10)
+
+    removed, kept, listed = asyncio.run(scenario())
+    assert removed == 1 and kept == ThreadHistory() and listed == []
