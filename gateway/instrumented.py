@@ -92,6 +92,9 @@ class InstrumentedStore(ThreadStore):
     async def read_history(self, thread_id: str, *, conversation: bool = True) -> ThreadHistory:
         return await self._timed("read_history", lambda: self.inner.read_history(thread_id, conversation=conversation))
 
+    async def open_history(self, thread_id: str, scope: str, at: float) -> ThreadHistory:
+        return await self._timed("read_history", lambda: self.inner.open_history(thread_id, scope, at))
+
     async def write_meta(self, thread_id: str, meta: bytes) -> bool:
         return await self._timed("write_meta", lambda: self.inner.write_meta(thread_id, meta))
 

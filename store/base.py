@@ -219,6 +219,15 @@ class ThreadStore(abc.ABC):
         """The thread's conversation (unless `conversation` is False), summary and meta."""
         return ThreadHistory()
 
+    async def open_history(self, thread_id: str, scope: str, at: float) -> ThreadHistory:
+        """A run's start: the thread's history; a new thread (no summary yet) is put in `scope`'s list, as written at
+        `at`, and the list's watchers are told."""
+        found = await self.read_history(thread_id)
+        if found.summary is None:
+            await self.index_thread(scope, thread_id, at)
+            await self.thread_changed(scope, thread_id)
+        return found
+
     async def write_meta(self, thread_id: str, meta: bytes) -> bool:
         """Set the meta a client gives a thread; False when there is no such thread (nothing is written)."""
         return False

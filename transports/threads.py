@@ -7,6 +7,7 @@ wire types below."""
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any, Literal
 
 import msgspec
@@ -114,81 +115,87 @@ def _thread(thread_id: str) -> None:
         raise GatewayError(ErrorCode.THREAD_NOT_FOUND, "threadId")
 
 
-async def _caller(request: Request, services: TransportServices) -> Caller:
-    return caller_of(await authenticate(request, services))
+async def _answered(request: Request, services: TransportServices, work: Callable[[Caller], Awaitable[Any]], shape: Any) -> Response[Any]:
+    """Authenticate, do the work, answer it as `shape` (None: 204); a refusal in the JSON envelope, in the caller's
+    language."""
+    language = negotiate(None, header(request, "accept-language"))
+    try:
+        found = await work(caller_of(await authenticate(request, services)))
+    except GatewayError as error:
+        return json_error(error, language)
+    if shape is None:
+        return Response(content=None, status_code=204)
+    return Response(msgspec.convert(found, shape))
+
+
+def _archived(request: Request) -> str:
+    archived = request.query_params.get("archived", "false")
+    if archived not in ("false", "true", "any"):
+        raise GatewayError(ErrorCode.INVALID_INPUT, "archived", "One of false, true, any.")
+    return archived
+
+
+def _include(request: Request) -> set[str]:
+    asked = request.query_params.get("include")
+    include = set(INCLUDES) if asked is None else {part for part in asked.split(",") if part}
+    if not include <= INCLUDES:
+        raise GatewayError(ErrorCode.INVALID_INPUT, "include", "Any of messages, state, runs, pendingInterrupts.")
+    return include
+
+
+async def _change(request: Request, services: TransportServices) -> ThreadPatch:
+    check_media_type(request)
+    body = await read_body(request, MAX_PATCH_BODY, services.settings.body_timeout_seconds)
+    check_depth(body)
+    try:
+        return _patch.decode(body)
+    except msgspec.MsgspecError as exc:
+        raise error_from_msgspec(exc) from None
 
 
 @get("/threads", status_code=200, responses=ERRORS)
 async def list_threads(request: Request, services: Services) -> Response[ThreadPage]:
-    language = negotiate(None, header(request, "accept-language"))
-    try:
-        caller = await _caller(request, services)
-        archived = request.query_params.get("archived", "false")
-        if archived not in ("false", "true", "any"):
-            raise GatewayError(ErrorCode.INVALID_INPUT, "archived", "One of false, true, any.")
-        found = await services.engine.threads.list(caller, _user_id(request), _limit(request), request.query_params.get("cursor"), archived)
-    except GatewayError as error:
-        return json_error(error, language)
-    return Response(msgspec.convert(found, ThreadPage))
+    threads = services.engine.threads
+    return await _answered(
+        request,
+        services,
+        lambda caller: threads.list(caller, _user_id(request), _limit(request), request.query_params.get("cursor"), _archived(request)),
+        ThreadPage,
+    )
 
 
 @get("/threads/{thread_id:str}", status_code=200, responses=ERRORS)
 async def read_thread(request: Request, services: Services, thread_id: FromPath[str]) -> Response[ThreadDetail]:
-    language = negotiate(None, header(request, "accept-language"))
-    try:
-        caller = await _caller(request, services)
+    async def work(caller: Caller) -> Any:
         _thread(thread_id)
-        asked = request.query_params.get("include")
-        include = set(INCLUDES) if asked is None else {part for part in asked.split(",") if part}
-        if not include <= INCLUDES:
-            raise GatewayError(ErrorCode.INVALID_INPUT, "include", "Any of messages, state, runs, pendingInterrupts.")
-        found = await services.engine.threads.get(caller, thread_id, _user_id(request), include)
-    except GatewayError as error:
-        return json_error(error, language)
-    return Response(msgspec.convert(found, ThreadDetail))
+        return await services.engine.threads.get(caller, thread_id, _user_id(request), _include(request))
+
+    return await _answered(request, services, work, ThreadDetail)
 
 
 @patch("/threads/{thread_id:str}", status_code=200, request_max_body_size=None, responses=ERRORS)
 async def change_thread(request: Request, services: Services, thread_id: FromPath[str]) -> Response[ThreadDetail]:
-    language = negotiate(None, header(request, "accept-language"))
-    try:
-        caller = await _caller(request, services)
+    async def work(caller: Caller) -> Any:
         _thread(thread_id)
-        check_media_type(request)
-        body = await read_body(request, MAX_PATCH_BODY, services.settings.body_timeout_seconds)
-        check_depth(body)
-        try:
-            change = _patch.decode(body)
-        except msgspec.MsgspecError as exc:
-            raise error_from_msgspec(exc) from None
-        found = await services.engine.threads.patch(caller, thread_id, _user_id(request), change)
-    except GatewayError as error:
-        return json_error(error, language)
-    return Response(msgspec.convert(found, ThreadDetail))
+        return await services.engine.threads.patch(caller, thread_id, _user_id(request), await _change(request, services))
+
+    return await _answered(request, services, work, ThreadDetail)
 
 
 # The answer is 204; a route declared 204 may have no body at all, and a refusal has one.
 @delete("/threads/{thread_id:str}", status_code=200, responses={204: ResponseSpec(None, description="Erased"), **ERRORS})
 async def erase_thread(request: Request, services: Services, thread_id: FromPath[str]) -> Response[None]:
-    language = negotiate(None, header(request, "accept-language"))
-    try:
-        caller = await _caller(request, services)
+    async def work(caller: Caller) -> Any:
         _thread(thread_id)
         await services.engine.threads.delete(caller, thread_id, _user_id(request))
-    except GatewayError as error:
-        return json_error(error, language)
-    return Response(content=None, status_code=204)
+
+    return await _answered(request, services, work, None)
 
 
 @get("/threads/{thread_id:str}/runs", status_code=200, responses=ERRORS)
 async def thread_runs(request: Request, services: Services, thread_id: FromPath[str]) -> Response[RunPage]:
-    language = negotiate(None, header(request, "accept-language"))
-    try:
-        caller = await _caller(request, services)
+    async def work(caller: Caller) -> Any:
         _thread(thread_id)
-        found = await services.engine.threads.runs(
-            caller, thread_id, _user_id(request), _limit(request), request.query_params.get("cursor")
-        )
-    except GatewayError as error:
-        return json_error(error, language)
-    return Response(msgspec.convert(found, RunPage))
+        return await services.engine.threads.runs(caller, thread_id, _user_id(request), _limit(request), request.query_params.get("cursor"))
+
+    return await _answered(request, services, work, RunPage)

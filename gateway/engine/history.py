@@ -121,24 +121,22 @@ class RunRecorder:
 
     async def _read(self, store: ThreadStore, key: str) -> None:
         try:
-            found = await store.read_history(key)
+            found = await store.open_history(key, self.scope, self.started_at)
         except StoreUnavailable as exc:
-            log.warning("run %s: the conversation could not be read (%s); the run's own part is kept", self.run_id, exc)
-            found = None
-        document = _decode(found.conversation) if found is not None and found.conversation else {}
-        summary = _decode(found.summary) if found is not None and found.summary else None
+            # Written from this run's part alone, the conversation would lose every earlier turn: it is left as it is.
+            log.warning("run %s: the conversation could not be read (%s); this run adds nothing to it", self.run_id, exc)
+            self._pending = []
+            return
+        document = _decode(found.conversation) if found.conversation else {}
+        summary = _decode(found.summary) if found.summary else None
         self._stored = {"document": document, "summary": summary}
         conversation = Conversation(document.get("messages") or [])
         self._input = [dict(m) for m in conversation.add_new(self._input)]  # copies: the events change the originals
         self._conversation = conversation
-        if summary is None:  # a new thread: listed, and its list's watchers told, from its first run on
-            try:
-                await store.index_thread(self.scope, key, self.started_at)
-                await store.thread_changed(self.scope, key)
-            except StoreUnavailable as exc:
-                log.warning("thread list not updated (%s)", exc)
 
     def take(self, encoded: list[bytes]) -> None:
+        if self._load is not None and self._load.done() and self._conversation is None:
+            return  # the conversation could not be read: nothing of this run is kept
         pending = self._pending
         pending += [data for data in encoded if data.startswith(CHANGING, EVENT_HEAD)]
         if len(pending) >= FLUSH_EVENTS and self._conversation is not None:

@@ -352,6 +352,24 @@ class RedisStore(ThreadStore):
         found = await self._command(lambda: self.client.mget([summary, meta]))
         return ThreadHistory(None, *found)
 
+    async def open_history(self, thread_id: str, scope: str, at: float) -> ThreadHistory:
+        """One round trip on the wire: the history read, the thread added to its list if it is not there (ZADD NX),
+        and its watchers told that a run starts. Elsewhere (a Cluster, where the list is on another slot) in steps."""
+        wire = self._wire
+        if wire is None:
+            return await super().open_history(thread_id, scope, at)
+        key = list_key(scope)
+        commands = [
+            pack("MGET", *history_keys(thread_key(thread_id))),
+            pack("ZADD", key, "NX", repr(at), thread_id),
+            pack("PEXPIRE", key, self._retention_ms),
+            pack("PUBLISH", LIST_CHANNEL, json.dumps([scope, thread_id, False])),
+        ]
+        found, *_ = await self._command(lambda: wire.exchange(commands), pooled=False)
+        if isinstance(found, RedisError):
+            raise unavailable(found)
+        return ThreadHistory(*found)
+
     async def write_meta(self, thread_id: str, meta: bytes) -> bool:
         state = thread_key(thread_id)
         if not await self._command(lambda: self.client.exists(state)):
