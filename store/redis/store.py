@@ -288,12 +288,22 @@ class RedisStore(ThreadStore):
         return [
             ("ZADD", key, repr(time.time()), thread_id),
             ("PEXPIRE", key, self._retention_ms),
-            ("SPUBLISH" if self._cluster else "PUBLISH", LIST_CHANNEL, json.dumps([history.scope, thread_id, False])),
+            ("SPUBLISH" if self._cluster else "PUBLISH", LIST_CHANNEL, _encoder.encode([history.scope, thread_id, False])),
         ]
 
     async def _listed(self, thread_id: str, history: HistoryWrite | None) -> None:
         """`_list_commands` in one pipeline; a failure only leaves the thread where it was listed."""
         if history is None:
+            return
+
+        wire = self._wire
+        if wire is not None:  # packed on the wire: redis-py's pipeline cost more than the finish itself
+            try:
+                await self._command(
+                    lambda: wire.exchange([pack(*command) for command in self._list_commands(thread_id, history)]), pooled=False
+                )
+            except StoreUnavailable as exc:
+                log.warning("thread list not updated (%s)", exc)
             return
 
         async def send() -> None:
@@ -361,9 +371,8 @@ class RedisStore(ThreadStore):
         key = list_key(scope)
         commands = [
             pack("MGET", *history_keys(thread_key(thread_id))),
-            pack("ZADD", key, "NX", repr(at), thread_id),
-            pack("PEXPIRE", key, self._retention_ms),
-            pack("PUBLISH", LIST_CHANNEL, json.dumps([scope, thread_id, False])),
+            pack("ZADD", key, "NX", repr(at), thread_id),  # the finish refreshes the list's lifetime
+            pack("PUBLISH", LIST_CHANNEL, _encoder.encode([scope, thread_id, False])),
         ]
         found, *_ = await self._command(lambda: wire.exchange(commands), pooled=False)
         if isinstance(found, RedisError):
@@ -506,7 +515,7 @@ class RedisStore(ThreadStore):
     async def thread_changed(self, scope: str, thread_id: str, deleted: bool = False) -> None:
         """Published to every replica (the ones whose clients watch `scope`'s list tell them); a failure is logged."""
         try:
-            message = json.dumps([scope, thread_id, deleted])
+            message = _encoder.encode([scope, thread_id, deleted])
             publish = self.client.spublish if self._cluster else self.client.publish
             await self._command(lambda: publish(LIST_CHANNEL, message))
         except StoreUnavailable:

@@ -25,7 +25,7 @@ import asyncio
 import collections
 import logging
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 import hiredis
 from redis._parsers.base import BaseParser
@@ -40,33 +40,16 @@ WIRE_CONNECTIONS = 1  # pooled connections the wire holds (one at a time; a brok
 SCRIPT_LOST = object()  # `Wire.script`'s answer when the server does not have the script
 
 
-def _bulk(arg: Arg) -> bytes:
-    return arg.encode() if isinstance(arg, str) else b"%d" % arg if isinstance(arg, int) else arg
-
-
 def pack(*args: Arg) -> bytes:
-    """One command in RESP: an array of bulk strings, built in one join (redis-py re-copies a growing buffer)."""
-    parts = [b"*%d\r\n" % len(args)]
-    for arg in args:
-        data = _bulk(arg)
-        parts.append(b"$%d\r\n%b\r\n" % (len(data), data))
-    return b"".join(parts)
+    """One command in RESP, packed by hiredis (in C: a third of the time of our own join of its parts)."""
+    packed: bytes = hiredis.pack_command(cast(Any, args))  # its stub types the tuple as one item long
+    return packed
 
 
 def evalsha(script: Any, keys: list[str], args: Sequence[Arg]) -> bytes:
-    """`pack(b"EVALSHA", script.sha, len(keys), *keys, *args)`, its fixed head written at once: the store's
-    scripts go out three times a run, and the head was half of the work."""
-    parts = [
-        b"*%d\r\n$7\r\nEVALSHA\r\n$40\r\n%s\r\n$%d\r\n%d\r\n"
-        % (3 + len(keys) + len(args), script.sha.encode(), len(str(len(keys))), len(keys))
-    ]
-    for key in keys:
-        data = key.encode()
-        parts.append(b"$%d\r\n%b\r\n" % (len(data), data))
-    for arg in args:
-        data = arg if isinstance(arg, bytes) else _bulk(arg)
-        parts.append(b"$%d\r\n%b\r\n" % (len(data), data))
-    return b"".join(parts)
+    """`EVALSHA sha numkeys keys... args...`, packed as `pack` packs."""
+    packed: bytes = hiredis.pack_command(cast(Any, (b"EVALSHA", script.sha, len(keys), *keys, *args)))
+    return packed
 
 
 class _Exchange:
