@@ -49,6 +49,15 @@ class StoreUnavailable(Exception):
         self.retryable = retryable
 
 
+class ThreadHistory(msgspec.Struct, frozen=True):
+    """What a thread keeps beside its state (each None when never written): its conversation and summary (written
+    with a run's end) and the meta a client set (title, metadata, archived)."""
+
+    conversation: bytes | None = None
+    summary: bytes | None = None
+    meta: bytes | None = None
+
+
 class Admission(msgspec.Struct, frozen=True):
     thread_id: str
     run_id: str
@@ -61,6 +70,9 @@ class Admission(msgspec.Struct, frozen=True):
     owner: str
     nonce: str = ""  # this admission attempt: a retry of the same attempt gets the grant it already made
     restart_unstarted: bool = False  # a run admitted but never started (no lease, no events) may be admitted again
+    # The run keeps its thread's conversation: a store that can answers its history with the grant (`AdmitResult.kept`),
+    # having put the thread in this scope's list and told the list's watchers (as `ThreadStore.open_history`).
+    history_scope: str | None = None
 
 
 class Lease(msgspec.Struct, frozen=True):
@@ -84,6 +96,7 @@ class AdmitResult(msgspec.Struct):
     history: list[Execution]  # recent finished executions (copies), for resume diagnostics
     expired: Execution | None = None  # an execution whose interrupts expired during this admission
     fence: int = 0
+    kept: ThreadHistory | None = None  # the thread's history, where the store read it with the grant
 
 
 class RenewResult(msgspec.Struct):
@@ -112,15 +125,6 @@ class HistoryWrite(msgspec.Struct, frozen=True):
     conversation: bytes
     summary: bytes
     scope: str
-
-
-class ThreadHistory(msgspec.Struct, frozen=True):
-    """What a thread keeps beside its state (each None when never written): its conversation and summary (written
-    with a run's end) and the meta a client set (title, metadata, archived)."""
-
-    conversation: bytes | None = None
-    summary: bytes | None = None
-    meta: bytes | None = None
 
 
 RESTART_WINDOW_SECONDS = 3600.0  # how long after its admission a never-started run may be admitted again

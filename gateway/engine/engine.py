@@ -326,6 +326,7 @@ class RunEngine:
             owner=self.store.owner_id,
             nonce=random_hex(16),
             restart_unstarted=retry and self.reattach,  # only where every run that starts leaves a log behind
+            history_scope=scope if self.history is not None and self.history.keeps(prepared.plain) else None,
         )
         # A store that answers at once (memory) admits here, with no task, shield or turn of the loop (a call of it
         # that waits after all goes on in a task, shielded as any other).
@@ -343,7 +344,7 @@ class RunEngine:
         if result.expired is not None:
             await self.cancel_backend(result.expired.execution_id, result.expired.checkpoint)
         run = Run(self._services, prepared, key, result, run_span)
-        run.record(scope)
+        run.record(scope, result.kept)
         self._register(run)
         log.info(
             "run started thread=%s run=%s execution=%s resume=%s runtime_session=%s",

@@ -15,7 +15,7 @@ import msgspec
 
 from gateway.engine.conversation import CHANGING, EVENT_HEAD, Conversation, Message
 from gateway.engine.eager import start_eagerly
-from store import HistoryWrite, StoreUnavailable, ThreadStore
+from store import HistoryWrite, StoreUnavailable, ThreadHistory, ThreadStore
 
 log = logging.getLogger("agui.threads")
 HistoryMode = Literal["off", "plain", "all"]
@@ -113,9 +113,12 @@ class RunRecorder:
         self._stored: dict[str, Any] = {}  # the stored conversation document and summary, as read
         self._load: asyncio.Future[None] | None = None
 
-    def start(self, store: ThreadStore, key: str) -> None:
-        """Read the stored conversation in the background (the run's first events do not wait for it); a store that
-        answers at once is read in this step, with no task."""
+    def start(self, store: ThreadStore, key: str, kept: ThreadHistory | None = None) -> None:
+        """Take the thread's history the admission brought (`kept`), or read it in the background (the run's first
+        events do not wait for it); a store that answers at once is read in this step, with no task."""
+        if kept is not None:
+            self._opened(kept)
+            return
         reading = self._read(store, key)
         self._load = start_eagerly(reading) if store.answers_at_once else asyncio.get_running_loop().create_task(reading)
 
@@ -127,6 +130,9 @@ class RunRecorder:
             log.warning("run %s: the conversation could not be read (%s); this run adds nothing to it", self.run_id, exc)
             self._pending = []
             return
+        self._opened(found)
+
+    def _opened(self, found: ThreadHistory) -> None:
         document = _decode(found.conversation) if found.conversation else {}
         summary = _decode(found.summary) if found.summary else None
         self._stored = {"document": document, "summary": summary}

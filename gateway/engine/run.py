@@ -29,7 +29,7 @@ from gateway.engine.stream import EventStream
 from gateway.engine.timers import LOOP_TIMERS, Timers
 from gateway.engine.translator import Translator
 from gateway.errors import GatewayError
-from store import AdmitResult, Execution, Lease, StoreUnavailable, ThreadStore
+from store import AdmitResult, Execution, Lease, StoreUnavailable, ThreadHistory, ThreadStore
 from store.eventlog import LogMeta, LogRef, ros_digest
 
 if TYPE_CHECKING:
@@ -162,7 +162,7 @@ class Run:
                 stream.durable = stream.head
         return stream, writer, min(max(prepared.grace_seconds, 0.0), policy.max_grace_seconds)
 
-    def record(self, scope: str, replayed: list[bytes] | None = None) -> None:
+    def record(self, scope: str, kept: ThreadHistory | None = None, replayed: list[bytes] | None = None) -> None:
         """Keep this run's part of its thread's conversation (where the thread keeps one): its input messages the
         conversation lacks, then its events. An adopted run replays what its first owner published."""
         policy, prepared = self.services.history, self.prepared
@@ -172,7 +172,7 @@ class Run:
         recorder = RunRecorder(policy, scope, self.thread_id, self.lease.run_id, [m for m in sent if isinstance(m, dict)])
         if replayed:
             recorder.take(replayed)
-        recorder.start(self.services.store, self.lease.thread_id)
+        recorder.start(self.services.store, self.lease.thread_id, kept)
         self.recorder = self.stream.recorder = recorder
 
     def release_input(self) -> None:

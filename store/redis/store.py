@@ -238,9 +238,14 @@ class RedisStore(ThreadStore):
         """Tried up to ADMIT_TRIES times when the connection fails or times out (the script may or may not have
         run): the nonce makes a repeated try return the grant the first one made, never a second admission."""
         meta_key = self._log.meta_key(LogRef(a.thread_id, a.run_id))
+        kept: ThreadHistory | None = None
         for attempt in range(ADMIT_TRIES):
             try:
-                result = await self._run("admit", a.thread_id, a, (meta_key,))  # encoded field by field, as asdict would
+                together = await self._admit_with_history(a, meta_key) if a.history_scope is not None else None
+                if together is not None:
+                    result, kept = together
+                else:
+                    result = await self._run("admit", a.thread_id, a, (meta_key,))  # encoded field by field, as asdict would
                 break
             except StoreUnavailable as exc:
                 if not exc.retryable or attempt == ADMIT_TRIES - 1:
@@ -248,7 +253,25 @@ class RedisStore(ThreadStore):
                 log.warning("admission of run %s not confirmed (%s); trying again with the same nonce", a.run_id, exc)
                 await asyncio.sleep(0.1 * 2**attempt)
         history = [e for e in (execution_of(raw) for raw in as_list(result.get("history"))) if e is not None]
-        return AdmitResult(execution_of(result.get("execution")), history, execution_of(result.get("expired")), int(result["fence"]))
+        expired = execution_of(result.get("expired"))
+        return AdmitResult(execution_of(result.get("execution")), history, expired, int(result["fence"]), kept)
+
+    async def _admit_with_history(self, a: Admission, meta_key: str) -> tuple[dict[str, Any], ThreadHistory | None] | None:
+        """The admission and `open_history`'s commands in one exchange on the wire (a run that keeps its thread's
+        conversation then waits for no read of its own); None where there is no wire, durability is replicated (the
+        admission waits for its replicas on its own) or the server lost the script (the ordinary call loads it)."""
+        wire, scope = self._wire, a.history_scope
+        if wire is None or self.min_replicas or scope is None:
+            return None
+        commands = [evalsha(self.scripts["admit"], [thread_key(a.thread_id), meta_key], [_encoder.encode(a)])]
+        commands.extend(self._opening_commands(a.thread_id, scope, time.time()))
+        admitted, found, *_ = await self._command(lambda: wire.exchange(commands), pooled=False)
+        if isinstance(admitted, NoScriptError):
+            return None
+        if isinstance(admitted, RedisError):
+            raise unavailable(admitted)
+        result = reply(admitted)  # a refusal is raised here, as `_run` raises it
+        return result, (None if isinstance(found, RedisError) else ThreadHistory(*found))
 
     async def accept_resume(self, lease: Lease, applied: dict[str, str]) -> None:
         await self._run("accept_resume", lease.thread_id, {"lease": lease_argument(lease), "applied": applied})
@@ -368,16 +391,20 @@ class RedisStore(ThreadStore):
         wire = self._wire
         if wire is None:
             return await super().open_history(thread_id, scope, at)
-        key = list_key(scope)
-        commands = [
-            pack("MGET", *history_keys(thread_key(thread_id))),
-            pack("ZADD", key, "NX", repr(at), thread_id),  # the finish refreshes the list's lifetime
-            pack("PUBLISH", LIST_CHANNEL, _encoder.encode([scope, thread_id, False])),
-        ]
+        commands = self._opening_commands(thread_id, scope, at)
         found, *_ = await self._command(lambda: wire.exchange(commands), pooled=False)
         if isinstance(found, RedisError):
             raise unavailable(found)
         return ThreadHistory(*found)
+
+    def _opening_commands(self, thread_id: str, scope: str, at: float) -> list[bytes]:
+        """A run's start on a thread that keeps its conversation: read its history, list it if new, tell the list."""
+        key = list_key(scope)
+        return [
+            pack("MGET", *history_keys(thread_key(thread_id))),
+            pack("ZADD", key, "NX", repr(at), thread_id),  # the finish refreshes the list's lifetime
+            pack("PUBLISH", LIST_CHANNEL, _encoder.encode([scope, thread_id, False])),
+        ]
 
     async def write_meta(self, thread_id: str, meta: bytes) -> bool:
         state = thread_key(thread_id)
