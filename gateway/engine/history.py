@@ -94,10 +94,9 @@ class RunRecorder:
         return self._input
 
     def fresh_input(self) -> list[Message]:
-        """As `new_input`, and before the conversation is read, the messages after the input's last assistant message
-        (what a client adds to a turn: its message, its tools' results), never the whole history."""
-        if self._conversation is not None:
-            return self._input
+        """What a run's log carries for a client joining mid-run on another replica: of `new_input`, the messages after
+        its last assistant message (what a client adds to a turn: its message, its tools' results), never a history
+        a client seeded a new thread with."""
         last = max((i for i, m in enumerate(self._input) if m.get("role") == "assistant"), default=-1)
         return self._input[last + 1 :]
 

@@ -112,7 +112,8 @@ class Segments:
             at += len(lines)
             ended = None
             if end is not None:
-                ended = msgspec.structs.replace(entry.meta, ended_at=now, head=end, first=max(entry.meta.first, first_kept))
+                # An ended run's input messages are in its thread's conversation: its end line carries none.
+                ended = msgspec.structs.replace(entry.meta, ended_at=now, head=end, first=max(entry.meta.first, first_kept), inputs="")
                 parts.append(_meta_line(b"E", name, ended))
                 at += len(parts[-1])
             made.append((digest, entry, create is not None, chunk, first_kept, ended))
