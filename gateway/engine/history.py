@@ -170,7 +170,7 @@ class RunRecorder:
                 conversation.apply(_decode(pending[index]))
                 index += 1
 
-    async def written(self, state: Any, status: str, outcome: str, interrupts: list[Any] | None = None) -> HistoryWrite | None:
+    async def written(self, state: Any, status: str, outcome: str) -> HistoryWrite | None:
         """What the store writes with the run's end: None when the stored conversation could not be read in time."""
         if self._load is not None:
             try:
@@ -190,8 +190,6 @@ class RunRecorder:
         body: dict[str, Any] = {"droppedMessages": dropped}
         if state is not UNSET:
             body["state"] = state
-        if interrupts:
-            body["interrupts"] = interrupts
         conversation_json = b'{"messages":' + encoded_messages + b"," + _encode(body)[1:]
         now = time.time()
         runs = [r for r in summary.get("runs") or [] if isinstance(r, dict) and r.get("runId") != self.run_id]

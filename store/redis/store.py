@@ -415,15 +415,12 @@ class RedisStore(ThreadStore):
         await self._command(lambda: self.client.set(history_keys(state)[2], meta, px=ttl))
         return True
 
-    async def index_thread(self, scope: str, thread_id: str, at: float, *, only_if_newer: bool = True) -> None:
+    async def index_thread(self, scope: str, thread_id: str, at: float) -> None:
         key = list_key(scope)
 
         async def add() -> None:
             async with self.client.pipeline(transaction=False) as pipe:
-                if only_if_newer:
-                    pipe.zadd(key, {thread_id: at}, nx=True)  # a thread already listed keeps its place
-                else:
-                    pipe.zadd(key, {thread_id: at})
+                pipe.zadd(key, {thread_id: at}, nx=True)  # a thread already listed keeps its place
                 pipe.pexpire(key, self._retention_ms)
                 await pipe.execute()
 
