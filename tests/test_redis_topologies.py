@@ -5,12 +5,14 @@ from __future__ import annotations
 import shutil
 import subprocess
 import time
+import uuid
 
 import httpx
 import pytest
 
 from tests.support import Gateway, RedisServer, free_port, pending_interrupt, post_sse, run_body, session_of
 from tests.test_cancel_and_disconnect import CANCEL, open_stream, read_until
+from tests.test_threads import joined, turns
 
 pytestmark = pytest.mark.redis
 
@@ -126,9 +128,25 @@ def test_runs_interrupts_and_cancel_on_a_redis_cluster(tmp_path, cluster, client
         assert "cancel subscription lost" not in a.logs() and "cancel subscription lost" not in b.logs()
         http.close()
         assert client.get(a.url + "/health").json()["store"] == {"kind": "redis+cluster", "reachable": True}
+        check_conversations_across(a, b, client)
     finally:
         a.stop()
         b.stop()
+
+
+def check_conversations_across(a: Gateway, b: Gateway, client) -> None:
+    """Plain threads on `a` keep their conversation: `b` lists them (their list lives on another slot of a Cluster),
+    reads and joins them whole, renames one and erases one."""
+    threads = [f"conv-{uuid.uuid4().hex[:8]}" for _ in range(3)]  # on different slots
+    said = {thread: turns(client, a.url, thread, [f"first on {thread}", "and a second turn"]) for thread in threads}
+    listed = [t["threadId"] for t in client.get(b.url + "/threads?limit=100").json()["threads"]]
+    assert set(threads) <= set(listed)
+    for thread in threads:
+        assert client.get(f"{b.url}/threads/{thread}").json()["messages"] == said[thread]
+        assert joined(client, b.url, thread)[1]["messages"] == said[thread]
+    assert client.patch(f"{b.url}/threads/{threads[0]}", json={"title": "Renamed"}).json()["title"] == "Renamed"
+    assert client.delete(f"{b.url}/threads/{threads[1]}").status_code == 204
+    assert client.get(f"{a.url}/threads/{threads[1]}").json()["error"]["code"] == "THREAD_NOT_FOUND"
 
 
 def test_runs_through_redis_sentinel(tmp_path, client):
@@ -163,6 +181,7 @@ def test_runs_through_redis_sentinel(tmp_path, client):
         assert resumed.terminal["outcome"]["type"] == "success"
         keys = subprocess.run([shutil.which("redis-cli"), "-p", str(master.port), "--scan"], capture_output=True, text=True).stdout
         assert "agui:{t:" in keys, "the state lives on the master the sentinel named"
+        check_conversations_across(gateway, gateway, client)
     finally:
         if gateway:
             gateway.stop()
