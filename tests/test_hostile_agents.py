@@ -142,10 +142,12 @@ def test_a_large_event_trickled_in_is_read_whole(gateway):
 
 
 def test_the_log_names_an_upstream_failure_as_the_agents_with_its_reason(gateway):
-    terminal = run(gateway, "error")
+    failing, duplicate = f"t-error-{uuid.uuid4().hex[:8]}", f"t-duplicate-{uuid.uuid4().hex[:8]}"
+    terminal = run(gateway, "error", failing)
     assert (terminal["code"], terminal["message"]) == ("MODEL_OVERLOADED", "Try again later."), terminal
-    duplicate = f"t-duplicate-{uuid.uuid4().hex[:8]}"
     run(gateway, "duplicate-interrupts", duplicate)
+    for thread in (failing, duplicate):  # a run's line is logged as it closes, a moment after its client has its end
+        gateway.wait_logged(f"run ended thread={thread} ")
     ended = [line for line in gateway.logs().splitlines() if "run ended" in line and "outcome=A" in line]
     assert any("outcome=AGENT_ERROR" in line and "reason='MODEL_OVERLOADED: Try again later.'" in line for line in ended), ended
     refused = [line for line in ended if "outcome=AGENT_PROTOCOL_ERROR" in line]
