@@ -42,8 +42,10 @@ AT_END = -1  # the position an idle thread's join gives its events: the thread's
 
 
 class IdleThread(RunHandle):
-    """A joined thread with no run in flight: its conversation, then the end."""
+    """A joined thread with no run in flight: its conversation, then the end. Nothing of it is in a run's log, so it
+    gives no position to attach from (a mux frame carries no `eventId`); an SSE join names its run's end instead."""
 
+    positions = False
     names_run = True
 
     def __init__(self, thread_id: str, run_id: str, entries: list[Entry]) -> None:

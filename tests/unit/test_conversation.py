@@ -160,3 +160,15 @@ def test_retention_removes_a_thread_whole_and_a_recent_rename_does_not_keep_its_
 
     removed, kept, listed = asyncio.run(scenario())
     assert removed == 1 and kept == ThreadHistory() and listed == []
+
+
+def test_an_idle_threads_join_gives_no_position_to_attach_from_and_names_its_runs_end_over_sse():
+    from gateway.engine.hydrate import IdleThread, idle_events
+    from transports.sse_framing import named_records
+    from transports.ws_framing import event_frames
+
+    entries = idle_events("t", "r1", [{"id": "u", "role": "user", "content": "hi"}], {}, [])
+    idle = IdleThread("t", "r1", entries)
+    frames = event_frames(entries, "s", idle.positions, mux=True)
+    assert len(frames) == 4 and not any(b'"eventId"' in frame for frame in frames)
+    assert named_records(entries, idle.run_id).count(b"id: r1:end\n") == 4
