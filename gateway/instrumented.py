@@ -113,6 +113,9 @@ class InstrumentedStore(ThreadStore):
     def watch_threads(self, scope: str, on_change: Callable[[str, bool], None]) -> Callable[[], None]:
         return self.inner.watch_threads(scope, on_change)
 
+    async def threads_watched(self) -> None:
+        await self.inner.threads_watched()
+
     async def cancel(self, thread_id: str, execution_id: str, ros_invocation_id: str, user_id: str | None = None) -> CancelResult:
         return await self._timed("cancel", lambda: self.inner.cancel(thread_id, execution_id, ros_invocation_id, user_id))
 

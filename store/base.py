@@ -260,6 +260,10 @@ class ThreadStore(abc.ABC):
         for on_change in list((self._list_watchers or {}).get(scope, ())):
             on_change(thread_id, deleted)
 
+    async def threads_watched(self) -> None:
+        """Return once changes made anywhere reach this process's watchers (at once for single-process stores)."""
+        return
+
     def watch_threads(self, scope: str, on_change: Callable[[str, bool], None]) -> Callable[[], None]:
         """Call `on_change(thread, deleted)` for each change of `scope`'s list, until the returned function is called."""
         if self._list_watchers is None:

@@ -335,11 +335,17 @@ async def _watch_threads(conn: Connection, stream_id: str, frame: MuxFrame) -> N
 
     unwatch = threads.watch(caller, frame.user_id or None, on_change)
     try:
+        await threads.watched()  # `threads.subscribed` promises every change from then on
         await conn.send_frames([encode_frame({"id": stream_id, "op": "threads.subscribed"})])
         while True:
             key, deleted = await changed.get()
-            view = None if deleted else await threads.view_of(caller, key)
-            body = {"thread": view} if view is not None else {"threadId": threads.client_id(caller, key), "deleted": True}
+            if deleted:
+                body: dict[str, Any] = {"threadId": threads.client_id(caller, key), "deleted": True}
+            else:
+                view = await threads.view_of(caller, key)
+                if view is None:  # not there (yet: a change told before its admission landed; or no more: its erase tells)
+                    continue
+                body = {"thread": view}
             await conn.send_frames([encode_frame({"id": stream_id, "op": "threads.changed", **body})])
     except GatewayError as error:
         await conn.send_error(error, stream_id)

@@ -126,6 +126,10 @@ class Threads:
         check_user_id(caller, user_id)
         return self._store.watch_threads(list_scope(caller, user_id if user_id is not None else caller.user_id), on_change)
 
+    async def watched(self) -> None:
+        """Return once a watch begun by `watch` hears changes from every replica."""
+        await self._store.threads_watched()
+
     async def view_of(self, caller: Caller, key: str) -> dict[str, Any] | None:
         """A changed thread's summary as its list shows it (None: it is gone)."""
         try:

@@ -32,6 +32,10 @@ def cancel_message(thread_id: str, execution_id: str) -> str:
 LIST_CHANNEL = "agui:threads:changed"  # [scope, thread key, erased] for each change of a thread list
 
 
+def list_message(scope: str, thread_id: str, deleted: bool = False) -> str:
+    return json.dumps([scope, thread_id, deleted])
+
+
 class ChannelListener:
     """This replica's subscription to one channel, kept up on a client of its own (a blocking read); each message's
     data (JSON, a list) goes to `on_message` as its items."""
@@ -42,6 +46,7 @@ class ChannelListener:
         self.cluster = cluster
         self._client: Any = None
         self._task: asyncio.Task[None] | None = None
+        self.subscribed = asyncio.Event()  # set while the server confirmed the subscription
 
     @property
     def started(self) -> bool:
@@ -68,6 +73,7 @@ class ChannelListener:
                 # On a Cluster a plain SUBSCRIBE only hears its own node: the channel is sharded (SSUBSCRIBE, the
                 # node owning its slot), and redis-py moves the subscription when the slot moves.
                 await (pubsub.ssubscribe(self.channel) if self.cluster else pubsub.subscribe(self.channel))
+                self.subscribed.set()
                 delay = 0.1
                 try:
                     while True:
@@ -82,6 +88,7 @@ class ChannelListener:
                         if message and message.get("type") in ("message", "smessage"):
                             on_message(*json.loads(message["data"]))
                 finally:
+                    self.subscribed.clear()
                     await pubsub.aclose()
             except asyncio.CancelledError:
                 raise

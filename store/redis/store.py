@@ -5,6 +5,7 @@ pause, a bounded number of connections in use, a Cluster's moving slots."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import json
 import logging
@@ -46,7 +47,7 @@ from store.eventlog import LogFenced, LogRef, LogWrite
 from store.eventlog.redis import RedisEventLog
 from store.limits import MAX_ANSWERED_IDS, MAX_HISTORY, MAX_RUN_RECORDS
 from store.records import ExecutionStatus, PendingInterrupt
-from store.redis.cancels import LIST_CHANNEL, ChannelListener, cancel_channel, cancel_message
+from store.redis.cancels import LIST_CHANNEL, ChannelListener, cancel_channel, cancel_message, list_message
 from store.redis.client import CLUSTER_SCHEMES, SENTINEL_SCHEMES, connect, unavailable
 from store.redis.scripts import (
     DURABLE_SCRIPTS,
@@ -77,6 +78,7 @@ CLUSTER_MOVES = (ClusterError, TryAgainError, AskError, MovedError, ClusterDownE
 CLUSTER_RETRY_SECONDS = 3.0  # a reshard's redirects and a promotion's gap: within an admission's budget
 ADMIT_TRIES = 3  # an admission whose reply was lost is tried again this many times in all, with the same nonce
 POOL_HEADROOM = 8  # pooled connections beyond the gate (the pool itself never refuses)
+LIST_SUBSCRIBE_WAIT = 5.0  # how long a new watcher of a thread list waits for the list channel's subscription
 ADOPT_WINDOW_LEASES = 3  # an adoptable run whose lease ran out waits this many lease lifetimes for an adopter
 T = TypeVar("T")
 
@@ -311,7 +313,7 @@ class RedisStore(ThreadStore):
         return [
             ("ZADD", key, repr(time.time()), thread_id),
             ("PEXPIRE", key, self._retention_ms),
-            ("SPUBLISH" if self._cluster else "PUBLISH", LIST_CHANNEL, _encoder.encode([history.scope, thread_id, False])),
+            ("SPUBLISH" if self._cluster else "PUBLISH", LIST_CHANNEL, list_message(history.scope, thread_id)),
         ]
 
     async def _listed(self, thread_id: str, history: HistoryWrite | None) -> None:
@@ -403,15 +405,15 @@ class RedisStore(ThreadStore):
         return [
             pack("MGET", *history_keys(thread_key(thread_id))),
             pack("ZADD", key, "NX", repr(at), thread_id),  # the finish refreshes the list's lifetime
-            pack("PUBLISH", LIST_CHANNEL, _encoder.encode([scope, thread_id, False])),
+            pack("PUBLISH", LIST_CHANNEL, list_message(scope, thread_id)),
         ]
 
     async def write_meta(self, thread_id: str, meta: bytes) -> bool:
         state = thread_key(thread_id)
-        if not await self._command(lambda: self.client.exists(state)):
+        ttl = int(await self._command(lambda: self.client.pttl(state)))  # -2: no such thread; -1: one without expiry
+        if ttl == -2:
             return False
-        ttl = await self._command(lambda: self.client.pttl(state))
-        ttl = max(int(ttl), 1000) if int(ttl) > 0 else self._retention_ms
+        ttl = max(ttl, 1000) if ttl > 0 else self._retention_ms
         await self._command(lambda: self.client.set(history_keys(state)[2], meta, px=ttl))
         return True
 
@@ -539,11 +541,18 @@ class RedisStore(ThreadStore):
     async def thread_changed(self, scope: str, thread_id: str, deleted: bool = False) -> None:
         """Published to every replica (the ones whose clients watch `scope`'s list tell them); a failure is logged."""
         try:
-            message = _encoder.encode([scope, thread_id, deleted])
+            message = list_message(scope, thread_id, deleted)
             publish = self.client.spublish if self._cluster else self.client.publish
             await self._command(lambda: publish(LIST_CHANNEL, message))
         except StoreUnavailable:
             log.warning("a thread list's change was not published; its watchers see it with the next one")
+
+    async def threads_watched(self) -> None:
+        """Once the list channel's subscription is confirmed (at most LIST_SUBSCRIBE_WAIT seconds: a watcher then hears
+        what comes after it is back)."""
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(LIST_SUBSCRIBE_WAIT):
+                await self._lists.subscribed.wait()
 
     def watch_threads(self, scope: str, on_change: Callable[[str, bool], None]) -> Callable[[], None]:
         if not self._lists.started:
