@@ -216,7 +216,7 @@ class RunEngine:
         elif after_run is not None and after < 0:
             return None  # the client has the thread through its newest run's end, and no run began since
         if kept.summary is not None and (after == 0 or not self.reattach):
-            return await self._hydrated(thread_id, key, document or {}, kept, latest, caller, language)
+            return await self._hydrated(thread_id, document or {}, kept, latest, caller, language)
         try:
             handle = await self._attach(thread_id, latest.run_id, "", None, after, caller, None, language, latest)
             handle.names_run = kept.summary is not None and handle.positions
@@ -225,13 +225,13 @@ class RunEngine:
             if error.code not in (ErrorCode.EXECUTION_NOT_FOUND, ErrorCode.EVENTS_EXPIRED):
                 raise
             if kept.summary is not None:  # its log expired: the conversation holds what it said
-                return await self._hydrated(thread_id, key, document or {}, kept, latest, caller, language)
+                return await self._hydrated(thread_id, document or {}, kept, latest, caller, language)
             if error.code is ErrorCode.EVENTS_EXPIRED:
                 raise
         return None
 
     async def _hydrated(
-        self, thread_id: str, key: str, document: dict[str, Any], kept: ThreadHistory, latest: LatestRun, caller: Caller, language: str
+        self, thread_id: str, document: dict[str, Any], kept: ThreadHistory, latest: LatestRun, caller: Caller, language: str
     ) -> RunHandle:
         stored = msgspec.json.decode(kept.conversation) if kept.conversation else {}
         messages, state = list(stored.get("messages") or []), stored.get("state", msgspec.UNSET)

@@ -162,16 +162,14 @@ class Run:
                 stream.durable = stream.head
         return stream, writer, min(max(prepared.grace_seconds, 0.0), policy.max_grace_seconds)
 
-    def record(self, scope: str, kept: ThreadHistory | None = None, replayed: list[bytes] | None = None) -> None:
+    def record(self, scope: str, kept: ThreadHistory | None = None) -> None:
         """Keep this run's part of its thread's conversation (where the thread keeps one): its input messages the
-        conversation lacks, then its events. An adopted run replays what its first owner published."""
+        conversation lacks, then its events; `kept`: the thread's history, where the admission brought it."""
         policy, prepared = self.services.history, self.prepared
         if policy is None or not policy.keeps(prepared.plain):
             return
         sent = prepared.as_sent.messages if prepared.as_sent is not None else msgspec.to_builtins(prepared.run.messages)
         recorder = RunRecorder(policy, scope, self.thread_id, self.lease.run_id, [m for m in sent if isinstance(m, dict)])
-        if replayed:
-            recorder.take(replayed)
         recorder.start(self.services.store, self.lease.thread_id, kept)
         self.recorder = self.stream.recorder = recorder
 
