@@ -255,8 +255,10 @@ class DocumentStore(ThreadStore):
             self._lists.get(old, {}).pop(thread_id, None)
 
     async def index_thread(self, scope: str, thread_id: str, at: float) -> None:
-        lists = await self._lists_built()
-        if thread_id not in self._scopes:
+        # Lists not built yet are built by the first list, from the summaries written by then: a run's start never
+        # pays for reading them all (the file store reads each from its journal).
+        lists = self._lists
+        if lists is not None and thread_id not in self._scopes:
             self._scopes[thread_id] = scope
             lists.setdefault(scope, {})[thread_id] = at
 
