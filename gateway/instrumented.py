@@ -21,6 +21,7 @@ from store import (
     Progress,
     Rejected,
     RenewResult,
+    StopResult,
     ThreadHistory,
     ThreadStore,
 )
@@ -118,6 +119,12 @@ class InstrumentedStore(ThreadStore):
 
     async def cancel(self, thread_id: str, execution_id: str, ros_invocation_id: str, user_id: str | None = None) -> CancelResult:
         return await self._timed("cancel", lambda: self.inner.cancel(thread_id, execution_id, ros_invocation_id, user_id))
+
+    async def stop(self, thread_id: str, run_id: str | None, user_id: str | None) -> StopResult:
+        return await self._timed("stop", lambda: self.inner.stop(thread_id, run_id, user_id))
+
+    async def leave_queue(self, thread_id: str, run_id: str) -> None:
+        await self._timed("leave_queue", lambda: self.inner.leave_queue(thread_id, run_id))
 
     async def renew(self, lease: Lease) -> RenewResult:
         return await self._timed("renew", lambda: self.inner.renew(lease))

@@ -18,6 +18,9 @@ RUNS_ENDED = Counter(
     ["transport", "outcome"],
 )
 RUNS_REFUSED = Counter("agui_runs_refused", "Runs refused before they started, by transport and error code.", ["transport", "code"])
+RUNS_QUEUED = Counter(
+    "agui_runs_queued", "Runs queued behind a busy thread's active run, by policy (enqueue, interrupt, rollback).", ["policy"]
+)
 RUNS_IN_FLIGHT = Gauge("agui_runs_in_flight", "Runs in flight on this replica.")
 RUNS_CUT = Counter("agui_runs_cut", "Runs ended because they held more than their share of --max-live-run-bytes.")
 # Read from the engine's account when scraped (`set_function`): no lock on the path of each event.
@@ -37,7 +40,7 @@ STORE_ERRORS = Counter(
     "agui_store_errors", "Store operations that failed, by operation and kind (unavailable, rejected).", ["operation", "kind"]
 )
 LEASE_RENEWALS = Counter("agui_lease_renewals", "Lease renewals, by result (ok, lost, unavailable).", ["result"])
-CANCELS = Counter("agui_cancels", "Cancels on purpose, by origin (extension, socket, remote, renewal, drain).", ["origin"])
+CANCELS = Counter("agui_cancels", "Cancels on purpose, by origin (extension, stop, socket, remote, renewal, drain).", ["origin"])
 REATTACHES = Counter(
     "agui_reattaches", "Attaches to a run, by source (live: this replica's ring, log: the store's log) or refusal code.", ["source"]
 )

@@ -35,7 +35,7 @@ from transports.health import health, ping, protected_resource, ready
 from transports.reattach import run_events, thread_events
 from transports.services import TransportServices
 from transports.static_ui import ui_router
-from transports.threads import change_thread, erase_thread, list_threads, read_thread, thread_runs
+from transports.threads import change_thread, erase_thread, list_threads, read_thread, stop_thread, thread_runs
 from transports.tickets import issue_ticket
 
 log = logging.getLogger("agui.app")
@@ -54,6 +54,7 @@ ROUTES: list[ControllerRouterHandler] = [
     change_thread,
     erase_thread,
     thread_runs,
+    stop_thread,
 ]
 
 
@@ -95,6 +96,9 @@ def build_services(settings: Settings, store: ThreadStore, agent: AgentBackend) 
         max_live_bytes=settings.max_live_run_bytes,
         max_state_bytes=settings.max_state_bytes,
         history=HistoryPolicy(settings.thread_history, settings.thread_history_bytes) if settings.thread_history != "off" else None,
+        multitask=settings.multitask,
+        max_queued=settings.max_queued_runs,
+        max_background_seconds=settings.max_background_seconds,
     )
     return TransportServices(settings, engine, Access(store), build_authenticator(settings), status, agent.name)
 

@@ -158,6 +158,25 @@ FLAGS: tuple[Flag, ...] = (
         integer(65536, 256 * 1024 * 1024),
     ),
     Flag(
+        "--multitask",
+        "reject",
+        "what a busy thread does with a run that names no policy (AGUI-Multitask, forwardedProps.multitask): reject it "
+        "(409 THREAD_BUSY), enqueue it, or interrupt / rollback the active run and go next",
+        choices=("reject", "enqueue", "interrupt", "rollback"),
+    ),
+    Flag(
+        "--max-queued-runs",
+        "8",
+        "runs that may wait per thread behind its active run; one more is 409 THREAD_BUSY",
+        integer(1, 1000),
+    ),
+    Flag(
+        "--max-background-seconds",
+        "3600",
+        "how long a run with no client (Prefer: respond-async) may go on before it is cancelled",
+        seconds(low=1),
+    ),
+    Flag(
         "--rate-limit",
         None,
         "per-caller request rate, e.g. 20/s or 600/m (token bucket; shared across replicas with the "

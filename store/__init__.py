@@ -15,11 +15,12 @@ from store.base import (
     Rejected,
     Rejection,
     RenewResult,
+    StopResult,
     StoreUnavailable,
     ThreadHistory,
     ThreadStore,
 )
-from store.records import Execution, ExecutionStatus, PendingInterrupt, ThreadState
+from store.records import Execution, ExecutionStatus, PendingInterrupt, QueuedRun, ThreadState
 
 REDIS_SCHEMES = ("redis", "rediss", "redis+sentinel", "rediss+sentinel", "redis+cluster", "rediss+cluster")
 
@@ -78,9 +79,11 @@ __all__ = [
     "Lease",
     "PendingInterrupt",
     "Progress",
+    "QueuedRun",
     "Rejected",
     "Rejection",
     "RenewResult",
+    "StopResult",
     "StoreUnavailable",
     "ThreadHistory",
     "ThreadState",

@@ -27,6 +27,7 @@ class Rejection(enum.Enum):
     RUN_ID_CONFLICT = "RUN_ID_CONFLICT"
     THREAD_BUSY = "THREAD_BUSY"
     RESUME_REQUIRED = "RESUME_REQUIRED"
+    DEQUEUED = "DEQUEUED"  # a queued run's place is gone (stopped, or not renewed in time): it never runs
     LEASE_LOST = "LEASE_LOST"  # the run no longer holds the thread's lease with its fence
     CANCELLED = "CANCELLED"  # a cancel intent was recorded before the interrupt could be saved
 
@@ -73,6 +74,11 @@ class Admission(msgspec.Struct, frozen=True):
     # The run keeps its thread's conversation: a store that can answers its history with the grant (`AdmitResult.kept`),
     # having put the thread in this scope's list and told the list's watchers (as `ThreadStore.open_history`).
     history_scope: str | None = None
+    # What a busy thread does with this run (THREADS.md §4): reject it, or queue it (`enqueue`; `interrupt` and
+    # `rollback` also cancel the active run and go first), at most `max_queued` runs waiting per thread.
+    multitask: Literal["reject", "enqueue", "interrupt", "rollback"] = "reject"
+    max_queued: int = 0
+    waiting: bool = False  # a queued run asking for its turn again (its place is renewed while it waits)
 
 
 class Lease(msgspec.Struct, frozen=True):
@@ -97,6 +103,19 @@ class AdmitResult(msgspec.Struct):
     expired: Execution | None = None  # an execution whose interrupts expired during this admission
     fence: int = 0
     kept: ThreadHistory | None = None  # the thread's history, where the store read it with the grant
+    queued: int = 0  # not admitted but queued: the run's place in the thread's queue (1: next)
+    stop_owner: str | None = None  # queued to cancel the active run: the replica that runs it, to wake
+    stop_execution: str = ""  # and its execution
+
+
+class StopResult(msgspec.Struct):
+    """A stop by thread (THREADS.md §5); `not_found`: no such thread for this caller. `running_owner` and
+    `execution_id`: the replica to wake and the run's execution; `execution`: an interrupted one that ended now."""
+
+    status: Literal["cancelled", "already_terminal", "not_running", "not_found"]
+    running_owner: str | None = None
+    execution_id: str = ""
+    execution: Execution | None = None
 
 
 class RenewResult(msgspec.Struct):
@@ -125,6 +144,12 @@ class HistoryWrite(msgspec.Struct, frozen=True):
     conversation: bytes
     summary: bytes
     scope: str
+    # A cancelled run's alternative: the conversation and summary as if it had never run, which the store writes
+    # instead when the run was cancelled by a `rollback` run (the store decides, in the same atomic step).
+    rollback: tuple[bytes, bytes] | None = None
+
+    def chosen(self, rolled_back: bool) -> tuple[bytes, bytes]:
+        return self.rollback if rolled_back and self.rollback is not None else (self.conversation, self.summary)
 
 
 RESTART_WINDOW_SECONDS = 3600.0  # how long after its admission a never-started run may be admitted again
@@ -283,6 +308,16 @@ class ThreadStore(abc.ABC):
     async def cancel(self, thread_id: str, execution_id: str, ros_invocation_id: str, user_id: str | None = None) -> CancelResult:
         """Cancel an execution: interrupted ones end now; running ones get a durable cancel intent. A caller whose
         `user_id` is not the thread's bound one is answered `not_found`, like an unknown execution."""
+
+    @abc.abstractmethod
+    async def stop(self, thread_id: str, run_id: str | None, user_id: str | None) -> StopResult:
+        """Stop the thread's active run (with `run_id`, only that run: a queued one leaves the queue, an ended one is
+        `already_terminal`); a thread waiting on interrupts (no `run_id`, or the run that interrupted) ends them.
+        A caller whose `user_id` is not the thread's bound one is answered `not_found`."""
+
+    @abc.abstractmethod
+    async def leave_queue(self, thread_id: str, run_id: str) -> None:
+        """A queued run's client left: the run gives up its place."""
 
     @abc.abstractmethod
     async def renew(self, lease: Lease) -> RenewResult:

@@ -21,6 +21,7 @@ from store.base import (
     Progress,
     Rejected,
     RenewResult,
+    StopResult,
     ThreadHistory,
     ThreadStore,
 )
@@ -116,10 +117,10 @@ class DocumentStore(ThreadStore):
         thread_id: str,
         change: Callable[[ThreadState | None, float], tuple[ThreadState | None, T]],
         then: Callable[[], None] | None = None,
-        history: HistoryWrite | None = None,
+        history: HistoryWrite | Callable[[], HistoryWrite | None] | None = None,
     ) -> T:
-        """Apply one rule under the thread's lock; save what it returns (then `then`), with `history` when the rule
-        accepted; raise a refusal after saving."""
+        """Apply one rule under the thread's lock; save what it returns (then `then`), with `history` (or what it
+        gives once the rule ran) when the rule accepted; raise a refusal after saving."""
         locks = self._locks if self.steps_wait else None  # the memory store's steps run whole between two turns
         if locks is not None:
             turn = locks.take(thread_id)
@@ -128,6 +129,8 @@ class DocumentStore(ThreadStore):
         try:
             now = self.clock()
             new_state, result = change(await self._load(thread_id), now)
+            if callable(history):
+                history = history()
             if new_state is not None:
                 sides = history_records(thread_id, history, now) if not isinstance(result, Rejected) else None
                 await self._save(thread_id, new_state, then, sides)
@@ -175,7 +178,22 @@ class DocumentStore(ThreadStore):
     async def finish_run(
         self, lease: Lease, status: ExecutionStatus | None, progress: Progress, history: HistoryWrite | None = None
     ) -> None:
-        await self._transact(lease.thread_id, lambda s, now: (rules.finish_run(s, lease, status, progress, now), None), history=history)
+        chosen = history
+
+        def finish(state: ThreadState | None, now: float) -> tuple[ThreadState | None, None]:
+            nonlocal chosen
+            if history is not None and history.rollback is not None:
+                conversation, summary = history.chosen(rules.rolls_back(state, lease))
+                chosen = HistoryWrite(conversation, summary, history.scope)
+            return rules.finish_run(state, lease, status, progress, now), None
+
+        await self._transact(lease.thread_id, finish, history=lambda: chosen)
+
+    async def stop(self, thread_id: str, run_id: str | None, user_id: str | None) -> StopResult:
+        return await self._transact(thread_id, lambda s, now: rules.stop(s, run_id, user_id, now, self.owner_id))
+
+    async def leave_queue(self, thread_id: str, run_id: str) -> None:
+        await self._transact(thread_id, lambda s, now: (rules.leave_queue(s, run_id), None))
 
     async def renew(self, lease: Lease) -> RenewResult:
         return await self._transact(lease.thread_id, lambda s, now: rules.renew(s, lease, now, self.lease_seconds))

@@ -58,9 +58,20 @@ class Execution(Struct):
     open_steps: list[str] = field(default_factory=list)
     sequence: int = 0  # last custom-event sequence number, so resumes never repeat one
     cancel_requested: bool = False
+    rollback: bool = False  # the cancel came from a `rollback` run: what the cancelled run added to the conversation goes
     context_id: str | None = None
     task_id: str | None = None
     session_id: str | None = None
+
+
+class QueuedRun(Struct):
+    """A run waiting its turn on a busy thread (`enqueue`, `interrupt`, `rollback`): held by the replica `owner`
+    while it renews `until`; `front`: it came to cancel the active run, and goes before the runs that only wait."""
+
+    run_id: str
+    owner: str
+    until: float
+    front: bool = False
 
 
 class ThreadState(Struct):
@@ -72,3 +83,4 @@ class ThreadState(Struct):
     execution: Execution | None = None
     history: list[Execution] = field(default_factory=list)  # recent finished executions, newest last
     fence: int = 0
+    queue: list[QueuedRun] = field(default_factory=list)  # first come, first served

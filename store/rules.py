@@ -10,9 +10,30 @@ from typing import Any
 
 import msgspec
 
-from store.base import RESTART_WINDOW_SECONDS, Admission, AdmitResult, CancelResult, Lease, Progress, Rejected, Rejection, RenewResult
-from store.limits import MAX_ANSWERED_IDS, MAX_HISTORY, MAX_RUN_RECORDS
-from store.records import TERMINAL, ActiveRun, Binding, Execution, ExecutionStatus, PendingInterrupt, RunRecord, ThreadState
+from store.base import (
+    RESTART_WINDOW_SECONDS,
+    Admission,
+    AdmitResult,
+    CancelResult,
+    Lease,
+    Progress,
+    Rejected,
+    Rejection,
+    RenewResult,
+    StopResult,
+)
+from store.limits import MAX_ANSWERED_IDS, MAX_HISTORY, MAX_RUN_RECORDS, QUEUE_TICKET_SECONDS
+from store.records import (
+    TERMINAL,
+    ActiveRun,
+    Binding,
+    Execution,
+    ExecutionStatus,
+    PendingInterrupt,
+    QueuedRun,
+    RunRecord,
+    ThreadState,
+)
 
 
 def _copy(execution: Execution | None) -> Execution | None:
@@ -89,7 +110,7 @@ def _unstarted(state: ThreadState, a: Admission, known: RunRecord, started: bool
 
 
 def _refusal(state: ThreadState, a: Admission, started: bool, now: float) -> Rejected | None:
-    """Why this admission is refused (binding, idempotency, busy, resume-required), or None."""
+    """Why this admission is refused before the thread's business is looked at (binding, idempotency), or None."""
     try:
         _check_binding(state, a)
     except Rejected as refusal:
@@ -100,12 +121,55 @@ def _refusal(state: ThreadState, a: Admission, started: bool, now: float) -> Rej
             return Rejected(Rejection.THREAD_BUSY)  # its orphaned lease has not expired yet: retry shortly
     elif known is not None:
         return Rejected(Rejection.DUPLICATE_RUN_ID if known.digest == a.digest else Rejection.RUN_ID_CONFLICT, "runId")
-    if state.active is not None:
-        return Rejected(Rejection.THREAD_BUSY)
-    current = state.execution
-    if not a.is_resume and current is not None and current.status == "interrupted":
-        return Rejected(Rejection.RESUME_REQUIRED)
     return None
+
+
+def _interrupted(state: ThreadState) -> bool:
+    return state.execution is not None and state.execution.status == "interrupted"
+
+
+def drop_stale_places(state: ThreadState, now: float, live_owner: str | None) -> bool:
+    """Forget queued runs whose replica stopped renewing their place (or, single-process, is another process)."""
+    kept = [q for q in state.queue if q.until > now and (live_owner is None or q.owner == live_owner)]
+    changed = len(kept) != len(state.queue)
+    state.queue = kept
+    return changed
+
+
+def _queue(state: ThreadState, a: Admission, now: float) -> AdmitResult | Rejected:
+    """A busy thread's answer to a new run: refused, or queued (an `interrupt` or `rollback` run goes before the runs
+    that only wait, and asks the active run to stop)."""
+    if state.active is None and _interrupted(state):
+        return Rejected(Rejection.RESUME_REQUIRED)
+    if a.multitask == "reject":
+        return Rejected(Rejection.THREAD_BUSY)
+    if any(q.run_id == a.run_id for q in state.queue):
+        return Rejected(Rejection.DUPLICATE_RUN_ID, "runId")
+    if len(state.queue) >= a.max_queued:
+        return Rejected(Rejection.THREAD_BUSY)
+    front = a.multitask in ("interrupt", "rollback")
+    place = sum(1 for q in state.queue if q.front) if front else len(state.queue)
+    state.queue.insert(place, QueuedRun(a.run_id, a.owner, now + QUEUE_TICKET_SECONDS, front))
+    result = AdmitResult(None, [], queued=place + 1)
+    active, current = state.active, state.execution
+    running = current is not None and current.status == "running"
+    if front and active is not None and current is not None and running and current.execution_id == active.execution_id:
+        current.cancel_requested = True
+        current.rollback = current.rollback or a.multitask == "rollback"
+        result.stop_owner, result.stop_execution = active.owner, active.execution_id
+    return result
+
+
+def _turn(state: ThreadState, a: Admission, now: float) -> AdmitResult | Rejected | None:
+    """A queued run asking again: None when its turn has come (its place is given up), else its place (renewed)."""
+    mine = next((i for i, q in enumerate(state.queue) if q.run_id == a.run_id), None)
+    if mine is None:
+        return Rejected(Rejection.DEQUEUED)
+    if state.active is None and mine == 0:
+        del state.queue[0]
+        return None
+    state.queue[mine].until = now + QUEUE_TICKET_SECONDS
+    return AdmitResult(None, [], queued=mine + 1)
 
 
 def _repeat(state: ThreadState, a: Admission) -> AdmitResult | None:
@@ -131,8 +195,28 @@ def admit(
     if repeat is not None:
         return None, repeat
     expired, changed = expire_and_reap(state, now, live_owner)
+    changed = drop_stale_places(state, now, live_owner) or changed
     refusal = _refusal(state, a, started, now)
+    if refusal is None and a.waiting:
+        turn = _turn(state, a, now)
+        if isinstance(turn, AdmitResult):
+            return state, turn  # its place, renewed
+        if turn is not None:
+            return (state if changed else None), turn  # its place is gone
+        changed = True
+    elif refusal is None and not a.is_resume and (state.active is not None or state.queue):
+        queued = _queue(state, a, now)
+        if isinstance(queued, AdmitResult):
+            return state, queued
+        refusal = queued
+    elif refusal is None and state.active is not None:
+        refusal = Rejected(Rejection.THREAD_BUSY)
+    if refusal is None and not a.is_resume and _interrupted(state):
+        refusal = Rejected(Rejection.RESUME_REQUIRED)
     if refusal is not None:
+        if a.waiting:  # a queued run refused when its turn came gives its place up
+            state.queue = [q for q in state.queue if q.run_id != a.run_id]
+            changed = True
         return (state if changed else None), refusal
     current = state.execution
     if state.binding is None:
@@ -263,3 +347,55 @@ def cancel(
     execution.cancel_requested = True
     owner = state.active.owner if state.active is not None else None
     return state, CancelResult("cancelled", running_owner=owner, execution=_copy(execution))
+
+
+def rolls_back(state: ThreadState | None, lease: Lease) -> bool:
+    """The run holding `lease` was cancelled by a `rollback` run: its end writes the conversation as it was before."""
+    execution = state.execution if state is not None and _holds_lease(state, lease) else None
+    return execution is not None and execution.execution_id == lease.execution_id and execution.rollback
+
+
+def _stop_running(state: ThreadState, now: float) -> StopResult:
+    active, execution = state.active, state.execution
+    assert active is not None
+    if execution is None or execution.execution_id != active.execution_id or execution.status != "running":
+        return StopResult("not_running")
+    execution.cancel_requested = True
+    state.updated_at = now
+    return StopResult("cancelled", active.owner, active.execution_id)
+
+
+def _newest_run_of(state: ThreadState, execution_id: str) -> str | None:
+    runs = [(record.fence, run_id) for run_id, record in state.runs.items() if record.execution_id == execution_id]
+    return max(runs)[1] if runs else None
+
+
+def stop(
+    state: ThreadState | None, run_id: str | None, user_id: str | None, now: float, live_owner: str | None
+) -> tuple[ThreadState | None, StopResult]:
+    if state is None or (state.binding is not None and state.binding.user_id != user_id):
+        return None, StopResult("not_found")
+    _, changed = expire_and_reap(state, now, live_owner)
+    changed = drop_stale_places(state, now, live_owner) or changed
+    kept = state if changed else None
+    if run_id is not None and any(q.run_id == run_id for q in state.queue):
+        state.queue = [q for q in state.queue if q.run_id != run_id]  # its waiter finds its place gone
+        return state, StopResult("cancelled")
+    active, execution = state.active, state.execution
+    if active is not None and (run_id is None or active.run_id == run_id):
+        result = _stop_running(state, now)
+        return (state if result.status == "cancelled" else kept), result
+    if run_id is not None and run_id not in state.runs:
+        return kept, StopResult("not_running")
+    waits = active is None and execution is not None and execution.status == "interrupted"
+    if waits and execution is not None and (run_id is None or _newest_run_of(state, execution.execution_id) == run_id):
+        state.updated_at = now
+        return state, StopResult("cancelled", None, execution.execution_id, _end(state, execution, "cancelled", now))
+    return kept, StopResult("already_terminal" if run_id is not None else "not_running")
+
+
+def leave_queue(state: ThreadState | None, run_id: str) -> ThreadState | None:
+    if state is None or not any(q.run_id == run_id for q in state.queue):
+        return None
+    state.queue = [q for q in state.queue if q.run_id != run_id]
+    return state

@@ -21,8 +21,8 @@ from tests.unit.clock import FakeClock
 
 pytestmark = pytest.mark.redis
 
-TIME_FIELDS = {"updated_at", "created_at", "at", "started_at", "lease_until", "expires_at", "owner"}
-LIST_FIELDS = {"pending", "answered_ids", "open_steps", "history"}
+TIME_FIELDS = {"updated_at", "created_at", "at", "started_at", "lease_until", "expires_at", "owner", "until"}
+LIST_FIELDS = {"pending", "answered_ids", "open_steps", "history", "queue"}
 OPAQUE_FIELDS = {"wire", "response_schema", "checkpoint"}
 Advance = Callable[[float], Awaitable[None]]
 
@@ -102,7 +102,52 @@ async def retried_and_unstarted_admissions(store, advance: Advance) -> None:
     assert duplicate.value.reason is Rejection.DUPLICATE_RUN_ID
 
 
-SCENARIOS = [many_runs_and_executions, interrupt_resume_and_cancel, expiry_and_lost_lease, retried_and_unstarted_admissions]
+def queued(store, run: str, execution: str, multitask: str = "enqueue", *, waiting: bool = False) -> Admission:
+    return msgspec.structs.replace(admission(store, run, execution), multitask=multitask, max_queued=2, waiting=waiting)
+
+
+async def refused(store, asked: Admission) -> Rejection:
+    with pytest.raises(Rejected) as refusal:
+        await store.admit(asked)
+    return refusal.value.reason
+
+
+async def queue_stop_and_rollback(store, advance: Advance) -> None:
+    first = await store.admit(admission(store, "r1", "e1"))
+    assert (await store.admit(queued(store, "r2", "e2"))).queued == 1
+    rollback = await store.admit(queued(store, "r3", "e3", "rollback"))
+    assert (rollback.queued, rollback.stop_execution) == (1, "e1"), "a rollback run goes first and stops the active run"
+    assert await refused(store, queued(store, "r4", "e4")) is Rejection.THREAD_BUSY, "two wait already"
+    assert await refused(store, admission(store, "r5", "e5")) is Rejection.THREAD_BUSY
+    assert (await store.admit(queued(store, "r2", "e2", waiting=True))).queued == 2
+    await store.finish_run(Lease("t", "r1", "e1", first.fence), "cancelled", Progress(0, {}))
+    turn = await store.admit(queued(store, "r3", "e3", "rollback", waiting=True))
+    assert (turn.queued, turn.fence) == (0, first.fence + 1), "the rollback run's turn"
+    assert (await store.stop("t", "r2", "alice")).status == "cancelled", "a queued run named leaves the queue"
+    assert await refused(store, queued(store, "r2", "e2", waiting=True)) is Rejection.DEQUEUED
+    assert (await store.stop("t", "r1", "alice")).status == "already_terminal"
+    assert (await store.stop("t", "nobody", "alice")).status == "not_running"
+    assert (await store.stop("t", None, "bob")).status == "not_found"
+    stopped = await store.stop("t", None, "alice")
+    assert (stopped.status, stopped.execution_id) == ("cancelled", "e3")
+    await store.finish_run(Lease("t", "r3", "e3", turn.fence), "cancelled", Progress(0, {}))
+    assert (await store.stop("t", None, "alice")).status == "not_running"
+    await interrupt(store, "r6", "e6", ["i1"])
+    assert await refused(store, queued(store, "r7", "e7")) is Rejection.RESUME_REQUIRED
+    assert (await store.stop("t", "r3", "alice")).status == "already_terminal"
+    assert (await store.stop("t", "r6", "alice")).status == "cancelled", "the run that interrupted: its interrupts end"
+    await store.admit(admission(store, "r8", "e8"))
+    await store.admit(queued(store, "r9", "e9"))
+    await store.leave_queue("t", "r9")
+
+
+SCENARIOS = [
+    many_runs_and_executions,
+    interrupt_resume_and_cancel,
+    expiry_and_lost_lease,
+    retried_and_unstarted_admissions,
+    queue_stop_and_rollback,
+]
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=lambda f: f.__name__)

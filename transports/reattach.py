@@ -1,7 +1,7 @@
 """`GET /threads/{threadId}/runs/{runId}/events`: follow a run from a position (`Last-Event-ID`, which a browser's
 EventSource sends by itself when it reconnects, or `?lastEventId=`), as SSE. Only the run's caller may: the same
 authorization as starting a run (or a single-use `?ticket=`, since EventSource cannot send headers) and the run's
-`rosInvocationId`, and `?userId=` when the run was bound to a userId. An unknown run, another caller's run, a wrong
+`rosInvocationId` (a plain AG-UI run's is its thread's, `thread:<threadId>`, taken when none is sent), and `?userId=` when the run was bound to a userId. An unknown run, another caller's run, a wrong
 rosInvocationId and a wrong or missing userId all answer 404 alike, after the same time. A position at the run's
 terminal event answers 204 (an EventSource stops reconnecting); a position past it, 400.
 
@@ -23,6 +23,7 @@ from gateway.engine.caller import Caller
 from gateway.errors import ErrorCode, GatewayError
 from gateway.i18n import negotiate
 from gateway.protocol.input import MAX_ID_LENGTH
+from gateway.protocol.validate import plain_invocation_id
 from transports.http_input import authenticate_or_redeem, caller_of, check_accept, header, parse_position
 from transports.render import json_error
 from transports.services import Services
@@ -84,7 +85,8 @@ async def run_events(request: Request, services: Services, thread_id: FromPath[s
     try:
         caller = await _follower(request, services)
         _check_ids(("threadId", thread_id), ("runId", run_id))
-        ros_invocation_id = request.query_params.get("rosInvocationId", "")
+        # A plain run's identity is its thread's: its caller follows it with no rosInvocationId.
+        ros_invocation_id = request.query_params.get("rosInvocationId") or plain_invocation_id(thread_id)
         if len(ros_invocation_id) > MAX_ID_LENGTH:
             raise GatewayError(ErrorCode.INVALID_INPUT, "rosInvocationId")
         last = _position(request) or 0

@@ -1,7 +1,10 @@
 """SSE runs: `POST /` (JSON errors before the stream) and `POST /invocations` (every error as an SSE RUN_ERROR).
 
 Each record carries `id: <position>`; the same request retried with `Last-Event-ID` reattaches to its run, and
-`AGUI-Reattach-Grace: <seconds>` keeps the run going that long after its client is gone."""
+`AGUI-Reattach-Grace: <seconds>` keeps the run going that long after its client is gone. `AGUI-Multitask` names what a
+busy thread does with the run (THREADS.md §4): a queued run's response is open at once, with heartbeats, and a refusal
+when its turn comes is its RUN_ERROR. `POST /` with `Prefer: respond-async` answers 202 once the run is admitted (or
+queued), and the run goes on with no client (THREADS.md §6)."""
 
 from __future__ import annotations
 
@@ -9,13 +12,17 @@ import logging
 import time
 from collections.abc import Coroutine
 from typing import Any
+from urllib.parse import quote
 
+import msgspec
 from litestar import Request, Response
+from litestar.status_codes import HTTP_202_ACCEPTED
 from litestar.types import Receive, Scope, Send
 
 from gateway import metrics
 from gateway.auth import Principal
 from gateway.engine import RunHandle, prepare
+from gateway.engine.prepare import PreparedRun, multitask_of
 from gateway.errors import ErrorCode, GatewayError
 from gateway.i18n import negotiate
 from gateway.protocol.validate import MAX_BODY_BYTES
@@ -38,6 +45,21 @@ from transports.sse_response import BUSY_RUNS, SseBody, SseRecords
 log = logging.getLogger("agui.sse")
 SESSION_HEADER = "x-amzn-bedrock-agentcore-runtime-session-id"
 REQUEST_ID_HEADER = "x-amzn-requestid"
+MULTITASK_HEADER = "agui-multitask"
+
+
+def _background(request: Request) -> bool:
+    """`Prefer: respond-async` (RFC 7240: preferences are comma-separated, each maybe with parameters)."""
+    prefer = header(request, "prefer") or ""
+    return any(part.split(";", 1)[0].strip().lower() == "respond-async" for part in prefer.split(","))
+
+
+class Accepted(msgspec.Struct):
+    """A run that needs no client, admitted: where to follow it."""
+
+    threadId: str  # noqa: N815 - the wire's names
+    runId: str  # noqa: N815
+    events: str
 
 
 def _echo_headers(request: Request) -> dict[str, str]:
@@ -53,17 +75,8 @@ async def _start_or_attach(
     request: Request, services: TransportServices, principal: Principal, body: bytes, transport: str, runtime_session: str | None
 ) -> RunHandle:
     """Admit the run; a retry carrying `Last-Event-ID` follows the run it already started instead."""
-    settings = services.settings
-    prepared = prepare(
-        body,
-        allowed_roots=settings.allowed_cwd,
-        default_cwd=settings.default_cwd,
-        accept_language=header(request, "accept-language"),
-        runtime_session_id=runtime_session,
-        transport=transport,
-    )
+    prepared = _prepared(request, services, body, transport, runtime_session)
     try:
-        prepared.grace_seconds = parse_grace(header(request, GRACE_HEADER))
         last = parse_position(header(request, "last-event-id"), "Last-Event-ID")
     except GatewayError as error:
         error.language = prepared.language
@@ -89,6 +102,38 @@ async def _start_or_attach(
     return await services.engine.start(prepared, caller, retry=last is not None)
 
 
+def _prepared(request: Request, services: TransportServices, body: bytes, transport: str, runtime_session: str | None) -> PreparedRun:
+    settings = services.settings
+    prepared = prepare(
+        body,
+        allowed_roots=settings.allowed_cwd,
+        default_cwd=settings.default_cwd,
+        accept_language=header(request, "accept-language"),
+        runtime_session_id=runtime_session,
+        transport=transport,
+    )
+    try:
+        prepared.grace_seconds = parse_grace(header(request, GRACE_HEADER))
+        prepared.multitask = multitask_of(header(request, MULTITASK_HEADER), "AGUI-Multitask") or prepared.multitask
+    except GatewayError as error:
+        error.language = prepared.language
+        raise
+    return prepared
+
+
+async def _start_background(request: Request, services: TransportServices, principal: Principal, body: bytes) -> Response:
+    prepared = _prepared(request, services, body, "sse", header(request, SESSION_HEADER))
+    try:
+        await services.engine.start_background(prepared, caller_of(principal))
+    except GatewayError as error:
+        error.language = error.language or prepared.language
+        raise
+    run = prepared.run
+    events = f"/threads/{quote(run.thread_id, safe='')}/runs/{quote(run.run_id, safe='')}/events"
+    answer = Accepted(run.thread_id, run.run_id, events)
+    return Response(answer, status_code=HTTP_202_ACCEPTED, headers={"Location": events, **_echo_headers(request)})
+
+
 async def _run(request: Request, services: TransportServices, agentcore: bool) -> Response | SseBody:
     settings = services.settings
     arrived = time.perf_counter()
@@ -100,6 +145,8 @@ async def _run(request: Request, services: TransportServices, agentcore: bool) -
         check_media_type(request)
         check_accept(request)
         body = await read_body(request, MAX_BODY_BYTES, settings.body_timeout_seconds)
+        if not agentcore and _background(request):
+            return await _start_background(request, services, principal, body)
         run = await _start_or_attach(request, services, principal, body, transport, echo.get("X-Amzn-Bedrock-AgentCore-Runtime-Session-Id"))
     except GatewayError as error:
         language = error.language or language

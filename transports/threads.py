@@ -1,7 +1,8 @@
 """The thread API (JSON, the runs' authentication, errors in the JSON envelope): `GET /threads` (the caller's, newest
 first, `limit` 1-100, an opaque `cursor`, `archived` false, true or any), `GET /threads/{threadId}` (`include`:
 messages, state, runs, pendingInterrupts; all by default), `PATCH /threads/{threadId}` (title, metadata,
-archived), `DELETE /threads/{threadId}` (204), `GET /threads/{threadId}/runs`. Under the static token or without
+archived), `DELETE /threads/{threadId}` (204), `GET /threads/{threadId}/runs`, `POST /threads/{threadId}/stop` (an
+optional `{"runId"}`: that run only). Under the static token or without
 authentication, `?userId=` names whose threads (as on the join). Litestar describes them at `/openapi` from the
 wire types below."""
 
@@ -11,7 +12,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, Literal
 
 import msgspec
-from litestar import Request, Response, delete, get, patch
+from litestar import Request, Response, delete, get, patch, post
 from litestar.openapi import ResponseSpec
 from litestar.params import FromPath
 
@@ -48,6 +49,7 @@ class ThreadSummary(msgspec.Struct, rename="camel"):
     created_at: str | None
     updated_at: str | None
     status: Literal["idle", "running", "interrupted"]
+    queued: int  # runs waiting behind the active one (THREADS.md §4)
     archived: bool
     metadata: dict[str, Any]
     message_count: int
@@ -74,6 +76,19 @@ class ThreadPage(msgspec.Struct, rename="camel"):
 class RunPage(msgspec.Struct, rename="camel"):
     runs: list[RunView]
     next_cursor: str | None
+
+
+class StopRequest(msgspec.Struct, rename="camel", forbid_unknown_fields=True):
+    """What to stop: the thread's active run, or only `runId` (a run that already ended is left, and so is the next)."""
+
+    run_id: str | None = None
+
+
+class StopAnswer(msgspec.Struct):
+    status: Literal["cancelled", "already_terminal", "not_running"]
+
+
+_stop_decoder = msgspec.json.Decoder(StopRequest)
 
 
 class ErrorBody(msgspec.Struct):
@@ -199,3 +214,28 @@ async def thread_runs(request: Request, services: Services, thread_id: FromPath[
         return await services.engine.threads.runs(caller, thread_id, _user_id(request), _limit(request), request.query_params.get("cursor"))
 
     return await _answered(request, services, work, RunPage)
+
+
+async def _stop_request(request: Request, services: TransportServices) -> StopRequest:
+    body = await read_body(request, MAX_PATCH_BODY, services.settings.body_timeout_seconds)
+    if not body.strip():
+        return StopRequest()
+    check_media_type(request)
+    check_depth(body)
+    try:
+        asked = _stop_decoder.decode(body)
+    except msgspec.MsgspecError as exc:
+        raise error_from_msgspec(exc) from None
+    if asked.run_id is not None and not 0 < len(asked.run_id) <= MAX_ID_LENGTH:
+        raise GatewayError(ErrorCode.INVALID_INPUT, "runId", f"Between 1 and {MAX_ID_LENGTH} characters.")
+    return asked
+
+
+@post("/threads/{thread_id:str}/stop", status_code=200, request_max_body_size=None, responses=ERRORS)
+async def stop_thread(request: Request, services: Services, thread_id: FromPath[str]) -> Response[StopAnswer]:
+    async def work(caller: Caller) -> Any:
+        _thread(thread_id)
+        asked = await _stop_request(request, services)
+        return {"status": await services.engine.stop(thread_id, asked.run_id, caller, _user_id(request))}
+
+    return await _answered(request, services, work, StopAnswer)

@@ -3,7 +3,9 @@
 Multiplexed mode (subprotocol `agui-mux.v1`): client frames `{"op":"run","id":S,"input":{...}}` (with an
 optional `"reattachGraceSeconds"`), `{"op":"attach","id":S,"threadId","runId","rosInvocationId","lastEventId","userId"}`,
 `{"op":"connect","id":S,"threadId","lastEventId","userId"}` (join the thread: its newest run, replayed then live)
-and `{"op":"cancel","id":S}`; server frames `{"id":S,"eventId":P,"event":{...}}` (`eventId`: the event's
+and `{"op":"cancel","id":S}` (a run's own stream, or a joined one: the stop of that run, on any replica, with the
+right its join checked; a queued run leaves its queue); `AGUI-Multitask` on the upgrade is the policy of its runs
+that name none; server frames `{"id":S,"eventId":P,"event":{...}}` (`eventId`: the event's
 position, to attach from; absent on errors that are not part of a run), and `{"id":S,"closed":true}` for a
 connect to a thread with no retained run (the stream is over, with no event). Close codes: 1003 binary frame,
 1007 a frame that is not JSON, 1008 policy (too many queued frames, bad envelope in mux mode, an attached stream
@@ -31,6 +33,7 @@ from litestar.types import Receive, Scope, Send
 from gateway import metrics
 from gateway.auth import Principal
 from gateway.engine import RunHandle, prepare
+from gateway.engine.prepare import multitask_of
 from gateway.engine.stream import Entry, FollowerCut
 from gateway.errors import ErrorCode, GatewayError
 from gateway.i18n import message_for, negotiate
@@ -50,7 +53,7 @@ from transports.http_input import (
 from transports.lean import forget_request
 from transports.render import error_body
 from transports.services import TransportServices
-from transports.sse import SESSION_HEADER
+from transports.sse import MULTITASK_HEADER, SESSION_HEADER
 from transports.ws_framing import (
     BASE_PROTOCOL,
     BEARER_PREFIX,
@@ -112,6 +115,7 @@ class Connection:
         "ctx",
         "forwarders",
         "language",
+        "multitask",
         "mux",
         "principal",
         "runs",
@@ -133,6 +137,7 @@ class Connection:
         # The only request headers a socket reads after its handshake, read once (the scope's headers are dropped).
         self.accept_language = scope_header(scope, "accept-language")
         self.runtime_session = scope_header(scope, SESSION_HEADER)
+        self.multitask = scope_header(scope, MULTITASK_HEADER)  # the upgrade's busy-thread policy, for runs that name none
         self.language = negotiate(None, self.accept_language)
 
     def send_events(self, entries: list[Entry], stream_id: str | None, positions: bool = False) -> Coroutine[Any, Any, None]:
@@ -175,6 +180,7 @@ class Connection:
                 transport="ws",
             )
             prepared.grace_seconds = parse_grace(grace, "reattachGraceSeconds")
+            prepared.multitask = prepared.multitask or multitask_of(self.multitask, "AGUI-Multitask")
             return await self.ctx.engine.start(prepared, caller_of(self.principal))
         except GatewayError as error:
             metrics.labelled(metrics.RUNS_REFUSED, "ws", error.code.name).inc()
@@ -217,6 +223,8 @@ class Connection:
         except GatewayError as error:
             metrics.labelled(metrics.REATTACHES, error.code.name).inc()
             await self.send_error(error, frame.id, error.language)
+            if error.code is ErrorCode.UNAUTHORIZED:
+                await self.socket.close(CLOSE_POLICY, "credential expired")
             return None
         if run is None or run.finished:
             await self.send_frames([closed_frame(frame.id)])

@@ -28,7 +28,8 @@ from gateway.engine.history import HistoryPolicy
 from gateway.engine.hydrate import HydratedRun, IdleThread, idle_events, snapshot_events
 from gateway.engine.logwriter import LogPolicy
 from gateway.engine.outcome import Cancelled, Disconnected, failure_reason, outcome_label
-from gateway.engine.prepare import PreparedRun
+from gateway.engine.prepare import Multitask, PreparedRun
+from gateway.engine.queue import Waiting, WaitingHandle, Wakes
 from gateway.engine.retained import RetainedLogs
 from gateway.engine.run import Run, RunServices
 from gateway.engine.stream import PositionGone, PositionUnknown, TooManyFollowers
@@ -68,8 +69,15 @@ class RunEngine:
         max_live_bytes: int = 0,
         max_state_bytes: int = documents.MAX_STATE_BYTES,
         history: HistoryPolicy | None = None,
+        multitask: Multitask = "reject",
+        max_queued: int = 8,
+        max_background_seconds: float = 3600.0,
     ) -> None:
         self.store = store
+        self.multitask: Multitask = multitask  # what a busy thread does with a run that names no policy (--multitask)
+        self.max_queued = max_queued  # runs that may wait per thread (--max-queued-runs)
+        self.max_background_seconds = max_background_seconds  # a run with no client is cancelled after this long
+        self.wakes = Wakes()  # queued runs wait on these; a run's end here wakes its thread's
         self.agent = agent
         self.max_runs = max_runs  # cap on runs in flight on this process (0: none)
         self.on_busy_change = on_busy_change
@@ -100,6 +108,7 @@ class RunEngine:
         self._idle = asyncio.Event()  # set while no run is live (drain waits on it)
         self._idle.set()
         self._by_execution: dict[str, Run] = {}
+        self._background: set[asyncio.Task[None]] = set()  # queued runs with no client, waiting for their turn
         self.adopter: Adopter | None = None
         if store.supports_adoption and agent.adoptable and log_policy is not None:
             self.adopter = Adopter(store, self._adopted, lambda: self.accepting)
@@ -117,21 +126,44 @@ class RunEngine:
     async def start(self, prepared: PreparedRun, caller: Caller = ANONYMOUS, *, retry: bool = False) -> RunHandle:
         """Admit atomically (binding, idempotency, busy, resume-required); raise GatewayError before any event.
         `retry`: the client retries this request to follow its run (it sent `Last-Event-ID`): a run of the same
-        request that was admitted but never started (its answer was lost) is admitted again instead of refused."""
+        request that was admitted but never started (its answer was lost) is admitted again instead of refused.
+        A busy thread queues the run when its policy says so: the handle then waits for the run's turn."""
+        admitted = await self._start(prepared, caller, retry)
+        if isinstance(admitted, Waiting):
+            return WaitingHandle(admitted, self.reattach)
+        return LiveHandle(admitted, paces=True)
+
+    async def start_background(self, prepared: PreparedRun, caller: Caller = ANONYMOUS) -> None:
+        """A run that needs no client (`Prefer: respond-async`): admitted (or queued) now, then it goes on with no
+        follower for at most `max_background_seconds`; anyone allowed follows it with a join or an attach."""
+        if not self.reattach:
+            raise GatewayError(
+                ErrorCode.INVALID_INPUT, "Prefer", "A run with no client needs the event log (--max-reattach-grace-seconds above 0)."
+            )
+        admitted = await self._start(prepared, caller, False)
+        if isinstance(admitted, Waiting):
+            task = asyncio.get_running_loop().create_task(self._background_turn(admitted))
+            self._background.add(task)
+            task.add_done_callback(self._background.discard)
+        else:
+            admitted.run_in_background(self.max_background_seconds)
+
+    async def _background_turn(self, waiting: Waiting) -> None:
+        try:
+            run = await waiting.until_turn()
+        except GatewayError as error:
+            log.info("queued run %s with no client refused when its turn came: %s", waiting.admission.run_id, error.code.name)
+            return
+        if run is not None:
+            run.run_in_background(self.max_background_seconds)
+
+    async def _start(self, prepared: PreparedRun, caller: Caller, retry: bool) -> Run | Waiting:
         check_user_id(caller, prepared.user_id)
         if prepared.run.tools and not self.agent.client_tools:
             raise GatewayError(
                 ErrorCode.INVALID_INPUT, "tools", f"The {self.agent.name} agent cannot call client tools; send an empty list."
             )
-        if not self.accepting:
-            raise GatewayError(ErrorCode.SHUTTING_DOWN)
-        if self.max_runs and self._unsettled + self._starting >= self.max_runs:
-            raise GatewayError(ErrorCode.SERVICE_QUOTA_EXCEEDED)
-        if self.live.full:
-            raise GatewayError(
-                ErrorCode.SERVICE_QUOTA_EXCEEDED,
-                detail=f"The live runs on this replica hold its memory budget of {self.live.limit} bytes (--max-live-run-bytes).",
-            )
+        self._check_room()
         self._starting += 1
         run_span = tracing.start_run_span(
             "agui.run",
@@ -141,14 +173,25 @@ class RunEngine:
             current = trace.use_span(run_span, end_on_exit=False) if run_span.is_recording() else contextlib.nullcontext()
             with current, tracing.span("agui.admission"):
                 scope = list_scope(caller, prepared.user_id if prepared.user_id is not None else caller.user_id)
-                run = await self._admit(prepared, thread_key(caller, prepared.run.thread_id), run_span, retry, scope)
+                return await self._admit(prepared, thread_key(caller, prepared.run.thread_id), run_span, retry, scope)
         except BaseException as exc:
             run_span.set_attribute("agui.outcome", exc.code.name if isinstance(exc, GatewayError) else "error")
             run_span.end()
             raise
         finally:
             self._starting -= 1
-        return LiveHandle(run, paces=True)
+
+    def _check_room(self) -> None:
+        """This replica takes one more run (it is not draining, and holds fewer than its cap and its memory budget)."""
+        if not self.accepting:
+            raise GatewayError(ErrorCode.SHUTTING_DOWN)
+        if self.max_runs and self._unsettled + self._starting >= self.max_runs:
+            raise GatewayError(ErrorCode.SERVICE_QUOTA_EXCEEDED)
+        if self.live.full:
+            raise GatewayError(
+                ErrorCode.SERVICE_QUOTA_EXCEEDED,
+                detail=f"The live runs on this replica hold its memory budget of {self.live.limit} bytes (--max-live-run-bytes).",
+            )
 
     async def attach(
         self,
@@ -304,15 +347,15 @@ class RunEngine:
         user_id = identities[read.meta.ros_digest] if identities is not None else joined.user_id if joined else None
 
         async def cancel() -> None:
-            if identities is None:  # a joined stream names no rosInvocationId: the cancel extension takes one
-                log.info("a cancel on a joined stream of thread %s is not applied: cancel the run by its rosInvocationId", thread_id)
+            if identities is None:  # a joined stream: a stop of that run by its thread, the right its join checked
+                await self.stop(thread_id, run_id, caller, user_id)
                 return
             await self.cancel(thread_id, execution_id, ros_invocation_id, caller, user_id)
 
         metrics.labelled(metrics.REATTACHES, "log").inc()
         return LogHandle(events, ref, thread_id, read, after, language, cancel)
 
-    async def _admit(self, prepared: PreparedRun, key: str, run_span: Span, retry: bool, scope: str) -> Run:
+    async def _admit(self, prepared: PreparedRun, key: str, run_span: Span, retry: bool, scope: str) -> Run | Waiting:
         ext = prepared.workspace.extension
         admission = Admission(
             thread_id=key,
@@ -327,20 +370,42 @@ class RunEngine:
             nonce=random_hex(16),
             restart_unstarted=retry and self.reattach,  # only where every run that starts leaves a log behind
             history_scope=scope if self.history is not None and self.history.keeps(prepared.plain) else None,
+            multitask=prepared.multitask or self.multitask,
+            max_queued=self.max_queued,
         )
+        result = await self._admitted(admission, prepared, key)
+        if result.queued:
+            metrics.labelled(metrics.RUNS_QUEUED, admission.multitask).inc()
+            log.info(
+                "run queued thread=%s run=%s place=%d policy=%s",
+                prepared.run.thread_id,
+                admission.run_id,
+                result.queued,
+                admission.multitask,
+            )
+            if result.stop_execution:
+                await self._stop_running(key, result.stop_owner, result.stop_execution)
+            # Asked again while it waits: no history with each ask (the run reads it when its turn comes).
+            waiting_admission = msgspec.structs.replace(admission, waiting=True, history_scope=None)
+            return Waiting(prepared, waiting_admission, key, scope, run_span, self._take_turn, self._leave, self.wakes, result.queued)
+        return await self._started(prepared, key, result, run_span, scope)
+
+    async def _admitted(self, admission: Admission, prepared: PreparedRun, key: str) -> AdmitResult:
         # A store that answers at once (memory) admits here, with no task, shield or turn of the loop (a call of it
         # that waits after all goes on in a task, shielded as any other).
         admit = self.store.admit(admission)
         admitting = start_eagerly(admit) if self.store.answers_at_once else asyncio.ensure_future(admit)
         try:
-            result = admitting.result() if admitting.done() else await asyncio.shield(admitting)
+            return admitting.result() if admitting.done() else await asyncio.shield(admitting)
         except STORE_FAILURES as exc:
             raise store_error(exc) from None
         except asyncio.CancelledError:
             # The caller went away while the store admitted it: release what the store granted, or the thread
             # would stay busy with a lease that no run holds.
-            admitting.add_done_callback(lambda done: self._release_orphan(done, prepared, key))
+            admitting.add_done_callback(lambda done: self._release_orphan(done, prepared, key, admission))
             raise
+
+    async def _started(self, prepared: PreparedRun, key: str, result: AdmitResult, run_span: Span, scope: str) -> Run:
         if result.expired is not None:
             await self.cancel_backend(result.expired.execution_id, result.expired.checkpoint)
         run = Run(self._services, prepared, key, result, run_span)
@@ -356,14 +421,34 @@ class RunEngine:
         )
         return run
 
-    def _release_orphan(self, admitted: asyncio.Future[AdmitResult], prepared: PreparedRun, key: str) -> None:
+    async def _take_turn(self, waiting: Waiting) -> Run | None:
+        """Ask the store whether the queued run's turn has come (renewing its place): the run, admitted and started,
+        or None while it waits. A replica that cannot take one more run refuses it now (it gives its place up)."""
+        self._check_room()
+        result = await self._admitted(waiting.admission, waiting.prepared, waiting.key)
+        if result.queued:
+            waiting.place = result.queued
+            return None
+        return await self._started(waiting.prepared, waiting.key, result, waiting.span, waiting.scope)
+
+    def _leave(self, waiting: Waiting) -> None:
+        """The queued run will not run: its place goes (a failure leaves it to lapse, QUEUE_TICKET_SECONDS)."""
+        task = asyncio.get_running_loop().create_task(self.store.leave_queue(waiting.key, waiting.admission.run_id))
+        task.add_done_callback(lambda t: t.cancelled() or t.exception())
+        waiting.span.set_attribute("agui.outcome", "dequeued")
+        waiting.span.end()
+
+    def _release_orphan(self, admitted: asyncio.Future[AdmitResult], prepared: PreparedRun, key: str, admission: Admission) -> None:
         if admitted.cancelled() or admitted.exception() is not None:
             return
         result = admitted.result()
-        execution_id = result.execution.execution_id if result.execution else ""
-        lease = Lease(key, prepared.run.run_id, execution_id, result.fence)
-        status: ExecutionStatus | None = None if prepared.is_resume else "cancelled"  # a resume keeps its interrupts
-        task = asyncio.get_running_loop().create_task(self.store.finish_run(lease, status, Progress(0, {})))
+        if result.queued:
+            task = asyncio.get_running_loop().create_task(self.store.leave_queue(key, admission.run_id))
+        else:
+            execution_id = result.execution.execution_id if result.execution else ""
+            lease = Lease(key, prepared.run.run_id, execution_id, result.fence)
+            status: ExecutionStatus | None = None if prepared.is_resume else "cancelled"  # a resume keeps its interrupts
+            task = asyncio.get_running_loop().create_task(self.store.finish_run(lease, status, Progress(0, {})))
         task.add_done_callback(lambda t: t.cancelled() or t.exception())  # best effort; the lease expires otherwise
         log.info("admission of run %s completed after its caller left: released", prepared.run.run_id)
 
@@ -387,6 +472,7 @@ class RunEngine:
         """The run's outcome is recorded and its terminal event sent: it no longer counts as in flight."""
         self._unsettled -= 1
         metrics.RUNS_IN_FLIGHT.dec()
+        self.wakes.wake(run.lease.thread_id)  # its end is written: a run queued here behind it goes now
         if self._unsettled == 0 and self.on_busy_change:
             self.on_busy_change(False)
 
@@ -432,14 +518,44 @@ class RunEngine:
             raise GatewayError(ErrorCode.EXECUTION_LOST, "executionId")
         if result.status == "cancelled":
             metrics.labelled(metrics.CANCELS, "extension").inc()
-            run = self._by_execution.get(execution_id)
-            if run is not None:
-                run.stop(Cancelled())
-            elif result.running_owner is not None:
-                await self.store.notify_cancel(result.running_owner, key, execution_id)
+            if result.running_owner is not None or execution_id in self._by_execution:
+                await self._stop_running(key, result.running_owner, execution_id)
             elif result.execution is not None and result.execution.status == "interrupted":
                 await self.cancel_backend(execution_id, result.execution.checkpoint)
         return result.status
+
+    async def stop(self, thread_id: str, run_id: str | None, caller: Caller = ANONYMOUS, user_id: str | None = None) -> str:
+        """Stop by thread (`POST /threads/{id}/stop`, the mux `cancel` of a joined stream): the thread's active run, or
+        with `run_id` that run only (a queued one leaves its queue; one that ended is `already_terminal`, and the run
+        after it is never touched); a thread waiting on interrupts ends them. The same right as starting a run on the
+        thread: its principal, and its userId where it is bound to one; any other thread is THREAD_NOT_FOUND."""
+        check_user_id(caller, user_id)
+        key = thread_key(caller, thread_id)
+        try:
+            result = await self.store.stop(key, run_id, user_id if user_id is not None else caller.user_id)
+        except STORE_FAILURES as exc:
+            raise store_error(exc) from None
+        if result.status == "not_found":
+            raise GatewayError(ErrorCode.THREAD_NOT_FOUND, "threadId")
+        if result.status == "cancelled":
+            metrics.labelled(metrics.CANCELS, "stop").inc()
+            log.info("run stopped thread=%s run=%s", thread_id, run_id or "(active)")
+            if result.execution is not None:  # it waited on interrupts: they ended now, and so does the agent's task
+                await self.cancel_backend(result.execution.execution_id, result.execution.checkpoint)
+            elif result.execution_id:
+                await self._stop_running(key, result.running_owner, result.execution_id)
+            else:  # a queued run left its queue: its waiter on this replica hears it now
+                self.wakes.wake(key)
+        return result.status
+
+    async def _stop_running(self, key: str, owner: str | None, execution_id: str) -> None:
+        """The store holds the cancel intent: the run stops here if it runs here, else its replica is woken (a lost
+        wake-up delays it to that replica's next lease renewal, which reads the intent)."""
+        run = self._by_execution.get(execution_id)
+        if run is not None and run.lease.thread_id == key:
+            run.stop(Cancelled())
+        elif owner is not None:
+            await self.store.notify_cancel(owner, key, execution_id)
 
     def cancel_local(self, key: str, execution_id: str) -> None:
         """A cancel wake-up from another replica (`key`: the store's thread key); the durable intent is recorded."""

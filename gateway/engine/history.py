@@ -134,7 +134,7 @@ class RunRecorder:
     def _opened(self, found: ThreadHistory) -> None:
         document = _decode(found.conversation) if found.conversation else {}
         summary = _decode(found.summary) if found.summary else None
-        self._stored = {"document": document, "summary": summary}
+        self._stored = {"document": document, "summary": summary, "raw": found.conversation}
         conversation = Conversation(document.get("messages") or [])
         self._input = [dict(m) for m in conversation.add_new(self._input)]  # copies: the events change the originals
         self._conversation = conversation
@@ -192,10 +192,21 @@ class RunRecorder:
             body["state"] = state
         conversation_json = b'{"messages":' + encoded_messages + b"," + _encode(body)[1:]
         now = time.time()
+        ran = {"runId": self.run_id, "status": status, "outcome": outcome, "startedAt": self.started_at, "endedAt": now}
+        written = HistoryWrite(conversation_json, _encode(self._summary(summary, messages, dropped, ran, now)), self.scope)
+        if status != "cancelled":
+            return written
+        # Cancelled by a `rollback` run, the thread is left as it was before this run (the store decides which).
+        before = document.get("messages") or []
+        raw = self._stored.get("raw") or b'{"messages":[],"droppedMessages":0}'
+        kept = int(document.get("droppedMessages", 0) or 0)
+        rolled = self._summary(summary, before, kept, {**ran, "rolledBack": True}, now)
+        return msgspec.structs.replace(written, rollback=(raw, _encode(rolled)))
+
+    def _summary(self, summary: dict[str, Any], messages: list[Message], dropped: int, ran: dict[str, Any], now: float) -> dict[str, Any]:
         runs = [r for r in summary.get("runs") or [] if isinstance(r, dict) and r.get("runId") != self.run_id]
-        # Times in Unix seconds: the thread API shows them as ISO 8601 moments.
-        runs.append({"runId": self.run_id, "status": status, "outcome": outcome, "startedAt": self.started_at, "endedAt": now})
-        new_summary = {
+        runs.append(ran)  # times in Unix seconds: the thread API shows them as ISO 8601 moments
+        return {
             "threadId": self.thread_id,
             "title": summary.get("title") or title_of(messages),
             "createdAt": summary.get("createdAt") or self.started_at,
@@ -204,7 +215,6 @@ class RunRecorder:
             "droppedMessages": dropped,
             "runs": runs[-MAX_RUNS_KEPT:],
         }
-        return HistoryWrite(conversation_json, _encode(new_summary), self.scope)
 
     def close(self) -> None:
         if self._load is not None and not self._load.done():

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, Literal
 
 import msgspec
 
@@ -12,6 +12,9 @@ from gateway.errors import GatewayError
 from gateway.i18n import negotiate
 from gateway.protocol import validate
 from gateway.protocol.input import AsSent, RunAgentInput, decode_as_sent, decode_run_input
+
+Multitask = Literal["reject", "enqueue", "interrupt", "rollback"]
+MULTITASK: tuple[Multitask, ...] = ("reject", "enqueue", "interrupt", "rollback")
 
 
 class PreparedRun(msgspec.Struct):
@@ -28,6 +31,7 @@ class PreparedRun(msgspec.Struct):
     # The client reads AG-UI 1.0's outcomes (`pendingToolCallIds`, `cancelled`): a plain request that declared
     # protocolVersion 1.0 or newer, or one with the iacCode extension, whose contract is 1.0. Fixed per run.
     speaks_1_0: bool = True
+    multitask: Multitask | None = None  # what a busy thread does with this run (None: the gateway's --multitask)
 
     @property
     def user_id(self) -> str | None:
@@ -88,9 +92,33 @@ def prepare(
         raise
     as_sent = decode_as_sent(body) if run.forwarded_props.iacCode is msgspec.UNSET else None
     speaks = as_sent is None or declares_1_0(as_sent.protocolVersion)
+    try:
+        multitask = multitask_of(as_sent.forwardedProps.get("multitask") if as_sent is not None else None, "forwardedProps.multitask")
+    except GatewayError as exc:
+        exc.language = language
+        raise
     return PreparedRun(
-        run, workspace, request_digest(body), text, images, language, runtime_session_id, transport, as_sent=as_sent, speaks_1_0=speaks
+        run,
+        workspace,
+        request_digest(body),
+        text,
+        images,
+        language,
+        runtime_session_id,
+        transport,
+        as_sent=as_sent,
+        speaks_1_0=speaks,
+        multitask=multitask,
     )
+
+
+def multitask_of(value: Any, field: str) -> Multitask | None:
+    """A busy-thread policy a client named (`AGUI-Multitask`, `forwardedProps.multitask`); None when it named none."""
+    if value is None or value == "":
+        return None
+    if value not in MULTITASK:
+        raise validate.invalid(field, "One of reject, enqueue, interrupt, rollback.")
+    return value  # type: ignore[no-any-return]
 
 
 _VERSION = re.compile(r"(\d+)\.(\d+)")

@@ -75,9 +75,11 @@ def _session(prepared: PreparedRun, execution: Execution | None) -> dict[str, An
 class Run:
     __slots__ = (
         "_adopt_written",
+        "_deadline",
         "_waiting",
         "adopt_state",
         "adoption",
+        "background",
         "execution",
         "grace",
         "history",
@@ -131,6 +133,8 @@ class Run:
         self.stream, self.writer, self.grace = self._log(services, prepared, key)
         self.recorder: RunRecorder | None = None  # the run's part of its thread's conversation (`record`)
         self._waiting: asyncio.Task[None] | None = None  # detached: waits for a follower to come back
+        self.background = False  # a run with no client (`Prefer: respond-async`): followers come and go freely
+        self._deadline: asyncio.TimerHandle | None = None  # when a run with no client is cancelled
         self.keeper: LeaseKeeper | None = None
         if services.store.needs_renewal:
             self.keeper = LeaseKeeper(
@@ -271,9 +275,20 @@ class Run:
     def ros_digest(self) -> str:
         return ros_digest(self.prepared.workspace.extension.ros_invocation_id, self.prepared.user_id)
 
+    def run_in_background(self, seconds: float) -> None:
+        """The run needs no client: nobody's leaving stops it, and it is cancelled after `seconds`."""
+        self.background = True
+        if not self.machine.settled:
+            self._deadline = asyncio.get_running_loop().call_later(seconds, self._overdue, seconds)
+
+    def _overdue(self, seconds: float) -> None:
+        log.info("run %s with no client ran %.0fs (--max-background-seconds): cancelled", self.lease.run_id, seconds)
+        self.stop(Cancelled())
+
     def stream_detached(self) -> None:
-        """The last follower left: without a grace window the run stops now; with one it waits for a follower."""
-        if self.machine.settled:
+        """The last follower left: without a grace window the run stops now; with one it waits for a follower. A run
+        with no client goes on."""
+        if self.machine.settled or self.background:
             return
         if self.grace <= 0 or self.writer is None:
             self.stop(Disconnected())
@@ -330,6 +345,8 @@ class Run:
         """The lifecycle's last step: the run lets go of its timers, span and ring, and reports its end."""
         if self._waiting is not None:
             self._waiting.cancel()
+        if self._deadline is not None:
+            self._deadline.cancel()
         self.span.set_attribute("agui.outcome", outcome_label(self.outcome or outcome))
         self.span.end()
         self.stream.release()

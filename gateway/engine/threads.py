@@ -108,6 +108,7 @@ class Threads:
             "createdAt": moment(summary.get("createdAt")),
             "updatedAt": moment(summary.get("updatedAt")),
             "status": _status(document),
+            "queued": len(document.get("queue") or []),
             "archived": bool(meta.get("archived", False)),
             "metadata": meta.get("metadata") or {},
             "messageCount": summary.get("messageCount", 0),

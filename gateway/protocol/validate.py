@@ -29,6 +29,11 @@ _AT = re.compile(r" - at `\$(?P<path>[^`]*)`$")
 _FIELD = re.compile(r"field `(?P<name>[^`]+)`")
 
 
+def plain_invocation_id(thread_id: str) -> str:
+    """A plain AG-UI run's invocation identity: its thread's (the right to follow it is the right to the thread)."""
+    return f"thread:{thread_id}"[:256]
+
+
 def invalid(field: str, detail: str | None = None) -> GatewayError:
     return GatewayError(ErrorCode.INVALID_INPUT, field, detail)
 
@@ -71,7 +76,7 @@ def resolve_workspace(run: RunAgentInput, allowed_roots: tuple[str, ...], defaul
             )
         # Plain AG-UI mode: the operator's default workspace (trusted as configured, so not checked against the
         # allowed roots, which bound what clients may ask for); the invocation identity is derived from the thread.
-        plain = IacCode(schema_version=1, ros_invocation_id=f"thread:{run.thread_id}"[:256], cwd=default_cwd)
+        plain = IacCode(schema_version=1, ros_invocation_id=plain_invocation_id(run.thread_id), cwd=default_cwd)
         return Workspace(extension=plain, cwd=posixpath.normpath(default_cwd))
     cwd = ext.cwd
     if "\x00" in cwd or not cwd.startswith("/"):

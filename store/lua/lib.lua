@@ -26,11 +26,15 @@ local function save(key, doc)
   redis.call('SET', key, cjson.encode(doc), 'PX', RETENTION_MS)
 end
 
--- A run's end writes the thread's conversation and summary beside its state, in the same script (KEYS[2..4]).
-local function save_history()
+-- A run's end writes the thread's conversation and summary beside its state, in the same script (KEYS[2..4]);
+-- `rolled`: the run was cancelled by a rollback run, and ARGV[4], ARGV[5] (when sent) are the conversation and
+-- summary as if it had never run.
+local function save_history(rolled)
   if ARGV[2] == nil then return end
-  redis.call('SET', KEYS[2], ARGV[2], 'PX', RETENTION_MS)
-  redis.call('SET', KEYS[3], ARGV[3], 'PX', RETENTION_MS)
+  local conversation, summary = ARGV[2], ARGV[3]
+  if rolled and ARGV[4] ~= nil then conversation, summary = ARGV[4], ARGV[5] end
+  redis.call('SET', KEYS[2], conversation, 'PX', RETENTION_MS)
+  redis.call('SET', KEYS[3], summary, 'PX', RETENTION_MS)
   redis.call('PEXPIRE', KEYS[4], RETENTION_MS)
 end
 
@@ -93,6 +97,25 @@ local function expire_and_reap(doc, now)
     end
   end
   return expired, changed
+end
+
+-- Forget queued runs whose replica stopped renewing their place (rules.drop_stale_places); returns changed.
+local function drop_stale_places(doc, now)
+  local kept, queue = {}, arr(doc.queue)
+  for _, q in ipairs(queue) do
+    if q['until'] > now then table.insert(kept, q) end
+  end
+  doc.queue = kept
+  return #kept ~= #queue
+end
+
+local function without_place(doc, run_id)
+  local kept, queue = {}, arr(doc.queue)
+  for _, q in ipairs(queue) do
+    if q.run_id ~= run_id then table.insert(kept, q) end
+  end
+  doc.queue = kept
+  return #kept ~= #queue
 end
 
 local function holds_lease(doc, lease)

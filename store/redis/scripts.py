@@ -15,8 +15,20 @@ from store.base import Lease, Progress, Rejected, Rejection
 from store.records import Execution, PendingInterrupt
 
 LUA_DIR = os.path.join(os.path.dirname(os.path.dirname(__file__)), "lua")
-SCRIPTS = ("admit", "accept_resume", "save_interrupt", "finish_run", "cancel", "renew", "rate_limit", "adopt", "mark_adoptable")
-DURABLE_SCRIPTS = frozenset({"admit", "accept_resume", "save_interrupt", "finish_run", "cancel"})  # WAITed when replicated
+SCRIPTS = (
+    "admit",
+    "accept_resume",
+    "save_interrupt",
+    "finish_run",
+    "cancel",
+    "stop",
+    "leave_queue",
+    "renew",
+    "rate_limit",
+    "adopt",
+    "mark_adoptable",
+)
+DURABLE_SCRIPTS = frozenset({"admit", "accept_resume", "save_interrupt", "finish_run", "cancel", "stop"})  # WAITed when replicated
 _LIST_FIELDS = ("pending", "answered_ids", "open_steps")
 _decode = msgspec.json.Decoder().decode
 

@@ -39,13 +39,14 @@ from store.base import (
     Lease,
     Progress,
     RenewResult,
+    StopResult,
     StoreUnavailable,
     ThreadHistory,
     ThreadStore,
 )
 from store.eventlog import LogFenced, LogRef, LogWrite
 from store.eventlog.redis import RedisEventLog
-from store.limits import MAX_ANSWERED_IDS, MAX_HISTORY, MAX_RUN_RECORDS
+from store.limits import MAX_ANSWERED_IDS, MAX_HISTORY, MAX_RUN_RECORDS, QUEUE_TICKET_SECONDS
 from store.records import ExecutionStatus, PendingInterrupt
 from store.redis.cancels import LIST_CHANNEL, ChannelListener, cancel_channel, cancel_message, list_message
 from store.redis.client import CLUSTER_SCHEMES, SENTINEL_SCHEMES, connect, unavailable
@@ -116,6 +117,7 @@ class RedisStore(ThreadStore):
             "LEASE_SECONDS": float(lease_seconds),
             "RESTART_WINDOW": RESTART_WINDOW_SECONDS,
             "ADOPT_WINDOW": float(lease_seconds * ADOPT_WINDOW_LEASES),
+            "QUEUE_TICKET_SECONDS": QUEUE_TICKET_SECONDS,
         }
         self.scripts = {name: self.client.register_script(script_source(name, bounds)) for name in SCRIPTS}
         self._wire = None if self._cluster else Wire(self.client)  # the scripts' short way to a pooled connection
@@ -230,7 +232,8 @@ class RedisStore(ThreadStore):
         """The keys and arguments a finish or an interrupt adds to write the conversation in the same script."""
         if history is None:
             return (), ()
-        return history_keys(thread_key(thread_id)), (history.conversation, history.summary)
+        rollback = history.rollback or ()
+        return history_keys(thread_key(thread_id)), (history.conversation, history.summary, *rollback)
 
     async def now(self) -> float:
         seconds, micros = await self._command(self.client.time)
@@ -254,6 +257,15 @@ class RedisStore(ThreadStore):
                     raise
                 log.warning("admission of run %s not confirmed (%s); trying again with the same nonce", a.run_id, exc)
                 await asyncio.sleep(0.1 * 2**attempt)
+        if result.get("queued"):
+            owner = result.get("stop_owner")
+            return AdmitResult(
+                None,
+                [],
+                queued=int(result["queued"]),
+                stop_owner=owner if isinstance(owner, str) else None,
+                stop_execution=result.get("stop_execution") or "",
+            )
         history = [e for e in (execution_of(raw) for raw in as_list(result.get("history"))) if e is not None]
         expired = execution_of(result.get("expired"))
         return AdmitResult(execution_of(result.get("execution")), history, expired, int(result["fence"]), kept)
@@ -458,6 +470,15 @@ class RedisStore(ThreadStore):
         result = await self._run("cancel", thread_id, argument)
         owner = result.get("owner")
         return CancelResult(result["status"], owner if isinstance(owner, str) else None, execution_of(result.get("execution")))
+
+    async def stop(self, thread_id: str, run_id: str | None, user_id: str | None) -> StopResult:
+        result = await self._run("stop", thread_id, {"run_id": run_id, "user_id": user_id})
+        owner = result.get("owner")
+        owner = owner if isinstance(owner, str) else None
+        return StopResult(result["status"], owner, result.get("execution_id") or "", execution_of(result.get("execution")))
+
+    async def leave_queue(self, thread_id: str, run_id: str) -> None:
+        await self._run("leave_queue", thread_id, {"run_id": run_id})
 
     async def renew(self, lease: Lease) -> RenewResult:
         result = await self._run("renew", lease.thread_id, {"lease": lease_argument(lease)})
