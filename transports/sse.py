@@ -158,8 +158,8 @@ async def _run(request: Request, services: TransportServices, agentcore: bool) -
             echo.get("X-Amzn-Bedrock-AgentCore-Runtime-Session-Id"),
         )
         return sse_error(error, language, echo) if agentcore else json_error(error, language, echo)
-    busy = run if services.engine.in_flight >= BUSY_RUNS else None
-    return SseBody(SseRecords(run, settings.heartbeat_seconds, agentcore, transport, arrived), echo, busy=busy)
+    busy = run if services.engine.in_flight >= BUSY_RUNS and not run.queued else None
+    return SseBody(SseRecords(run, settings.heartbeat_seconds, agentcore, transport, arrived), echo, busy=busy, prompt=run.queued)
 
 
 async def serve_run(scope: Scope, receive: Receive, send: Send, agentcore: bool) -> Coroutine[Any, Any, None] | None:

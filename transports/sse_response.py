@@ -89,18 +89,19 @@ class SseBody:
     """A run's SSE response as a plain ASGI app (the run routes send it directly; the reattach route through
     `SseReply`): its start with the headers Litestar's `Stream` would send, then the body as below."""
 
-    __slots__ = ("busy", "echo", "records")
+    __slots__ = ("busy", "echo", "prompt", "records")
 
-    def __init__(self, records: SseRecords, echo: dict[str, str], *, busy: RunHandle | None = None) -> None:
+    def __init__(self, records: SseRecords, echo: dict[str, str], *, busy: RunHandle | None = None, prompt: bool = False) -> None:
         self.records = records
         self.echo = echo  # headers of the request echoed on the response
         self.busy = busy  # the run, when the process had BUSY_RUNS in flight: the first write waits for its first step
+        self.prompt = prompt  # the head goes out at once, not with the first records (a queued run's may be far off)
 
     def __call__(self, scope: Scope, receive: Receive, send: Send) -> Coroutine[Any, Any, None]:
         # The body's coroutine itself, not one awaiting it: an idle stream holds one frame fewer. The run's handle
         # is let go of after the first turn (its caller keeps this object as long as the stream lasts).
         busy, self.busy = self.busy, None
-        return stream_body(self.records, send, receive, self._start(), scope, busy)
+        return stream_body(self.records, send, receive, self._start(), scope, busy, self.prompt)
 
     def _start(self) -> HTTPResponseStartEvent:
         headers = {**SSE_HEADERS, "Content-Type": _CONTENT_TYPE, **self.echo}
@@ -136,7 +137,13 @@ class ClientLost:
 
 
 async def stream_body(
-    records: SseRecords, send: Send, receive: Receive, start: HTTPResponseStartEvent, scope: Scope, busy: RunHandle | None = None
+    records: SseRecords,
+    send: Send,
+    receive: Receive,
+    start: HTTPResponseStartEvent,
+    scope: Scope,
+    busy: RunHandle | None = None,
+    prompt: bool = False,
 ) -> None:
     """The start, every chunk, then the end; the client's disconnect cancels this task and the response simply
     ends. What only the start read is dropped from the scope once it is sent (transports/lean.py).
@@ -152,7 +159,7 @@ async def stream_body(
         whole = busy.ending
         busy = None  # an idle stream keeps no reference to its run's handle
     cycle = getattr(receive, "__self__", None)
-    defer = getattr(getattr(cycle, "transport", None), DEFER_HOOK, None)
+    defer = None if prompt else getattr(getattr(cycle, "transport", None), DEFER_HOOK, None)
     if defer is not None:
         defer(whole)
     await send(start)

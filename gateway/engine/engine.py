@@ -29,7 +29,7 @@ from gateway.engine.hydrate import HydratedRun, IdleThread, idle_events, snapsho
 from gateway.engine.logwriter import LogPolicy
 from gateway.engine.outcome import Cancelled, Disconnected, failure_reason, outcome_label
 from gateway.engine.prepare import Multitask, PreparedRun
-from gateway.engine.queue import Waiting, WaitingHandle, Wakes
+from gateway.engine.queue import Dequeued, Waiting, WaitingHandle, Wakes
 from gateway.engine.retained import RetainedLogs
 from gateway.engine.run import Run, RunServices
 from gateway.engine.stream import PositionGone, PositionUnknown, TooManyFollowers
@@ -37,7 +37,19 @@ from gateway.engine.threads import Threads
 from gateway.engine.timers import LOOP_TIMERS, Timers
 from gateway.errors import ErrorCode, GatewayError
 from gateway.ids import random_hex
-from store import Admission, AdmitResult, ExecutionStatus, LatestRun, Lease, Progress, ThreadHistory, ThreadStore
+from store import (
+    Admission,
+    AdmitResult,
+    ExecutionStatus,
+    LatestRun,
+    Lease,
+    Progress,
+    Rejected,
+    Rejection,
+    StoreUnavailable,
+    ThreadHistory,
+    ThreadStore,
+)
 from store.base import latest_run_of
 from store.eventlog import READ_LIMIT, LogRef, ros_digest
 
@@ -397,7 +409,11 @@ class RunEngine:
         admitting = start_eagerly(admit) if self.store.answers_at_once else asyncio.ensure_future(admit)
         try:
             return admitting.result() if admitting.done() else await asyncio.shield(admitting)
-        except STORE_FAILURES as exc:
+        except Rejected as exc:
+            if exc.reason is Rejection.DEQUEUED:
+                raise Dequeued from None
+            raise store_error(exc) from None
+        except StoreUnavailable as exc:
             raise store_error(exc) from None
         except asyncio.CancelledError:
             # The caller went away while the store admitted it: release what the store granted, or the thread
@@ -425,7 +441,15 @@ class RunEngine:
         """Ask the store whether the queued run's turn has come (renewing its place): the run, admitted and started,
         or None while it waits. A replica that cannot take one more run refuses it now (it gives its place up)."""
         self._check_room()
-        result = await self._admitted(waiting.admission, waiting.prepared, waiting.key)
+        try:
+            result = await self._admitted(waiting.admission, waiting.prepared, waiting.key)
+        except Dequeued:
+            raise
+        except GatewayError as error:
+            if error.code is not ErrorCode.STATE_PERSISTENCE_FAILED:
+                raise
+            log.warning("queued run %s could not ask for its turn; asking again", waiting.admission.run_id)
+            return None  # its place lapses if the store stays away that long (QUEUE_TICKET_SECONDS)
         if result.queued:
             waiting.place = result.queued
             return None
@@ -558,7 +582,11 @@ class RunEngine:
             await self.store.notify_cancel(owner, key, execution_id)
 
     def cancel_local(self, key: str, execution_id: str) -> None:
-        """A cancel wake-up from another replica (`key`: the store's thread key); the durable intent is recorded."""
+        """A cancel wake-up from another replica (`key`: the store's thread key); the durable intent is recorded. No
+        execution: the thread's active run ended there, and a run queued here may be next."""
+        if not execution_id:
+            self.wakes.wake(key)
+            return
         run = self._by_execution.get(execution_id)
         if run is not None and run.lease.thread_id == key:
             metrics.labelled(metrics.CANCELS, "remote").inc()

@@ -22,6 +22,7 @@ class RunHandle:
     # A join's stream: ids name the run too (`<runId>:<position>`, `<runId>:end` for an idle thread's), so a client
     # that reconnects across the boundary of two runs is never answered from the middle of the newer one.
     names_run = False
+    queued = False  # the run waits for its turn on a busy thread (queue.py): its first events may be far off
     finished = False  # the run ended and the follower has every event up to its terminal one: nothing will come
 
     @property

@@ -32,6 +32,10 @@ log = logging.getLogger("agui.engine")
 POLL_SECONDS = 0.5
 
 
+class Dequeued(Exception):
+    """The queued run's place is gone: a stop named it, or its replica did not renew it in time."""
+
+
 class Wakes:
     """One event per thread key that queued runs wait on; a run's end on this replica sets its thread's."""
 
@@ -76,12 +80,16 @@ class Waiting:
     run: Run | None = field(default=None, repr=False)
 
     async def until_turn(self, seconds: float = POLL_SECONDS) -> Run | None:
-        """The admitted run once its turn comes, None when it was stopped first; raises the refusal its turn got."""
+        """The admitted run once its turn comes, None when it was stopped (or its place lapsed) first; raises the
+        refusal its turn got."""
         try:
             while self.run is None and not self.stopped:
                 await self.wakes.wait(self.key, seconds)
                 if not self.stopped:
-                    self.run = await self.take_turn(self)
+                    try:
+                        self.run = await self.take_turn(self)
+                    except Dequeued:
+                        self.stopped = True
         finally:
             if self.run is None:
                 self.leave(self)
@@ -92,6 +100,8 @@ class WaitingHandle(RunHandle):
     """A queued run's stream: heartbeats while it waits, then its run's events. A refusal when its turn comes (a run
     that interrupted the thread before it, its place lost) is a RUN_ERROR; a cancel before its turn, RUN_STARTED and
     RUN_FINISHED `cancelled` (the run never reached the agent)."""
+
+    queued = True
 
     def __init__(self, waiting: Waiting, positions: bool) -> None:
         self.waiting = waiting

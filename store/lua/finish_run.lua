@@ -1,6 +1,7 @@
 -- Release the lease of a finished run (only if this run still holds it, same fence); with a status the
 -- execution ends and moves to the bounded history. A stale owner changes nothing.
--- ARGV[1]: {lease, status (or null: leave the execution as it is), progress}. Returns {ok}.
+-- ARGV[1]: {lease, status (or null: leave the execution as it is), progress}. Returns {ok, next}: next, the
+-- owner of the thread's next queued run.
 -- ARGV[2], ARGV[3] (optional): the thread's conversation and summary, written to KEYS[2], KEYS[3] with the end
 -- (KEYS[4], the meta a client set, lives as long); never written for a stale owner. ARGV[4], ARGV[5] (optional):
 -- the same as if the run had never run, written instead when a rollback run cancelled it.
@@ -18,4 +19,7 @@ if not is_null(arg.status) and not is_null(ex) and ex.execution_id == arg.lease.
 end
 save(key, doc)
 save_history(rolled)
-return reply({ok = true})
+-- The replica holding the queue's next run, to wake at once (it looks on its own within a poll otherwise).
+local queue, next_owner = arr(doc.queue), NULL
+if #queue > 0 then next_owner = queue[1].owner end
+return reply({ok = true, next = next_owner})

@@ -317,6 +317,12 @@ class RedisStore(ThreadStore):
         result = await self._run("finish_run", lease.thread_id, argument, *self._history_call(lease.thread_id, history))
         if result.get("ok"):
             await self._listed(lease.thread_id, history)
+            await self._wake_next(lease.thread_id, result.get("next"))
+
+    async def _wake_next(self, thread_id: str, owner: Any) -> None:
+        """Wake the replica whose queued run is next on the thread (its own end wakes this replica's in process)."""
+        if isinstance(owner, str) and owner != self.owner_id:
+            await self.notify_cancel(owner, thread_id, "")
 
     def _list_commands(self, thread_id: str, history: HistoryWrite) -> list[tuple[Any, ...]]:
         """After a thread's conversation was written: its place in its list (newest), and the message to the list's
@@ -383,7 +389,7 @@ class RedisStore(ThreadStore):
             return await super().finish_run_and_log(lease, status, progress, log, history)
         if isinstance(finished, RedisError):
             raise unavailable(finished)
-        reply(finished)
+        await self._wake_next(lease.thread_id, reply(finished).get("next"))
         if isinstance(logged, RedisError):
             return unavailable(logged)
         if logged == -1:
@@ -546,7 +552,8 @@ class RedisStore(ThreadStore):
 
     # -- cross-replica cancel ----------------------------------------------------------------
     async def notify_cancel(self, owner: str, thread_id: str, execution_id: str) -> None:
-        """Wake the owner at once; if this message is lost its renewal timer still sees the durable intent."""
+        """Wake the owner at once; if this message is lost its renewal timer still sees the durable intent. An empty
+        `execution_id` wakes the thread's queued runs there instead."""
         try:
             message, channel = cancel_message(thread_id, execution_id), cancel_channel(owner)
             publish = self.client.spublish if self._cluster else self.client.publish  # Cluster: sharded pub/sub
