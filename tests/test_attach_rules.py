@@ -142,14 +142,22 @@ def test_a_live_ring_refuses_positions_ahead_of_the_run(gateway):
     stream.drop()
 
 
-async def test_an_expired_credential_closes_the_socket_with_1008_on_attach(start_gateway, issuer):
+@pytest.mark.parametrize(
+    "frame",
+    [
+        {"op": "attach", "id": "a", "threadId": "t", "runId": "r", "rosInvocationId": "inv-1"},
+        {"op": "connect", "id": "a", "threadId": "t"},
+    ],
+    ids=["attach", "connect"],
+)
+async def test_an_expired_credential_closes_the_socket_with_1008_on_attach_and_connect(start_gateway, issuer, frame):
     from tests.test_identity import bearer, oauth_args, short_lived
 
     server = start_gateway(*oauth_args(issuer))
     token, expires = short_lived(issuer, 4)
     async with websockets.connect(ws_url(server), subprotocols=["agui-mux.v1"], additional_headers=bearer(token)) as ws:
         await asyncio.sleep(max(0.0, expires - time.time() + 0.5))  # until the credential has expired
-        await ws.send(json.dumps({"op": "attach", "id": "a", "threadId": "t", "runId": "r", "rosInvocationId": "inv-1"}))
+        await ws.send(json.dumps(frame))
         refused = json.loads(await ws.recv())
         assert refused["id"] == "a" and refused["event"]["code"] == "UNAUTHORIZED"
         with pytest.raises(websockets.ConnectionClosed) as closed:

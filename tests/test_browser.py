@@ -134,13 +134,29 @@ def test_pipeline_with_steps_progress_and_artifact(page, gateway):
     expect(page.locator("progress").first).to_be_attached()
 
 
-def test_cancel_button_cancels_the_execution(page, gateway):
-    open_ui(page, gateway)
+@pytest.mark.parametrize("cwd", ["/tmp/agui-ui", ""], ids=["extension", "plain"])
+def test_stop_button_stops_the_run(page, gateway, cwd):
+    open_ui(page, gateway, cwd)
     send(page, "/slow 20")
     expect(page.get_by_test_id("assistant").last).to_contain_text("tick 1")
-    page.get_by_role("button", name="Cancel run").click()
+    page.get_by_role("button", name="Stop").click()
     expect(page.get_by_test_id("cancelled")).to_be_visible(timeout=5000)
     expect(page.get_by_test_id("status")).to_have_text("Cancelled")
+
+
+@pytest.mark.parametrize("transport", ["ws", "sse"])
+def test_messages_sent_during_a_run_are_queued_then_run_in_order(page, gateway, transport):
+    open_ui(page, gateway, "")
+    page.get_by_test_id(f"transport-{transport}").check()
+    send(page, "/slow 2")
+    expect(page.get_by_test_id("assistant").last).to_contain_text("tick 1")
+    send(page, "second")
+    send(page, "third")
+    expect(page.get_by_test_id("queued").locator("li")).to_have_text(["second", "third"])
+    expect(page.get_by_test_id("assistant").last).to_have_text("You said: third", timeout=10000)
+    expect(page.get_by_test_id("queued")).to_be_hidden()
+    expect(page.get_by_test_id("user")).to_have_text(["/slow 2", "second", "third"])
+    expect(page.get_by_test_id("assistant")).to_have_text(["tick 1 tick 2 ", "You said: second", "You said: third"])
 
 
 def test_sse_mode_and_thread_kept_across_reload(page, gateway):

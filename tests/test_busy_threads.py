@@ -26,26 +26,23 @@ ENQUEUE = {"AGUI-Multitask": "enqueue"}
 
 
 @pytest.fixture(scope="module")
-def replicas(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("busy")
-    redis = RedisServer(tmp).start()
-    args = (
-        "--store",
-        redis.url,
-        "--allowed-cwd",
-        "/tmp",
-        "--lease-seconds",
-        LEASE,
-        "--heartbeat-seconds",
-        "0.5",
-        "--max-background-seconds",
-        "3",
-    )
-    started = [Gateway(tmp, *args).start() for _ in range(2)]
+def redis(tmp_path_factory):
+    server = RedisServer(tmp_path_factory.mktemp("busy-redis")).start()
+    yield server
+    server.stop()
+
+
+def two_replicas(tmp: Any, redis: RedisServer, *args: str) -> list[Gateway]:
+    shared = ("--store", redis.url, "--allowed-cwd", "/tmp", "--lease-seconds", LEASE, "--heartbeat-seconds", "0.5", *args)
+    return [Gateway(tmp, *shared).start() for _ in range(2)]
+
+
+@pytest.fixture(scope="module")
+def replicas(tmp_path_factory, redis):
+    started = two_replicas(tmp_path_factory.mktemp("busy"), redis, "--max-background-seconds", "3")
     yield started
     for server in started:
         server.stop()
-    redis.stop()
 
 
 def plain(text: str, thread: str, run: str | None = None) -> dict[str, Any]:
@@ -200,6 +197,44 @@ def test_a_stop_from_the_other_replica_ends_the_run_for_everyone_following_it(re
     again = client.post(f"{b.url}/threads/{thread}/stop", json={"runId": "stopped"})
     assert again.json() == {"status": "already_terminal"}
     assert client.post(f"{a.url}/threads/{thread}/stop").json() == {"status": "not_running"}
+
+
+@pytest.mark.parametrize("backend", ["a2a", "agui"])
+def test_a_stop_from_the_other_replica_ends_the_agents_work(backend, redis, client, tmp_path):
+    """The backend's work ends, not only the stream: the A2A agent is sent CancelTask, the upstream AG-UI server sees
+    its request end."""
+    if backend == "a2a":
+        from tests.a2a_agent import A2AAgentServer
+
+        agent: Any = A2AAgentServer().start()
+        flag, text = "a2a+" + agent.url, "slow"
+    else:
+        from tests.agui_upstream import AguiUpstream
+
+        agent = AguiUpstream().start()
+        flag, text = "agui+" + agent.url, "/hold 30"
+    a, b = two_replicas(tmp_path, redis, "--agent", flag, "--default-cwd", "/tmp")
+    try:
+        thread = new_thread()
+        owner = open_post(a.url + "/", plain(text, thread, "agents-work"))
+        head = owner.take(4)
+        assert any(event["type"] == "TEXT_MESSAGE_CONTENT" for _, event in head), head
+        assert client.post(f"{b.url}/threads/{thread}/stop").json() == {"status": "cancelled"}
+        assert _cancelled([event for _, event in head + owner.rest()])
+        deadline = time.monotonic() + 10
+        while not _work_ended(backend, agent):
+            assert time.monotonic() < deadline, "the agent's work never ended"
+            time.sleep(0.05)
+    finally:
+        for server in (a, b):
+            server.stop()
+        agent.stop()
+
+
+def _work_ended(backend: str, agent: Any) -> bool:
+    if backend == "a2a":
+        return any(call["method"] == "CancelTask" for call in agent.calls)
+    return "agents-work" in agent.disconnected
 
 
 def test_a_stop_naming_an_ended_run_never_touches_the_next(replicas, client):

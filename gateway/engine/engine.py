@@ -112,7 +112,7 @@ class RunEngine:
             history,
         )
         self.history = history
-        self.threads = Threads(store, agent.name, self.cancel)  # the thread API's operations
+        self.threads = Threads(store, agent.name, self.stop)  # the thread API's operations
         self.reattach = log_policy is not None
         self._starting = 0  # admissions in progress, counted against the cap
         self._unsettled = 0  # runs admitted and not yet settled, counted against the cap

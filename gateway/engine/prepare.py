@@ -93,7 +93,7 @@ def prepare(
     as_sent = decode_as_sent(body) if run.forwarded_props.iacCode is msgspec.UNSET else None
     speaks = as_sent is None or declares_1_0(as_sent.protocolVersion)
     try:
-        multitask = multitask_of(as_sent.forwardedProps.get("multitask") if as_sent is not None else None, "forwardedProps.multitask")
+        multitask = multitask_of(run.forwarded_props.multitask or None, "forwardedProps.multitask")
     except GatewayError as exc:
         exc.language = language
         raise

@@ -20,8 +20,8 @@ from gateway.errors import ErrorCode, GatewayError
 from store import ThreadHistory, ThreadStore
 from store.base import latest_run_of
 
-# The engine's cancel extension: (threadId, executionId, rosInvocationId, caller, userId) -> its status.
-CancelExecution = Callable[[str, str, str, Caller, str | None], Awaitable[str]]
+# The engine's stop by thread: (threadId, runId or None, caller, userId) -> its status.
+StopRun = Callable[[str, str | None, Caller, str | None], Awaitable[str]]
 
 MAX_META_BYTES = 16 * 1024  # a thread's metadata, as JSON
 MAX_TITLE_CHARS = 200
@@ -74,10 +74,10 @@ def _client_id(caller: Caller, key: str) -> str:
 
 
 class Threads:
-    def __init__(self, store: ThreadStore, agent_name: str, cancel: CancelExecution) -> None:
+    def __init__(self, store: ThreadStore, agent_name: str, stop: StopRun) -> None:
         self._store = store
         self._agent = agent_name
-        self._cancel = cancel
+        self._stop = stop
 
     async def _read(
         self, caller: Caller, thread_id: str, user_id: str | None, conversation: bool
@@ -225,12 +225,11 @@ class Threads:
         """Cancel the active run (and wait, at most STOP_WAIT_SECONDS, for its end to be written), then erase."""
         key, document, kept = await self._read(caller, thread_id, user_id, False)
         asker = user_id if user_id is not None else caller.user_id
-        execution = document.get("execution")
-        if isinstance(document.get("active"), dict) and isinstance(execution, dict):
+        if isinstance(document.get("active"), dict):
             try:
-                await self._cancel(thread_id, execution["execution_id"], execution["ros_invocation_id"], caller, asker)
+                await self._stop(thread_id, None, caller, user_id)
             except GatewayError:
-                pass  # already ended, or lost: erased all the same
+                pass  # already ended, or gone: erased all the same
             await self._ended(key)
         summary = _decode(kept.summary) if kept.summary else {}
         run_ids = {*((document.get("runs") or {}).keys()), *(r.get("runId") for r in summary.get("runs") or [] if isinstance(r, dict))}

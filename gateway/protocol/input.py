@@ -52,9 +52,11 @@ class IacCode(Struct, forbid_unknown_fields=True, rename="camel"):
 
 
 class ForwardedProps(Struct):
-    """Other keys of forwardedProps are ignored; only `iacCode` is read (strictly)."""
+    """Other keys of forwardedProps are ignored; `iacCode` is read strictly, and `multitask` (what a busy thread does
+    with the run), whose value prepare checks."""
 
     iacCode: IacCode | UnsetType = UNSET
+    multitask: Any = UNSET
 
 
 class DataSource(Struct, tag_field="type", tag="data", rename="camel"):

@@ -11,12 +11,16 @@
 // which the page runs when a run leaves a call of it pending (`/frontend show_notice {"text":"..."}`), then
 // sends its result in the next run.
 //
+// Busy thread: a message sent while a run is going is sent to the gateway at once to wait its turn there
+// (`forwardedProps.multitask: "enqueue"`), and shown as queued; when its run starts (after the one before it ended)
+// it joins the transcript. Stop ends the thread's run from any replica (`POST /threads/{id}/stop`, naming the run).
+//
 // Reattach: every run asks the gateway for a grace window. After a reload the run in flight is followed again
 // from its first event (its transcript is rebuilt from the gateway's log); after a network drop, from the last
 // event id seen. The gateway sends each event exactly once across the drop, so no text repeats or goes missing.
 
 import { apply, compact, emptyView, LOCAL_ERROR, RESUME, TOOL_RESULT, USER } from "./protocol.js";
-import { attachSse, cancelExecution, GRACE_SECONDS, joinSse, runSse } from "./transport.js";
+import { attachSse, GRACE_SECONDS, joinSse, runSse, stopRun } from "./transport.js";
 import { MuxSocket } from "./ws-mux.js";
 import { ThreadList } from "./threads.js";
 import { PageView } from "./view.js";
@@ -60,6 +64,7 @@ const page = {
 let clientTools = false; // whether the gateway's agent takes client tools (GET /health), read at start
 let cursor = null; // the last event id of the run in flight (where to attach from after a drop)
 let view = emptyView();
+const waiting = []; // messages sent while a run was going, in order: {text, messageId, input, events (until it runs)}
 const pageView = new PageView({ onAnswer: (entries) => run(null, entries) });
 
 function save() {
@@ -83,6 +88,40 @@ function record(event, eventId = null) {
   if (TERMINAL.has(event.type) || LOCAL.has(event.type)) save();
   if (TERMINAL.has(event.type)) threads.refresh(); // a title, a count or a new thread to show
   if (event.type === "RUN_FINISHED" && live && view.pendingTools.length) setTimeout(runClientTools, 0);
+  if (TERMINAL.has(event.type)) setTimeout(promote, 0);
+}
+
+/** Send a message while a run is going: the gateway queues its run behind the active one. */
+function queueMessage(text) {
+  const messageId = newId("msg");
+  const input = runInput(text, null, messageId);
+  input.forwardedProps = { ...input.forwardedProps, multitask: "enqueue" };
+  const entry = { text, messageId, input, ros: page.ros, events: [] };
+  waiting.push(entry);
+  pageView.queued(waiting);
+  const onEvent = (event, eventId) => {
+    if (entry.events === null) return record(event, eventId); // its run is the page's live one now
+    entry.events.push([event, eventId]);
+    promote();
+  };
+  if (transport() === "sse") runSse(input, token(), onEvent).catch(failed);
+  else link.run(input, { onEvent, onError: failed });
+}
+
+/** The first queued message whose run has begun, once nothing else runs, joins the transcript as the live run. */
+function promote() {
+  const entry = waiting[0];
+  if (!entry || view.running || !entry.events.length) return;
+  waiting.shift();
+  pageView.queued(waiting);
+  page.runs.push([]);
+  page.ros = entry.ros;
+  page.live = { threadId: entry.input.threadId, runId: entry.input.runId, rosInvocationId: entry.ros, transport: transport() };
+  cursor = null;
+  const events = entry.events;
+  entry.events = null;
+  record({ type: USER, text: entry.text, id: entry.messageId });
+  for (const [event, eventId] of events) record(event, eventId);
 }
 
 /** The page's own tools, for the calls the last run left pending; then the run that carries their results. */
@@ -228,10 +267,9 @@ async function joinThread() {
   ).catch(() => false);
 }
 
-async function cancel() {
-  if (!view.executionId) return;
-  const status = await cancelExecution({ executionId: view.executionId, threadId: page.threadId, rosInvocationId: page.ros, token: token() });
-  if (status !== 200) record({ type: LOCAL_ERROR, message: `Cancel failed (${status})`, status: view.status });
+async function stop() {
+  const status = await stopRun({ threadId: page.threadId, runId: page.live?.runId, token: token() });
+  if (status !== 200) record({ type: LOCAL_ERROR, message: `Stop failed (${status})`, status: view.status });
 }
 
 function replay() {
@@ -294,9 +332,10 @@ function wire() {
   $("composer").addEventListener("submit", (event) => {
     event.preventDefault();
     const text = $("message").value.trim();
-    if (!text || view.running || view.pending.length) return; // an answer is due first: the text stays
+    if (!text || view.pending.length) return; // an answer is due first: the text stays
     $("message").value = "";
-    run(text, null);
+    if (view.running || waiting.length) queueMessage(text);
+    else run(text, null);
   });
   $("message").addEventListener("keydown", (event) => {
     if (event.key === "Enter" && !event.shiftKey) {
@@ -308,7 +347,7 @@ function wire() {
     event.preventDefault();
     run(null, pageView.answers("resolved"));
   });
-  $("cancel").addEventListener("click", cancel);
+  $("cancel").addEventListener("click", stop);
 }
 
 async function readCapabilities() {

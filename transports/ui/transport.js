@@ -1,4 +1,4 @@
-// How the page reaches the gateway over HTTP: SSE runs and reattach over fetch, and the cancel extension. The
+// How the page reaches the gateway over HTTP: SSE runs and reattach over fetch, and the stop of a thread's run. The
 // WebSocket side is ws-mux.js (MuxSocket), the same client WebSocketAgent uses. Every run asks for a grace
 // window, so a dropped connection or a reload does not end it: the page attaches again from the last event id
 // it saw. Events go to the caller's `onEvent(event, eventId)`; nothing here touches the DOM.
@@ -73,12 +73,12 @@ async function readSse(request, onEvent) {
   return ended;
 }
 
-/** The cancel extension; resolves to the HTTP status. */
-export async function cancelExecution({ executionId, threadId, rosInvocationId, token }) {
-  const response = await fetch(`/extensions/iac-code/v1/executions/${encodeURIComponent(executionId)}/cancel`, {
+/** Stop the thread's run (`POST /threads/{t}/stop`), only `runId` when named; resolves to the HTTP status. */
+export async function stopRun({ threadId, runId, token }) {
+  const response = await fetch(`/threads/${encodeURIComponent(threadId)}/stop`, {
     method: "POST",
     headers: { "content-type": "application/json", ...authHeaders(token) },
-    body: JSON.stringify({ threadId, rosInvocationId }),
+    body: JSON.stringify(runId ? { runId } : {}),
   });
   return response.status;
 }

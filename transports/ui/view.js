@@ -143,9 +143,15 @@ export class PageView {
   status(view) {
     $("status").textContent = view.status;
     const waiting = view.pending.length > 0;
-    $("send").disabled = view.running || waiting;
+    $("send").disabled = waiting; // while a run goes, a message waits its turn (queued)
     $("send").title = waiting ? "Answer the agent's question above (or dismiss it) first." : "";
-    $("cancel").disabled = !view.running || !view.executionId;
+    $("cancel").disabled = !view.running;
+  }
+
+  /** The messages waiting for their turn on the gateway, in order. */
+  queued(entries) {
+    $("queued").replaceChildren(...entries.map((entry) => el("li", { textContent: entry.text })));
+    $("queued").hidden = entries.length === 0;
   }
 
   showInterrupts(pending) {
