@@ -5,7 +5,7 @@ trace lines and the websockets handshake trace included):
 - every query parameter's value is replaced by `[redacted]` unless its name (percent-decoded, any case) is on
   a short allow-list of harmless ids (`QUERY_ALLOWED`): a credential under a spelling nobody foresaw is still
   hidden;
-- `Bearer`/`Basic` credentials, the `agui.bearer.<token>` and `agui.ticket.<ticket>` subprotocols, and the values
+- `Bearer`/`Basic` credentials, SigV4's `AWS4-HMAC-SHA256 Credential=..., Signature=...`, the `agui.bearer.<token>` and `agui.ticket.<ticket>` subprotocols, and the values
   of credential headers (`Authorization`, `Cookie`, API-key headers) are redacted wherever they appear.
 
 Both formats escape every character `str.splitlines()` splits on (control characters, U+0085, U+2028, U+2029), so
@@ -30,6 +30,7 @@ QUERY_ALLOWED = frozenset({"lasteventid", "rosinvocationid", "userid", "threadid
 REDACTED = "[redacted]"
 _QUERY = re.compile(r"(?<=[?&;])([^=&;?#\s\"'<>]+)=([^&;#\s\"'<>]*)")
 _SCHEMES = re.compile(r"\b(bearer|basic)(\s+|%20|\+)[^\s,;\"'&]+", re.IGNORECASE)
+_SIGV4 = re.compile(r"\b(AWS4-HMAC-SHA256)(\s+|%20|\+)[^\r\n\"']+", re.IGNORECASE)  # its credential, headers and signature
 _SUBPROTOCOL = re.compile(r"\b(agui\.(?:bearer|ticket))\.[^\s,;\"'\]\)]+", re.IGNORECASE)
 _HEADER = re.compile(
     r"\b((?:proxy-)?authorization|(?:set-)?cookie|x-api-key|api-key|x-auth-token)(\"?\s*[:=]\s*\"?|\"?,\s*b?\"|'?,\s*b?')[^\r\n\"']+",
@@ -60,7 +61,7 @@ def with_request_id(metadata: dict[str, Any]) -> dict[str, Any]:
 # The three patterns that follow the query's each need one of these words: an ASCII text with none of them (in any
 # case) holds nothing they would redact, and skips them (most lines: the access log's, a run's end). Non-ASCII text
 # always runs them: their case-blind matching also takes a few other letters (the long s, the Kelvin sign).
-_MARKERS = re.compile(r"bearer|basic|agui\.|authorization|cookie|api-key|auth-token")
+_MARKERS = re.compile(r"bearer|basic|agui\.|authorization|cookie|api-key|auth-token|aws4-hmac")
 
 
 def redact(text: str) -> str:
@@ -71,6 +72,7 @@ def redact(text: str) -> str:
     if text.isascii() and _MARKERS.search(text.lower()) is None:
         return text
     text = _SCHEMES.sub(rf"\1\2{REDACTED}", text)
+    text = _SIGV4.sub(rf"\1\2{REDACTED}", text)
     text = _SUBPROTOCOL.sub(rf"\1.{REDACTED}", text)
     return _HEADER.sub(rf"\1\2{REDACTED}", text)
 

@@ -50,7 +50,7 @@ FOLLOWERS_CUT = Counter("agui_followers_cut", "Attached followers cut because th
 RETAINED_LOG_BYTES = Gauge("agui_retained_log_bytes", "Bytes of ended runs' event logs this replica keeps for replay (its budget's count).")
 RETAINED_LOGS_EXPIRED = Counter("agui_retained_logs_expired", "Ended runs' logs expired before their retention, to keep the byte budget.")
 DETACHED_RUNS = Gauge("agui_detached_runs", "Runs in flight on this replica that nobody follows (in their grace window).")
-AUTH_FAILURES = Counter("agui_auth_failures", "Refused credentials, by reason (missing, invalid, scope).", ["reason"])
+AUTH_FAILURES = Counter("agui_auth_failures", "Refused credentials, by reason (missing, invalid, scope, sigv4).", ["reason"])
 A2A_SECONDS = Histogram("agui_a2a_call_seconds", "A2A calls to the agent until their reply began, by method.", ["method"], buckets=_LATENCY)
 A2A_ERRORS = Counter("agui_a2a_errors", "A2A calls that failed, by method.", ["method"])
 

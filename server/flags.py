@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gateway import __version__
+from gateway.auth.sigv4 import CredentialsFileError, load_keys
 from gateway.settings import Settings, default_allowed_roots, default_state_dir
 from server.options import (
     ConfigError,
@@ -99,6 +100,14 @@ FLAGS: tuple[Flag, ...] = (
         "static bearer token required on runs and cancels (also IAC_CODE_AGUI_AUTH_TOKEN; prefer the environment over the command line)",
         finish=_or_none,
     ),
+    Flag(
+        "--sigv4-credentials",
+        None,
+        "SigV4: a TOML file of [keys.<access key id>] tables (secret, principal, optional session_token), readable by its "
+        "owner only; requests signed with these keys are accepted beside the bearer schemes",
+    ),
+    Flag("--sigv4-region", None, "SigV4: the region signatures must be scoped to (required with --sigv4-credentials)"),
+    Flag("--sigv4-service", "bedrock-agentcore", "SigV4: the service signatures must be scoped to"),
     Flag("--oauth-discovery-url", None, "OAuth: the issuer's OpenID/OAuth discovery document (gives the issuer and jwks_uri)"),
     Flag("--oauth-jwks-url", None, "OAuth: the issuer's JWKS URL (instead of, or overriding, discovery)"),
     Flag("--oauth-issuer", None, "OAuth: the expected 'iss' (required with --oauth-jwks-url alone)"),
@@ -417,6 +426,13 @@ def settings_from_args(argv: list[str] | None = None) -> Settings:
     values["allowed_cwd"], values["default_cwd"] = _workspaces(values["allowed_cwd"], values["default_cwd"])
     if values["oauth_jwks_url"] and not (values["oauth_issuer"] or values["oauth_discovery_url"]):
         raise ConfigError("--oauth-jwks-url needs --oauth-issuer (or --oauth-discovery-url)")
+    if values["sigv4_credentials"]:
+        if not values["sigv4_region"]:
+            raise ConfigError("--sigv4-credentials needs --sigv4-region")
+        try:
+            load_keys(values["sigv4_credentials"])
+        except CredentialsFileError as refused:
+            raise ConfigError(f"--sigv4-credentials: {refused}") from None
     return Settings(**values)
 
 

@@ -18,8 +18,12 @@ from gateway.auth import Principal
 from gateway.engine import ANONYMOUS, Caller
 from gateway.engine.eager import resumed
 from gateway.errors import ErrorCode, GatewayError
+from gateway.protocol.validate import MAX_BODY_BYTES
 from transports.deadlines import deadlines
 from transports.services import TransportServices
+from transports.signed import signed, signed_request
+
+SIGNED_BODY = "agui.signed_body"  # the scope's key for a signed request's body, read before its signature was checked
 
 
 def header(connection: ASGIConnection[Any, Any, Any, Any], name: str) -> str | None:
@@ -73,9 +77,21 @@ def caller_of(principal: Principal) -> Caller:
 
 
 async def authenticate(connection: ASGIConnection[Any, Any, Any, Any], services: TransportServices, token: str | None = None) -> Principal:
-    """Check the bearer token (static or OAuth), then the caller's rate limit. Raises the contract's errors."""
+    """Check the bearer token (static or OAuth) or the request's SigV4 signature, then the caller's rate limit.
+    Raises the contract's errors."""
     ctx = services
-    if ctx.auth.required:
+    sigv4 = ctx.auth.sigv4
+    if sigv4 is not None and token is None and signed(connection.scope, header(connection, "authorization")):
+        body = await _signed_body(connection, services)
+        try:
+            principal = sigv4.verify(signed_request(connection.scope), body)
+        except GatewayError:
+            metrics.labelled(metrics.AUTH_FAILURES, "sigv4").inc()
+            raise  # 403 ACCESS_DENIED, no challenge: how a SigV4 resource refuses
+    elif ctx.auth.required and not ctx.auth.takes_bearer:  # SigV4 is the only way in
+        metrics.labelled(metrics.AUTH_FAILURES, "missing").inc()
+        raise GatewayError(ErrorCode.ACCESS_DENIED, detail="Sign the request with AWS Signature Version 4.")
+    elif ctx.auth.required:
         presented = token if token is not None else bearer_token(connection)
         try:
             principal = await ctx.auth.authenticate(presented)
@@ -133,10 +149,27 @@ def check_accept(request: Request) -> None:
         raise GatewayError(ErrorCode.INVALID_INPUT, "Accept", "The response is text/event-stream.", http_status=406)
 
 
+async def _signed_body(connection: ASGIConnection[Any, Any, Any, Any], services: TransportServices) -> bytes:
+    """A signed request's body, read before its signature is checked (its hash is signed): kept in its scope, where
+    `read_body` finds it. A WebSocket's upgrade, and a request that declares none, has none."""
+    if connection.scope["type"] != "http" or (
+        header(connection, "content-length") in (None, "0") and not header(connection, "transfer-encoding")
+    ):
+        return b""
+    body = await read_body(Request(connection.scope, connection.receive), MAX_BODY_BYTES, services.settings.body_timeout_seconds)
+    connection.scope[SIGNED_BODY] = body  # type: ignore[literal-required]
+    return body
+
+
 async def read_body(request: Request[Any, Any, Any], limit: int, timeout: float) -> bytes:
     """Read at most `limit` bytes within `timeout` seconds: refuse from Content-Length, stop a chunked body once
     past the limit, and refuse a body that trickles in (408). Refusals close the connection (the rest of the
-    body is never read)."""
+    body is never read). A signed request's body was read with its signature."""
+    kept = request.scope.get(SIGNED_BODY)
+    if isinstance(kept, bytes):
+        if len(kept) > limit:
+            raise _too_large(limit)
+        return kept
     declared = header(request, "content-length")
     if declared is not None:
         try:

@@ -1,4 +1,5 @@
-"""The authenticator seam: a bearer token in, a Principal out (or UNAUTHORIZED / ACCESS_DENIED)."""
+"""The authenticator seam: a bearer token in, a Principal out (or UNAUTHORIZED / ACCESS_DENIED); a SigV4-signed
+request is checked by the verifier it carries (`sigv4`), which reads the whole request."""
 
 from __future__ import annotations
 
@@ -46,6 +47,8 @@ class Authenticator:
     """Checks a bearer token. The default accepts everyone (no auth configured)."""
 
     required = False
+    sigv4: Any = None  # the SigV4 verifier (gateway/auth/sigv4.py), when SigV4 is configured
+    takes_bearer = False  # a bearer token can be accepted (a static token or OAuth is configured)
 
     async def authenticate(self, token: str | None) -> Principal:
         return ANONYMOUS
@@ -77,8 +80,10 @@ class AnyOf(Authenticator):
 
     required = True
 
-    def __init__(self, members: list[Authenticator]) -> None:
+    def __init__(self, members: list[Authenticator], sigv4: Any = None) -> None:
         self.members = members
+        self.sigv4 = sigv4
+        self.takes_bearer = bool(members)
 
     async def authenticate(self, token: str | None) -> Principal:
         if not token:

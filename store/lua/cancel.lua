@@ -4,13 +4,7 @@
 -- ARGV[1]: {execution_id, ros_invocation_id, user_id}. Returns {status, owner, execution}.
 local key, arg = KEYS[1], cjson.decode(ARGV[1])
 local doc = load(key)
-if doc == nil then return reply({status = 'not_found'}) end
-if not is_null(doc.binding) then
-  local bound, asked = doc.binding.user_id, arg.user_id
-  if is_null(bound) then bound = nil end
-  if is_null(asked) then asked = nil end
-  if bound ~= asked then return reply({status = 'not_found'}) end
-end
+if doc == nil or binds_other_user(doc, arg.user_id) then return reply({status = 'not_found'}) end
 local now = server_now()
 local _, changed = expire_and_reap(doc, now)
 local ex = find_execution(doc, arg.execution_id)

@@ -118,6 +118,15 @@ local function without_place(doc, run_id)
   return #kept ~= #queue
 end
 
+-- A thread bound to a userId takes that userId only: true when `asked` is another (cancel, stop).
+local function binds_other_user(doc, asked)
+  if is_null(doc.binding) then return false end
+  local bound = doc.binding.user_id
+  if is_null(bound) then bound = nil end
+  if is_null(asked) then asked = nil end
+  return bound ~= asked
+end
+
 local function holds_lease(doc, lease)
   return doc ~= nil and not is_null(doc.active) and doc.active.run_id == lease.run_id and doc.active.fence == lease.fence
 end
