@@ -166,6 +166,8 @@ def create_app(
         debug=False,
         logging_config=None,
     )
-    app.asgi_handler = FastPath(app.asgi_handler)  # the one entrance of the run routes and /ws, and the hygiene refusals
+    app.asgi_handler = FastPath(
+        app.asgi_handler, settings.copilotkit_path
+    )  # the one entrance of the run routes and /ws, and the hygiene refusals
     app.state.services = services  # for the server wrapper (drain) only; handlers receive it injected
     return app

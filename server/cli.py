@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import sys
+from typing import Any
 
 from server.flags import build_parser, settings_from_args
 
@@ -18,6 +19,7 @@ def main(argv: list[str] | None = None) -> int:
     from server.app import create_app
     from server.serve import GatewayServer, uvicorn_options
     from store import StoreUnavailable
+    from transports.cors import Cors
     from transports.fast_path import Outermost
 
     try:
@@ -35,7 +37,9 @@ def main(argv: list[str] | None = None) -> int:
     soft, hard = raise_fd_limit()  # once the configuration is known good: each connection holds a descriptor
     tune_collector()
     logging.getLogger("agui.serve").info("file descriptors: soft limit %d, hard limit %d", soft, hard)
-    served = Outermost(app)  # the direct routes before Litestar's own call (transports/fast_path.py)
+    served: Any = Outermost(app)  # the direct routes before Litestar's own call (transports/fast_path.py)
+    if settings.cors_origins:
+        served = Cors(served, settings.cors_origins)
     config = uvicorn.Config(served, host=settings.host, port=settings.port, log_config=None, access_log=False, **uvicorn_options(settings))
     GatewayServer(config, app.state.services).run()
     return 0

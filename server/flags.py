@@ -167,6 +167,18 @@ FLAGS: tuple[Flag, ...] = (
         integer(65536, 256 * 1024 * 1024),
     ),
     Flag(
+        "--copilotkit-path",
+        "/copilotkit",
+        "where CopilotKit's runtime endpoints are served (info, agent/{id}/run, connect, stop, and the single route): a "
+        "CopilotKit app sets its runtime URL to the gateway there; empty turns them off",
+    ),
+    Flag(
+        "--cors-origins",
+        None,
+        "origins whose pages may call the gateway from a browser (exact, e.g. https://app.example.com; comma-separated); none by default",
+        many=",",
+    ),
+    Flag(
         "--multitask",
         "reject",
         "what a busy thread does with a run that names no policy (AGUI-Multitask, forwardedProps.multitask): reject it "
@@ -414,6 +426,12 @@ def _listed(flag: Flag, given: list[Any] | None) -> tuple[Any, ...]:
         raise ConfigError(str(refused)) from None
 
 
+# The first path segments of the gateway's own routes, which --copilotkit-path may not take.
+RESERVED_SEGMENTS = frozenset(
+    {"invocations", "ws", "threads", "extensions", "health", "ping", "ready", "ui", "openapi", "metrics", ".well-known", "agents"}
+)
+
+
 def settings_from_args(argv: list[str] | None = None) -> Settings:
     """Raises ConfigError (a ValueError) naming the flag, its variable, the value and what is allowed."""
     args = vars(build_parser().parse_args(argv))
@@ -426,6 +444,11 @@ def settings_from_args(argv: list[str] | None = None) -> Settings:
     values["allowed_cwd"], values["default_cwd"] = _workspaces(values["allowed_cwd"], values["default_cwd"])
     if values["oauth_jwks_url"] and not (values["oauth_issuer"] or values["oauth_discovery_url"]):
         raise ConfigError("--oauth-jwks-url needs --oauth-issuer (or --oauth-discovery-url)")
+    path = values["copilotkit_path"]
+    if path:
+        values["copilotkit_path"] = path = "/" + "/".join(part for part in path.split("/") if part)
+        if path == "/" or path.split("/")[1] in RESERVED_SEGMENTS:
+            raise ConfigError(f"--copilotkit-path {path!r} would hide the gateway's own routes: name a path of its own")
     if values["sigv4_credentials"]:
         if not values["sigv4_region"]:
             raise ConfigError("--sigv4-credentials needs --sigv4-region")

@@ -8,7 +8,8 @@ which has set the scope's app and state) and answers, through the access log:
 - every HTTP request `refusal` names (request smuggling, a NUL in the path), whatever its path;
 - `POST /` and `POST /invocations` (the run), `OPTIONS` on them (204 with `Allow`), and any other method on them or
   on `/ws` (METHOD_NOT_ALLOWED, an SSE RUN_ERROR on `/invocations`);
-- a WebSocket on `/ws`.
+- a WebSocket on `/ws`;
+- every request under `--copilotkit-path` (transports/copilotkit.py: its runs stream as `POST /`'s do).
 Paths are read as Litestar's router reads them (`//` and a trailing `/` name the same route). Everything else is
 Litestar's, which has no handler of its own for these routes.
 
@@ -25,6 +26,7 @@ from litestar import Litestar
 from litestar.types import ASGIApp, Receive, Scope, Send
 
 from transports.access_log import AccessLog
+from transports.copilotkit import serve_copilotkit
 from transports.fallback import canonical, other_method, refusal, refuse
 from transports.sse import serve_run
 from transports.websocket import serve_socket
@@ -34,10 +36,12 @@ RUN_ALLOW = "OPTIONS, POST"
 
 
 class FastPath:
-    __slots__ = ("_not_here", "_refuse", "_runs", "_socket", "app")
+    __slots__ = ("_copilotkit", "_not_here", "_refuse", "_runs", "_socket", "app", "copilotkit_path")
 
-    def __init__(self, app: ASGIApp) -> None:
+    def __init__(self, app: ASGIApp, copilotkit_path: str = "") -> None:
         self.app = app
+        self.copilotkit_path = copilotkit_path  # "" : CopilotKit's endpoints are off
+        self._copilotkit: Handler = AccessLog(serve_copilotkit)
         self._runs: dict[str, tuple[Handler, Handler]] = {
             path: (AccessLog(partial(serve_run, agentcore=agentcore)), AccessLog(partial(other_method, allow=RUN_ALLOW)))
             for path, agentcore in (("/", False), ("/invocations", True))
@@ -59,7 +63,12 @@ class FastPath:
         handlers = self._runs.get(path)
         if handlers is not None:
             return handlers[0] if scope.get("method") == "POST" else handlers[1]
-        return self._not_here if path == "/ws" else None
+        if path == "/ws":
+            return self._not_here
+        base = self.copilotkit_path
+        if base and path.startswith(base) and (len(path) == len(base) or path[len(base)] == "/"):
+            return self._copilotkit
+        return None
 
     def __call__(self, scope: Scope, receive: Receive, send: Send) -> Awaitable[None]:
         # Returns the coroutine to await rather than awaiting it: no frame of its own for the life of a stream.

@@ -54,6 +54,9 @@ def _background(request: Request) -> bool:
     return any(part.split(";", 1)[0].strip().lower() == "respond-async" for part in prefer.split(","))
 
 
+GivenBody = tuple[Principal, bytes]  # a request's caller and body, already authenticated and read
+
+
 class Accepted(msgspec.Struct):
     """A run that needs no client, admitted: where to follow it."""
 
@@ -134,17 +137,22 @@ async def _start_background(request: Request, services: TransportServices, princ
     return Response(answer, status_code=HTTP_202_ACCEPTED, headers={"Location": events, **_echo_headers(request)})
 
 
-async def _run(request: Request, services: TransportServices, agentcore: bool) -> Response | SseBody:
+async def _run(request: Request, services: TransportServices, agentcore: bool, given: GivenBody | None = None) -> Response | SseBody:
+    """`given`: the caller already authenticated the request and read its body (CopilotKit's single route, whose
+    run is inside its envelope)."""
     settings = services.settings
     arrived = time.perf_counter()
     transport = "invocations" if agentcore else "sse"
     echo = _echo_headers(request)
     language = negotiate(None, header(request, "accept-language"))
     try:
-        principal = await authenticate(request, services)
-        check_media_type(request)
-        check_accept(request)
-        body = await read_body(request, MAX_BODY_BYTES, settings.body_timeout_seconds)
+        if given is None:
+            principal = await authenticate(request, services)
+            check_media_type(request)
+            check_accept(request)
+            body = await read_body(request, MAX_BODY_BYTES, settings.body_timeout_seconds)
+        else:
+            principal, body = given
         if not agentcore and _background(request):
             return await _start_background(request, services, principal, body)
         run = await _start_or_attach(request, services, principal, body, transport, echo.get("X-Amzn-Bedrock-AgentCore-Runtime-Session-Id"))
@@ -160,6 +168,11 @@ async def _run(request: Request, services: TransportServices, agentcore: bool) -
         return sse_error(error, language, echo) if agentcore else json_error(error, language, echo)
     busy = run if services.engine.in_flight >= BUSY_RUNS and not run.queued else None
     return SseBody(SseRecords(run, settings.heartbeat_seconds, agentcore, transport, arrived), echo, busy=busy, prompt=run.queued)
+
+
+async def run_answer(request: Request, services: TransportServices, given: GivenBody | None = None) -> Response | SseBody:
+    """`POST /`'s answer to this request: the run's SSE body, or its refusal (JSON)."""
+    return await _run(request, services, False, given)
 
 
 async def serve_run(scope: Scope, receive: Receive, send: Send, agentcore: bool) -> Coroutine[Any, Any, None] | None:

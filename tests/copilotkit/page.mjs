@@ -1,4 +1,5 @@
-// The test page: CopilotKit's framework-free core (@copilotkit/core 1.75) talking to its runtime, with a frontend
+// The test page: CopilotKit's framework-free core (@copilotkit/core 1.75) talking to its runtime (its own Node
+// runtime, or the gateway's CopilotKit endpoints), with a frontend
 // tool the agent calls (`confirm`) and a human-in-the-loop one (`approve`, answered by the test through
 // `harness.decide`). window.harness is what the test drives; every CopilotKit error and console message is kept.
 import { CopilotKitCore } from "@copilotkit/core";
@@ -16,7 +17,13 @@ for (const level of ["warn", "error"]) {
 let decide = null;
 const calls = [];
 
-const core = new CopilotKitCore({ runtimeUrl: "/api/copilotkit" });
+// `?runtime=<url>`: CopilotKit's runtime elsewhere (the gateway itself, on another origin); else its Node runtime here.
+// `&transport=single`: its single-route form (one POST with CopilotKit's envelope).
+const asked = new URLSearchParams(location.search);
+const core = new CopilotKitCore({
+  runtimeUrl: asked.get("runtime") || "/api/copilotkit",
+  ...(asked.get("transport") ? { runtimeTransport: asked.get("transport") } : {}),
+});
 core.subscribe({ onError: ({ code, error }) => errors.push(`${code}: ${error?.message ?? error}`) });
 core.addTool({
   name: "confirm",

@@ -1,0 +1,192 @@
+"""CopilotKit's runtime endpoints under `--copilotkit-path` (AGENTS_AND_COPILOTKIT.md §2), so a CopilotKit app sets
+its runtime URL to the gateway and needs no Node runtime in between:
+
+- `GET {base}/info`: the runtime's description (`version`, `agents`, `mode`), as CopilotKit's runtime answers it;
+- `POST {base}/agent/{agentId}/run`: a run (`POST /`'s, every rule of it);
+- `POST {base}/agent/{agentId}/connect`: a join of the thread the body names (its whole conversation and state,
+  then its active run live), or an empty stream for a thread with nothing to show;
+- `POST {base}/agent/{agentId}/stop/{threadId}`: a stop by thread (an optional `{"runId"}`), answered
+  `{"stopped":...}` as CopilotKit's runtime answers;
+- `POST {base}` with CopilotKit's single-route envelope `{"method","params","body"}` for `info`, `agent/run`,
+  `agent/connect` and `agent/stop`.
+
+Every route takes the gateway's own authentication; refusals are the JSON envelope. The agent is the gateway's one
+agent, `default` (the id CopilotKit gives an app's agent when it names none)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Coroutine
+from typing import Any
+from urllib.parse import unquote
+
+import msgspec
+from litestar import Request, Response
+from litestar.types import Receive, Scope, Send
+
+from gateway import __version__
+from gateway.auth import Principal
+from gateway.errors import ErrorCode, GatewayError
+from gateway.i18n import negotiate
+from gateway.protocol.input import MAX_ID_LENGTH
+from gateway.protocol.validate import MAX_BODY_BYTES, check_depth, error_from_msgspec
+from transports.fallback import canonical, unexpected
+from transports.http_input import authenticate, caller_of, header, read_body
+from transports.render import SSE_HEADERS, SSE_MEDIA_TYPE, json_error
+from transports.services import TransportServices
+from transports.sse import run_answer
+from transports.sse_response import SseBody, SseRecords
+
+AGENT_ID = "default"
+MAX_CONTROL_BODY = 64 * 1024  # a stop's body
+
+
+class Envelope(msgspec.Struct):
+    """CopilotKit's single-route request."""
+
+    method: str
+    params: dict[str, Any] = {}
+    body: msgspec.Raw = msgspec.Raw(b"null")
+
+
+class Joined(msgspec.Struct):
+    """What a connect reads of its RunAgentInput: the thread to join."""
+
+    threadId: str  # noqa: N815 - the wire's name
+
+
+class StopScope(msgspec.Struct, forbid_unknown_fields=True):
+    runId: str | None = None  # noqa: N815 - the wire's name
+
+
+_envelope = msgspec.json.Decoder(Envelope)
+_joined = msgspec.json.Decoder(Joined)
+_stop_scope = msgspec.json.Decoder(StopScope)
+
+
+async def serve_copilotkit(scope: Scope, receive: Receive, send: Send) -> Coroutine[Any, Any, None] | None:
+    """A request under `{base}` (transports/fast_path.py): a stream is handed back for its caller to await, as a run's."""
+    request: Request = Request(scope, receive)
+    services: TransportServices = scope["litestar_app"].state.services
+    try:
+        answer = await _answer(request, services)
+    except Exception as exc:  # noqa: BLE001 - rendered as the contract's INTERNAL_ERROR, and logged
+        answer = unexpected(request, exc)
+    if isinstance(answer, SseBody):
+        return answer(scope, receive, send)
+    await answer.to_asgi_response(None, request)(scope, receive, send)
+    return None
+
+
+async def _answer(request: Request, services: TransportServices) -> Response | SseBody:
+    language = negotiate(None, header(request, "accept-language"))
+    rest = canonical(request.scope["path"])[len(services.settings.copilotkit_path) :]
+    parts = [unquote(part) for part in rest.split("/")[1:]] if rest else []
+    method = request.method
+    try:
+        if not parts and method == "POST":
+            return await _single_route(request, services)
+        if parts == ["info"] and method == "GET":
+            await authenticate(request, services)
+            return Response(info(services))
+        if len(parts) >= 3 and parts[0] == "agent" and method == "POST":
+            principal = await authenticate(request, services)
+            _check_agent(parts[1])
+            if parts[2:] == ["run"]:
+                return await run_answer(request, services, (principal, await read_body(request, MAX_BODY_BYTES, _body_seconds(services))))
+            if parts[2:] == ["connect"]:
+                return await _connect(request, services, principal, await read_body(request, MAX_BODY_BYTES, _body_seconds(services)))
+            if len(parts) == 4 and parts[2] == "stop":
+                body = await read_body(request, MAX_CONTROL_BODY, _body_seconds(services))
+                return await _stop(services, principal, parts[3], body)
+        raise GatewayError(ErrorCode.NOT_FOUND)
+    except GatewayError as error:
+        return json_error(error, error.language or language)
+
+
+def info(services: TransportServices) -> dict[str, Any]:
+    description = f"The gateway's {services.agent_name} agent"
+    return {
+        "version": __version__,
+        "agents": {AGENT_ID: {"name": AGENT_ID, "description": description, "className": "HttpAgent"}},
+        "audioFileTranscriptionEnabled": False,
+        "mode": "sse",
+        "threadEndpoints": {"list": False, "inspect": False, "mutations": False, "realtimeMetadata": False},
+        "suggestions": False,
+        "a2uiEnabled": False,
+        "openGenerativeUIEnabled": False,
+    }
+
+
+def _check_agent(agent_id: str) -> None:
+    if agent_id != AGENT_ID:
+        raise GatewayError(ErrorCode.AGENT_NOT_FOUND, "agentId", f"This gateway serves the agent {AGENT_ID!r}.")
+
+
+def _body_seconds(services: TransportServices) -> float:
+    return services.settings.body_timeout_seconds
+
+
+async def _single_route(request: Request, services: TransportServices) -> Response | SseBody:
+    principal = await authenticate(request, services)
+    raw = await read_body(request, MAX_BODY_BYTES, _body_seconds(services))
+    check_depth(raw)
+    try:
+        envelope = _envelope.decode(raw)
+    except msgspec.MsgspecError as exc:
+        raise error_from_msgspec(exc) from None
+    inner = b"" if bytes(envelope.body) == b"null" else bytes(envelope.body)
+    if envelope.method == "info":
+        return Response(info(services))
+    if envelope.method in ("agent/run", "agent/connect", "agent/stop"):
+        _check_agent(_param(envelope, "agentId"))
+    if envelope.method == "agent/run":
+        return await run_answer(request, services, (principal, inner))
+    if envelope.method == "agent/connect":
+        return await _connect(request, services, principal, inner)
+    if envelope.method == "agent/stop":
+        return await _stop(services, principal, _param(envelope, "threadId"), inner)
+    raise GatewayError(ErrorCode.INVALID_INPUT, "method", "One of info, agent/run, agent/connect, agent/stop.")
+
+
+def _param(envelope: Envelope, name: str) -> str:
+    value = envelope.params.get(name)
+    if not isinstance(value, str) or not 0 < len(value) <= MAX_ID_LENGTH:
+        raise GatewayError(ErrorCode.INVALID_INPUT, f"params.{name}", f"Between 1 and {MAX_ID_LENGTH} characters.")
+    return value
+
+
+async def _connect(request: Request, services: TransportServices, principal: Principal, body: bytes) -> Response | SseBody:
+    arrived = time.perf_counter()
+    check_depth(body)
+    try:
+        thread_id = _joined.decode(body).threadId
+    except msgspec.MsgspecError as exc:
+        raise error_from_msgspec(exc) from None
+    if not 0 < len(thread_id) <= MAX_ID_LENGTH:
+        raise GatewayError(ErrorCode.INVALID_INPUT, "threadId", f"Between 1 and {MAX_ID_LENGTH} characters.")
+    language = negotiate(None, header(request, "accept-language"))
+    run = await services.engine.join(thread_id, 0, caller_of(principal), language=language)
+    if run is None or run.finished:  # nothing to show: an empty stream, as CopilotKit's runtime answers
+        return Response(content=b"", media_type=SSE_MEDIA_TYPE, headers=SSE_HEADERS)
+    return SseBody(SseRecords(run, services.settings.heartbeat_seconds, False, "sse", arrived), {})
+
+
+async def _stop(services: TransportServices, principal: Principal, thread_id: str, body: bytes) -> Response:
+    if not 0 < len(thread_id) <= MAX_ID_LENGTH:
+        raise GatewayError(ErrorCode.INVALID_INPUT, "threadId", f"Between 1 and {MAX_ID_LENGTH} characters.")
+    try:
+        run_id = _stop_scope.decode(body).runId if body.strip() else None
+    except msgspec.MsgspecError as exc:
+        raise error_from_msgspec(exc) from None
+    try:
+        status = await services.engine.stop(thread_id, run_id, caller_of(principal))
+    except GatewayError as error:
+        if error.code is not ErrorCode.THREAD_NOT_FOUND:
+            raise
+        status = "not_running"
+    if status == "cancelled":
+        interrupt = {"type": "RUN_ERROR", "message": "Run stopped by user", "code": "STOPPED"}
+        return Response({"stopped": True, "interrupt": interrupt})
+    message = "No active run for this thread." if run_id is None else "That run is not the thread's active run."
+    return Response({"stopped": False, "message": message})
