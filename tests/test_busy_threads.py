@@ -96,6 +96,7 @@ def test_five_runs_queued_through_alternating_replicas_run_in_order_each_once(re
         assert result.status == 200 and result.terminal["type"] == "RUN_FINISHED", result.raw[:300]
         assert result.terminal["outcome"] == {"type": "success"}
         assert_well_formed_run(result.events)
+    assert any("heartbeat" in comment for comment in workers[-1][1]["result"].comments), "a queued response is kept alive"
     said = conversation(client, b.url, thread)
     expected = [("user", "/slow 2"), ("assistant", "tick 1 tick 2 ")]
     for index in range(5):

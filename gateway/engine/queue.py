@@ -79,17 +79,22 @@ class Waiting:
     stopped: bool = False  # its client cancelled it before its turn
     run: Run | None = field(default=None, repr=False)
 
-    async def until_turn(self, seconds: float = POLL_SECONDS) -> Run | None:
+    async def step(self, seconds: float) -> None:
+        """Wait up to `seconds` (less when a run's end on this replica wakes the thread), then ask once for the turn;
+        raises the refusal the turn got."""
+        await self.wakes.wait(self.key, seconds)
+        if self.run is None and not self.stopped:
+            try:
+                self.run = await self.take_turn(self)
+            except Dequeued:
+                self.stopped = True
+
+    async def until_turn(self) -> Run | None:
         """The admitted run once its turn comes, None when it was stopped (or its place lapsed) first; raises the
-        refusal its turn got."""
+        refusal its turn got. The place is given up whenever it ends without a run."""
         try:
             while self.run is None and not self.stopped:
-                await self.wakes.wait(self.key, seconds)
-                if not self.stopped:
-                    try:
-                        self.run = await self.take_turn(self)
-                    except Dequeued:
-                        self.stopped = True
+                await self.step(POLL_SECONDS)
         finally:
             if self.run is None:
                 self.leave(self)
@@ -116,15 +121,19 @@ class WaitingHandle(RunHandle):
     async def _events(self, heartbeat_seconds: float) -> AsyncGenerator[list[Entry] | None, None]:
         waiting, loop = self.waiting, asyncio.get_running_loop()
         beat_at = loop.time() + heartbeat_seconds
-        while waiting.run is None and not waiting.stopped:
-            try:
-                await waiting.until_turn(min(POLL_SECONDS, max(0.0, beat_at - loop.time())))
-            except GatewayError as error:
-                yield [(0, e.encode_json(_refusal(error, waiting.prepared)))]
-                return
-            if waiting.run is None and loop.time() >= beat_at:
-                yield None
-                beat_at = loop.time() + heartbeat_seconds
+        try:
+            while waiting.run is None and not waiting.stopped:
+                try:
+                    await waiting.step(min(POLL_SECONDS, max(0.0, beat_at - loop.time())))
+                except GatewayError as error:
+                    yield [(0, e.encode_json(_refusal(error, waiting.prepared)))]
+                    return
+                if waiting.run is None and loop.time() >= beat_at:
+                    yield None
+                    beat_at = loop.time() + heartbeat_seconds
+        finally:
+            if waiting.run is None:  # refused, stopped, or its client left: its place goes
+                waiting.leave(waiting)
         if waiting.run is None:
             yield [(0, e.encode_json(event)) for event in _cancelled(waiting.prepared)]
             return
