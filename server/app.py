@@ -27,6 +27,7 @@ from gateway.instrumented import InstrumentedStore
 from gateway.settings import Settings
 from store import Clock, ThreadStore, open_store
 from transports.access_log import AccessLog
+from transports.agents import list_agents, read_agent
 from transports.busy import BusyStatus
 from transports.cancel import cancel_execution
 from transports.fallback import EXCEPTION_HANDLERS
@@ -55,6 +56,8 @@ ROUTES: list[ControllerRouterHandler] = [
     erase_thread,
     thread_runs,
     stop_thread,
+    list_agents,
+    read_agent,
 ]
 
 

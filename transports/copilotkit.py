@@ -25,6 +25,7 @@ from litestar import Request, Response
 from litestar.types import Receive, Scope, Send
 
 from gateway import __version__
+from gateway.agents.discovery import DEFAULT_AGENT
 from gateway.auth import Principal
 from gateway.errors import ErrorCode, GatewayError
 from gateway.i18n import negotiate
@@ -37,7 +38,7 @@ from transports.services import TransportServices
 from transports.sse import run_answer
 from transports.sse_response import SseBody, SseRecords
 
-AGENT_ID = "default"
+AGENT_ID = DEFAULT_AGENT
 MAX_CONTROL_BODY = 64 * 1024  # a stop's body
 
 

@@ -9,6 +9,7 @@ which has set the scope's app and state) and answers, through the access log:
 - `POST /` and `POST /invocations` (the run), `OPTIONS` on them (204 with `Allow`), and any other method on them or
   on `/ws` (METHOD_NOT_ALLOWED, an SSE RUN_ERROR on `/invocations`);
 - a WebSocket on `/ws`;
+- `POST /agents/{agentId}` (an agent's run: transports/agents.py);
 - every request under `--copilotkit-path` (transports/copilotkit.py: its runs stream as `POST /`'s do).
 Paths are read as Litestar's router reads them (`//` and a trailing `/` name the same route). Everything else is
 Litestar's, which has no handler of its own for these routes.
@@ -26,6 +27,7 @@ from litestar import Litestar
 from litestar.types import ASGIApp, Receive, Scope, Send
 
 from transports.access_log import AccessLog
+from transports.agents import AGENTS_PREFIX, serve_agent_run
 from transports.copilotkit import serve_copilotkit
 from transports.fallback import canonical, other_method, refusal, refuse
 from transports.sse import serve_run
@@ -36,12 +38,13 @@ RUN_ALLOW = "OPTIONS, POST"
 
 
 class FastPath:
-    __slots__ = ("_copilotkit", "_not_here", "_refuse", "_runs", "_socket", "app", "copilotkit_path")
+    __slots__ = ("_agent_run", "_copilotkit", "_not_here", "_refuse", "_runs", "_socket", "app", "copilotkit_path")
 
     def __init__(self, app: ASGIApp, copilotkit_path: str = "") -> None:
         self.app = app
         self.copilotkit_path = copilotkit_path  # "" : CopilotKit's endpoints are off
         self._copilotkit: Handler = AccessLog(serve_copilotkit)
+        self._agent_run: Handler = AccessLog(serve_agent_run)
         self._runs: dict[str, tuple[Handler, Handler]] = {
             path: (AccessLog(partial(serve_run, agentcore=agentcore)), AccessLog(partial(other_method, allow=RUN_ALLOW)))
             for path, agentcore in (("/", False), ("/invocations", True))
@@ -65,6 +68,8 @@ class FastPath:
             return handlers[0] if scope.get("method") == "POST" else handlers[1]
         if path == "/ws":
             return self._not_here
+        if path.startswith(AGENTS_PREFIX) and scope.get("method") == "POST" and "/" not in path[len(AGENTS_PREFIX) :]:
+            return self._agent_run
         base = self.copilotkit_path
         if base and path.startswith(base) and (len(path) == len(base) or path[len(base)] == "/"):
             return self._copilotkit

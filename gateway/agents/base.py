@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import abc
 from collections.abc import AsyncIterator, Callable
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import msgspec
 
@@ -105,6 +105,9 @@ class AgentBackend(abc.ABC):
     # Whether the backend can call tools the client declares (a plain request's `tools`); a backend that cannot
     # refuses a non-empty list before the run starts rather than leave the client's tools unused in silence.
     client_tools: bool = False
+    # What the backend itself is known to do, as parts of AG-UI's AgentCapabilities (`tools`, `state`, `reasoning`,
+    # `humanInTheLoop`, ...); the gateway adds what it does itself (gateway/agents/discovery.py). None known: {}.
+    capabilities: ClassVar[dict[str, Any]] = {}
 
     @abc.abstractmethod
     def run(self, request: AgentRequest) -> AsyncIterator[Ready]:

@@ -7,7 +7,7 @@ import asyncio
 import json
 import re
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, ClassVar
 
 from gateway.agents import demo_protocol
 from gateway.agents import signals as s
@@ -49,6 +49,14 @@ class DemoAgent(AgentBackend):
     name = "demo"
     plain_workspace = True  # it touches no files: plain AG-UI clients work out of the box
     client_tools = True  # /frontend calls the client's own tools
+    capabilities: ClassVar[dict[str, Any]] = {  # DEMO_AGENT.md: what its commands do
+        "tools": {"supported": True, "clientProvided": True},
+        "state": {"snapshots": True, "deltas": True},
+        "reasoning": {"supported": True, "streaming": True},
+        "humanInTheLoop": {"supported": True, "interrupts": True, "approvals": True},
+        "multiAgent": {"supported": True, "delegation": True},
+        "multimodal": {"input": {"image": True}},
+    }
 
     def __init__(self) -> None:
         self.executions = 0  # tool executions performed by this process (shows a tool never runs twice)

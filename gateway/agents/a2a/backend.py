@@ -9,7 +9,7 @@ import asyncio
 import hashlib
 import logging
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, ClassVar
 
 import httpx
 
@@ -41,6 +41,9 @@ class EndRun(Exception):
 
 class A2ABackend(AgentBackend):
     name = "a2a"
+    capabilities: ClassVar[dict[str, Any]] = {
+        "humanInTheLoop": {"supported": True, "interrupts": True, "approvals": True}
+    }  # the runtime's input-required
 
     def __init__(self, url: str, token: str | None = None, *, follow_idle: float = 300.0) -> None:
         self.client = A2AClient(url, token)

@@ -1,0 +1,83 @@
+"""The gateway's agents (AGENTS_AND_COPILOTKIT.md §1): `GET /agents` and `GET /agents/{agentId}` describe each with
+AG-UI's AgentCapabilities; `POST /agents/{agentId}` runs one, as `POST /` runs the default (an `@ag-ui/client`
+`HttpAgent` with that URL works as it does with `POST /`). The same authentication as runs; an unknown agent is 404
+`AGENT_NOT_FOUND`. The gateway serves one agent, `default`."""
+
+from __future__ import annotations
+
+from collections.abc import Coroutine
+from typing import Any
+from urllib.parse import unquote
+
+from litestar import Request, Response, get
+from litestar.params import FromPath
+from litestar.types import Receive, Scope, Send
+
+from gateway.agents.discovery import DEFAULT_AGENT, describe
+from gateway.errors import ErrorCode, GatewayError
+from gateway.i18n import negotiate
+from gateway.protocol.validate import MAX_BODY_BYTES
+from transports.fallback import canonical, unexpected
+from transports.http_input import authenticate, check_media_type, header, read_body
+from transports.render import json_error
+from transports.services import Services, TransportServices
+from transports.sse import run_answer
+from transports.sse_response import SseBody
+
+AGENTS_PREFIX = "/agents/"
+
+
+def agents_of(services: TransportServices) -> list[dict[str, Any]]:
+    engine = services.engine
+    keeps = engine.history is not None and engine.history.keeps(plain=True)
+    return [describe(engine.agent, DEFAULT_AGENT, reattach=engine.reattach, keeps_conversation=keeps)]
+
+
+def check_agent(agent_id: str) -> None:
+    """The agent exists on this gateway, else AGENT_NOT_FOUND."""
+    if agent_id != DEFAULT_AGENT:
+        raise GatewayError(ErrorCode.AGENT_NOT_FOUND, "agentId", f"This gateway serves the agent {DEFAULT_AGENT!r}.")
+
+
+@get("/agents", status_code=200)
+async def list_agents(request: Request, services: Services) -> Response:
+    try:
+        await authenticate(request, services)
+    except GatewayError as error:
+        return json_error(error, negotiate(None, header(request, "accept-language")))
+    return Response({"agents": agents_of(services)})
+
+
+@get("/agents/{agent_id:str}", status_code=200)
+async def read_agent(request: Request, services: Services, agent_id: FromPath[str]) -> Response:
+    try:
+        await authenticate(request, services)
+        check_agent(agent_id)
+    except GatewayError as error:
+        return json_error(error, negotiate(None, header(request, "accept-language")))
+    return Response(agents_of(services)[0])
+
+
+async def serve_agent_run(scope: Scope, receive: Receive, send: Send) -> Coroutine[Any, Any, None] | None:
+    """`POST /agents/{agentId}` (transports/fast_path.py): the agent's run, streamed as `POST /`'s."""
+    request: Request = Request(scope, receive)
+    services: TransportServices = scope["litestar_app"].state.services
+    try:
+        answer: Response | SseBody = await _run(request, services)
+    except Exception as exc:  # noqa: BLE001 - rendered as the contract's INTERNAL_ERROR, and logged
+        answer = unexpected(request, exc)
+    if isinstance(answer, SseBody):
+        return answer(scope, receive, send)
+    await answer.to_asgi_response(None, request)(scope, receive, send)
+    return None
+
+
+async def _run(request: Request, services: TransportServices) -> Response | SseBody:
+    try:
+        principal = await authenticate(request, services)
+        check_agent(unquote(canonical(request.scope["path"])[len(AGENTS_PREFIX) :]))
+        check_media_type(request)
+        body = await read_body(request, MAX_BODY_BYTES, services.settings.body_timeout_seconds)
+    except GatewayError as error:
+        return json_error(error, error.language or negotiate(None, header(request, "accept-language")))
+    return await run_answer(request, services, (principal, body))
