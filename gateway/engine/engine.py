@@ -116,6 +116,7 @@ class RunEngine:
         self.reattach = log_policy is not None
         self._starting = 0  # admissions in progress, counted against the cap
         self._unsettled = 0  # runs admitted and not yet settled, counted against the cap
+        self._queued = 0  # runs waiting for their turn here: each holds its place under the cap from when it queued
         self._runs: dict[str, Run] = {}  # run id -> live run on this process
         self._idle = asyncio.Event()  # set while no run is live (drain waits on it)
         self._idle.set()
@@ -197,7 +198,7 @@ class RunEngine:
         """This replica takes one more run (it is not draining, and holds fewer than its cap and its memory budget)."""
         if not self.accepting:
             raise GatewayError(ErrorCode.SHUTTING_DOWN)
-        if self.max_runs and self._unsettled + self._starting >= self.max_runs:
+        if self.max_runs and self._unsettled + self._starting + self._queued >= self.max_runs:
             raise GatewayError(ErrorCode.SERVICE_QUOTA_EXCEEDED)
         if self.live.full:
             raise GatewayError(
@@ -399,6 +400,7 @@ class RunEngine:
                 await self._stop_running(key, result.stop_owner, result.stop_execution)
             # Asked again while it waits: no history with each ask (the run reads it when its turn comes).
             waiting_admission = msgspec.structs.replace(admission, waiting=True, history_scope=None)
+            self._queued += 1
             return Waiting(prepared, waiting_admission, key, scope, run_span, self._take_turn, self._leave, self.wakes, result.queued)
         return await self._started(prepared, key, result, run_span, scope)
 
@@ -439,8 +441,10 @@ class RunEngine:
 
     async def _take_turn(self, waiting: Waiting) -> Run | None:
         """Ask the store whether the queued run's turn has come (renewing its place): the run, admitted and started,
-        or None while it waits. A replica that cannot take one more run refuses it now (it gives its place up)."""
-        self._check_room()
+        or None while it waits. A draining replica refuses it now (it gives its place up); its room under the cap
+        was taken when it queued."""
+        if not self.accepting:
+            raise GatewayError(ErrorCode.SHUTTING_DOWN)
         try:
             result = await self._admitted(waiting.admission, waiting.prepared, waiting.key)
         except Dequeued:
@@ -453,10 +457,12 @@ class RunEngine:
         if result.queued:
             waiting.place = result.queued
             return None
+        self._queued -= 1  # now a run in flight: counted as one
         return await self._started(waiting.prepared, waiting.key, result, waiting.span, waiting.scope)
 
     def _leave(self, waiting: Waiting) -> None:
         """The queued run will not run: its place goes (a failure leaves it to lapse, QUEUE_TICKET_SECONDS)."""
+        self._queued -= 1
         task = asyncio.get_running_loop().create_task(self.store.leave_queue(waiting.key, waiting.admission.run_id))
         task.add_done_callback(lambda t: t.cancelled() or t.exception())
         waiting.span.set_attribute("agui.outcome", "dequeued")
