@@ -5,7 +5,7 @@ with `AGUI-Multitask: enqueue` while the first runs, on A (same replica) or on B
 Redis). The gap is from the first run's RUN_FINISHED to the second's RUN_STARTED, as the two clients receive them;
 median, p90 and worst of `--pairs` pairs each, on the file store (same replica only) and on Redis.
 
-python -m bench.queue [--pairs 40]
+python -m bench.busy_threads [--pairs 40]
 """
 
 from __future__ import annotations

@@ -50,8 +50,8 @@ MULTITASK_HEADER = "agui-multitask"
 
 def _background(request: Request) -> bool:
     """`Prefer: respond-async` (RFC 7240: preferences are comma-separated, each maybe with parameters)."""
-    prefer = header(request, "prefer") or ""
-    return any(part.split(";", 1)[0].strip().lower() == "respond-async" for part in prefer.split(","))
+    prefer = header(request, "prefer")
+    return prefer is not None and any(part.split(";", 1)[0].strip().lower() == "respond-async" for part in prefer.split(","))
 
 
 GivenBody = tuple[Principal, bytes]  # a request's caller and body, already authenticated and read
