@@ -63,7 +63,7 @@ class Tracked:
 
 async def then(step: Awaitable[Any]) -> None:
     """Await an ASGI app's call and, when it hands back a coroutine to go on with, that coroutine: a route that
-    streams (transports/sse.py serve_run) returns its body rather than awaiting it, so its own frame, and what it
+    streams (transports/sse.py serve_answer) returns its body rather than awaiting it, so its own frame, and what it
     held, end before the stream's first write. A plain ASGI app returns None."""
     rest = await step
     if rest is not None:

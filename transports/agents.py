@@ -5,19 +5,17 @@ AG-UI's AgentCapabilities; `POST /agents/{agentId}` runs one, as `POST /` runs t
 
 from __future__ import annotations
 
-from collections.abc import Coroutine
 from typing import Any
 from urllib.parse import unquote
 
 from litestar import Request, Response, get
 from litestar.params import FromPath
-from litestar.types import Receive, Scope, Send
 
 from gateway.agents.discovery import DEFAULT_AGENT, describe
 from gateway.errors import ErrorCode, GatewayError
 from gateway.i18n import negotiate
 from gateway.protocol.validate import MAX_BODY_BYTES
-from transports.fallback import canonical, unexpected
+from transports.fallback import canonical
 from transports.http_input import authenticate, check_media_type, header, read_body
 from transports.render import json_error
 from transports.services import Services, TransportServices
@@ -58,21 +56,8 @@ async def read_agent(request: Request, services: Services, agent_id: FromPath[st
     return Response(agents_of(services)[0])
 
 
-async def serve_agent_run(scope: Scope, receive: Receive, send: Send) -> Coroutine[Any, Any, None] | None:
-    """`POST /agents/{agentId}` (transports/fast_path.py): the agent's run, streamed as `POST /`'s."""
-    request: Request = Request(scope, receive)
-    services: TransportServices = scope["litestar_app"].state.services
-    try:
-        answer: Response | SseBody = await _run(request, services)
-    except Exception as exc:  # noqa: BLE001 - rendered as the contract's INTERNAL_ERROR, and logged
-        answer = unexpected(request, exc)
-    if isinstance(answer, SseBody):
-        return answer(scope, receive, send)
-    await answer.to_asgi_response(None, request)(scope, receive, send)
-    return None
-
-
-async def _run(request: Request, services: TransportServices) -> Response | SseBody:
+async def agent_run(request: Request, services: TransportServices) -> Response | SseBody:
+    """`POST /agents/{agentId}` (on the fast path, transports/fast_path.py): the agent's run, streamed as `POST /`'s."""
     try:
         principal = await authenticate(request, services)
         check_agent(unquote(canonical(request.scope["path"])[len(AGENTS_PREFIX) :]))

@@ -16,13 +16,11 @@ agent, `default` (the id CopilotKit gives an app's agent when it names none)."""
 from __future__ import annotations
 
 import time
-from collections.abc import Coroutine
 from typing import Any
 from urllib.parse import unquote
 
 import msgspec
 from litestar import Request, Response
-from litestar.types import Receive, Scope, Send
 
 from gateway import __version__
 from gateway.agents.discovery import DEFAULT_AGENT
@@ -31,7 +29,7 @@ from gateway.errors import ErrorCode, GatewayError
 from gateway.i18n import negotiate
 from gateway.protocol.input import MAX_ID_LENGTH
 from gateway.protocol.validate import MAX_BODY_BYTES, check_depth, error_from_msgspec
-from transports.fallback import canonical, unexpected
+from transports.fallback import canonical
 from transports.http_input import authenticate, caller_of, header, read_body
 from transports.render import SSE_HEADERS, SSE_MEDIA_TYPE, json_error
 from transports.services import TransportServices
@@ -65,21 +63,8 @@ _joined = msgspec.json.Decoder(Joined)
 _stop_scope = msgspec.json.Decoder(StopScope)
 
 
-async def serve_copilotkit(scope: Scope, receive: Receive, send: Send) -> Coroutine[Any, Any, None] | None:
-    """A request under `{base}` (transports/fast_path.py): a stream is handed back for its caller to await, as a run's."""
-    request: Request = Request(scope, receive)
-    services: TransportServices = scope["litestar_app"].state.services
-    try:
-        answer = await _answer(request, services)
-    except Exception as exc:  # noqa: BLE001 - rendered as the contract's INTERNAL_ERROR, and logged
-        answer = unexpected(request, exc)
-    if isinstance(answer, SseBody):
-        return answer(scope, receive, send)
-    await answer.to_asgi_response(None, request)(scope, receive, send)
-    return None
-
-
-async def _answer(request: Request, services: TransportServices) -> Response | SseBody:
+async def copilotkit_answer(request: Request, services: TransportServices) -> Response | SseBody:
+    """A request under `{base}` (on the fast path, transports/fast_path.py): its runs stream as `POST /`'s."""
     language = negotiate(None, header(request, "accept-language"))
     rest = canonical(request.scope["path"])[len(services.settings.copilotkit_path) :]
     parts = [unquote(part) for part in rest.split("/")[1:]] if rest else []

@@ -27,10 +27,10 @@ from litestar import Litestar
 from litestar.types import ASGIApp, Receive, Scope, Send
 
 from transports.access_log import AccessLog
-from transports.agents import AGENTS_PREFIX, serve_agent_run
-from transports.copilotkit import serve_copilotkit
+from transports.agents import AGENTS_PREFIX, agent_run
+from transports.copilotkit import copilotkit_answer
 from transports.fallback import canonical, other_method, refusal, refuse
-from transports.sse import serve_run
+from transports.sse import run_route, serve_answer
 from transports.websocket import serve_socket
 
 Handler = Callable[[Scope, Receive, Send], Awaitable[None]]
@@ -43,10 +43,10 @@ class FastPath:
     def __init__(self, app: ASGIApp, copilotkit_path: str = "") -> None:
         self.app = app
         self.copilotkit_path = copilotkit_path  # "" : CopilotKit's endpoints are off
-        self._copilotkit: Handler = AccessLog(serve_copilotkit)
-        self._agent_run: Handler = AccessLog(serve_agent_run)
+        self._copilotkit: Handler = AccessLog(partial(serve_answer, answering=copilotkit_answer))
+        self._agent_run: Handler = AccessLog(partial(serve_answer, answering=agent_run))
         self._runs: dict[str, tuple[Handler, Handler]] = {
-            path: (AccessLog(partial(serve_run, agentcore=agentcore)), AccessLog(partial(other_method, allow=RUN_ALLOW)))
+            path: (AccessLog(partial(serve_answer, answering=run_route(agentcore))), AccessLog(partial(other_method, allow=RUN_ALLOW)))
             for path, agentcore in (("/", False), ("/invocations", True))
         }
         self._socket: Handler = AccessLog(serve_socket)

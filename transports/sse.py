@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
+from functools import partial
 from typing import Any
 from urllib.parse import quote
 
@@ -175,15 +176,23 @@ async def run_answer(request: Request, services: TransportServices, given: Given
     return await _run(request, services, False, given)
 
 
-async def serve_run(scope: Scope, receive: Receive, send: Send, agentcore: bool) -> Coroutine[Any, Any, None] | None:
-    """A run route (transports/fast_path.py): the request, the run, the response; an unexpected failure before the
-    response is the contract's 500, as Litestar's exception handlers would give it.
+Answering = Callable[[Request, TransportServices], Awaitable[Response | SseBody]]
 
-    A stream is handed back rather than awaited: the caller awaits the SSE body's coroutine (access_log.then), so this frame,
-    and the request and answer it holds, end before the stream's first write. None: the answer was sent."""
+
+def run_route(agentcore: bool) -> Answering:
+    """The answer of a run route (`POST /`, `POST /invocations`), for `serve_answer`."""
+    return partial(_run, agentcore=agentcore)
+
+
+async def serve_answer(scope: Scope, receive: Receive, send: Send, answering: Answering) -> Coroutine[Any, Any, None] | None:
+    """A route on the fast path (transports/fast_path.py): `answering`'s answer to the request; an unexpected failure
+    before it is the contract's 500, as Litestar's exception handlers would give it.
+
+    A stream is handed back rather than awaited: the caller awaits the SSE body's coroutine (access_log.then), so this
+    frame, and the request and answer it holds, end before the stream's first write. None: the answer was sent."""
     request: Request = Request(scope, receive)
     try:
-        answer = await _run(request, scope["litestar_app"].state.services, agentcore)
+        answer = await answering(request, scope["litestar_app"].state.services)
     except Exception as exc:  # noqa: BLE001 - rendered as the contract's INTERNAL_ERROR, and logged
         answer = unexpected(request, exc)
     if isinstance(answer, SseBody):
