@@ -42,7 +42,7 @@ from transports.tickets import issue_ticket
 log = logging.getLogger("agui.app")
 PURGE_INTERVAL_SECONDS = 3600
 MIN_SAFE_LEASE_SECONDS = 6.0
-# The OpenAPI document (`/openapi`) describes the thread API, JSON both ways; the other routes stream SSE, upgrade to
+# The OpenAPI document (`/openapi`) describes the thread API and the agents' descriptions, JSON both ways; the other routes stream SSE, upgrade to
 # WebSocket or serve files, which a generated schema would describe untruthfully.
 ROUTES: list[ControllerRouterHandler] = [
     Router(

@@ -135,7 +135,8 @@ def test_rename_tag_archive_and_page(oauth, client):
         assert answer.status_code == 400 and answer.json()["error"]["code"] == "INVALID_INPUT", query
     assert client.get(gateway.url + "/threads").status_code == 401
     document = client.get(gateway.url + "/openapi/openapi.json").json()  # Litestar's, from the handlers' wire types
-    assert sorted(document["paths"]) == ["/threads", "/threads/{thread_id}", "/threads/{thread_id}/runs", "/threads/{thread_id}/stop"]
+    paths = ["/agents", "/agents/{agent_id}", "/threads", "/threads/{thread_id}", "/threads/{thread_id}/runs", "/threads/{thread_id}/stop"]
+    assert sorted(document["paths"]) == paths
     assert {"ThreadPage", "ThreadDetail", "RunPage", "StopAnswer", "ErrorEnvelope"} <= set(document["components"]["schemas"])
 
 
