@@ -128,6 +128,14 @@ def _interrupted(state: ThreadState) -> bool:
     return state.execution is not None and state.execution.status == "interrupted"
 
 
+def _without_place(state: ThreadState, run_id: str) -> bool:
+    """Take the run's place out of the thread's queue; whether it held one (lib.lua's `without_place`)."""
+    kept = [q for q in state.queue if q.run_id != run_id]
+    held = len(kept) != len(state.queue)
+    state.queue = kept
+    return held
+
+
 def drop_stale_places(state: ThreadState, now: float, live_owner: str | None) -> bool:
     """Forget queued runs whose replica stopped renewing their place (or, single-process, is another process)."""
     kept = [q for q in state.queue if q.until > now and (live_owner is None or q.owner == live_owner)]
@@ -215,7 +223,7 @@ def admit(
         refusal = Rejected(Rejection.RESUME_REQUIRED)
     if refusal is not None:
         if a.waiting:  # a queued run refused when its turn came gives its place up
-            state.queue = [q for q in state.queue if q.run_id != a.run_id]
+            _without_place(state, a.run_id)
             changed = True
         return (state if changed else None), refusal
     current = state.execution
@@ -378,8 +386,7 @@ def stop(
     _, changed = expire_and_reap(state, now, live_owner)
     changed = drop_stale_places(state, now, live_owner) or changed
     kept = state if changed else None
-    if run_id is not None and any(q.run_id == run_id for q in state.queue):
-        state.queue = [q for q in state.queue if q.run_id != run_id]  # its waiter finds its place gone
+    if run_id is not None and _without_place(state, run_id):  # its waiter finds its place gone
         return state, StopResult("cancelled")
     active, execution = state.active, state.execution
     if active is not None and (run_id is None or active.run_id == run_id):
@@ -395,7 +402,4 @@ def stop(
 
 
 def leave_queue(state: ThreadState | None, run_id: str) -> ThreadState | None:
-    if state is None or not any(q.run_id == run_id for q in state.queue):
-        return None
-    state.queue = [q for q in state.queue if q.run_id != run_id]
-    return state
+    return state if state is not None and _without_place(state, run_id) else None
