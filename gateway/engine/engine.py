@@ -402,9 +402,7 @@ class RunEngine:
             waiting_admission = msgspec.structs.replace(admission, waiting=True, history_scope=None)
             self._queued += 1
             return Waiting(prepared, waiting_admission, key, scope, run_span, self._take_turn, self._leave, self.wakes, result.queued)
-        if result.expired is not None:
-            await self.cancel_backend(result.expired.execution_id, result.expired.checkpoint)
-        return self._started(prepared, key, result, run_span, scope)
+        return await self._started(prepared, key, result, run_span, scope)
 
     async def _admitted(self, admission: Admission, prepared: PreparedRun, key: str) -> AdmitResult:
         # A store that answers at once (memory) admits here, with no task, shield or turn of the loop (a call of it
@@ -425,7 +423,10 @@ class RunEngine:
             admitting.add_done_callback(lambda done: self._release_orphan(done, prepared, key, admission))
             raise
 
-    def _started(self, prepared: PreparedRun, key: str, result: AdmitResult, run_span: Span, scope: str) -> Run:
+    async def _started(self, prepared: PreparedRun, key: str, result: AdmitResult, run_span: Span, scope: str) -> Run:
+        """The admitted run, made and started (the backend told first of interrupts that expired as it was admitted)."""
+        if result.expired is not None:
+            await self.cancel_backend(result.expired.execution_id, result.expired.checkpoint)
         run = Run(self._services, prepared, key, result, run_span)
         run.record(scope, result.kept)
         self._register(run)
@@ -447,8 +448,6 @@ class RunEngine:
             raise GatewayError(ErrorCode.SHUTTING_DOWN)
         try:
             result = await self._admitted(waiting.admission, waiting.prepared, waiting.key)
-        except Dequeued:
-            raise
         except GatewayError as error:
             if error.code is not ErrorCode.STATE_PERSISTENCE_FAILED:
                 raise
@@ -458,9 +457,7 @@ class RunEngine:
             waiting.place = result.queued
             return None
         self._queued -= 1  # now a run in flight: counted as one
-        if result.expired is not None:
-            await self.cancel_backend(result.expired.execution_id, result.expired.checkpoint)
-        return self._started(waiting.prepared, waiting.key, result, waiting.span, waiting.scope)
+        return await self._started(waiting.prepared, waiting.key, result, waiting.span, waiting.scope)
 
     def _leave(self, waiting: Waiting) -> None:
         """The queued run will not run: its place goes (a failure leaves it to lapse, QUEUE_TICKET_SECONDS)."""
