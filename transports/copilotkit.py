@@ -27,10 +27,9 @@ from gateway.agents.discovery import DEFAULT_AGENT
 from gateway.auth import Principal
 from gateway.errors import ErrorCode, GatewayError
 from gateway.i18n import negotiate
-from gateway.protocol.input import MAX_ID_LENGTH
 from gateway.protocol.validate import MAX_BODY_BYTES, check_depth, error_from_msgspec
 from transports.fallback import canonical
-from transports.http_input import authenticate, caller_of, header, read_body
+from transports.http_input import authenticate, caller_of, check_ids, header, read_body
 from transports.render import SSE_HEADERS, SSE_MEDIA_TYPE, json_error
 from transports.services import TransportServices
 from transports.sse import run_answer
@@ -137,9 +136,9 @@ async def _single_route(request: Request, services: TransportServices) -> Respon
 
 def _param(envelope: Envelope, name: str) -> str:
     value = envelope.params.get(name)
-    if not isinstance(value, str) or not 0 < len(value) <= MAX_ID_LENGTH:
-        raise GatewayError(ErrorCode.INVALID_INPUT, f"params.{name}", f"Between 1 and {MAX_ID_LENGTH} characters.")
-    return value
+    text = value if isinstance(value, str) else ""
+    check_ids((f"params.{name}", text))
+    return text
 
 
 async def _connect(request: Request, services: TransportServices, principal: Principal, body: bytes) -> Response | SseBody:
@@ -149,8 +148,7 @@ async def _connect(request: Request, services: TransportServices, principal: Pri
         thread_id = _joined.decode(body).threadId
     except msgspec.MsgspecError as exc:
         raise error_from_msgspec(exc) from None
-    if not 0 < len(thread_id) <= MAX_ID_LENGTH:
-        raise GatewayError(ErrorCode.INVALID_INPUT, "threadId", f"Between 1 and {MAX_ID_LENGTH} characters.")
+    check_ids(("threadId", thread_id))
     language = negotiate(None, header(request, "accept-language"))
     run = await services.engine.join(thread_id, 0, caller_of(principal), language=language)
     if run is None or run.finished:  # nothing to show: an empty stream, as CopilotKit's runtime answers
@@ -159,8 +157,7 @@ async def _connect(request: Request, services: TransportServices, principal: Pri
 
 
 async def _stop(services: TransportServices, principal: Principal, thread_id: str, body: bytes) -> Response:
-    if not 0 < len(thread_id) <= MAX_ID_LENGTH:
-        raise GatewayError(ErrorCode.INVALID_INPUT, "threadId", f"Between 1 and {MAX_ID_LENGTH} characters.")
+    check_ids(("threadId", thread_id))
     try:
         run_id = _stop_scope.decode(body).runId if body.strip() else None
     except msgspec.MsgspecError as exc:

@@ -18,6 +18,7 @@ from gateway.auth import Principal
 from gateway.engine import ANONYMOUS, Caller
 from gateway.engine.eager import resumed
 from gateway.errors import ErrorCode, GatewayError
+from gateway.protocol.input import MAX_ID_LENGTH
 from gateway.protocol.validate import MAX_BODY_BYTES
 from transports.deadlines import deadlines
 from transports.services import TransportServices
@@ -121,6 +122,13 @@ async def authenticate_or_redeem(
         error.headers["WWW-Authenticate"] = services.auth.challenge(error, had_token=True)
         raise error
     return await authenticate(connection, services, token)
+
+
+def check_ids(*pairs: tuple[str, str]) -> None:
+    """Each (field, id) is 1 to MAX_ID_LENGTH characters, else INVALID_INPUT naming the field."""
+    for name, value in pairs:
+        if not value or len(value) > MAX_ID_LENGTH:
+            raise GatewayError(ErrorCode.INVALID_INPUT, name, f"Between 1 and {MAX_ID_LENGTH} characters.")
 
 
 async def check_rate(services: TransportServices, principal: Principal) -> None:

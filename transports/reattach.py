@@ -24,7 +24,7 @@ from gateway.errors import ErrorCode, GatewayError
 from gateway.i18n import negotiate
 from gateway.protocol.input import MAX_ID_LENGTH
 from gateway.protocol.validate import plain_invocation_id
-from transports.http_input import authenticate_or_redeem, caller_of, check_accept, header, parse_position
+from transports.http_input import authenticate_or_redeem, caller_of, check_accept, check_ids, header, parse_position
 from transports.render import json_error
 from transports.services import Services
 from transports.sse_response import SseBody, SseRecords, SseReply
@@ -56,12 +56,6 @@ def _user_id(request: Request) -> str | None:
     return user_id or None
 
 
-def _check_ids(*pairs: tuple[str, str]) -> None:
-    for name, value in pairs:
-        if not value or len(value) > MAX_ID_LENGTH:
-            raise GatewayError(ErrorCode.INVALID_INPUT, name, f"Between 1 and {MAX_ID_LENGTH} characters.")
-
-
 async def _follower(request: Request, services: Services) -> Caller:
     """The caller of a follow or a join: a bearer or a single-use `?ticket=` (an EventSource sends no header),
     accepting an event stream."""
@@ -84,7 +78,7 @@ async def run_events(request: Request, services: Services, thread_id: FromPath[s
     language = negotiate(None, header(request, "accept-language"))
     try:
         caller = await _follower(request, services)
-        _check_ids(("threadId", thread_id), ("runId", run_id))
+        check_ids(("threadId", thread_id), ("runId", run_id))
         # A plain run's identity is its thread's: its caller follows it with no rosInvocationId.
         ros_invocation_id = request.query_params.get("rosInvocationId") or plain_invocation_id(thread_id)
         if len(ros_invocation_id) > MAX_ID_LENGTH:
@@ -103,7 +97,7 @@ async def thread_events(request: Request, services: Services, thread_id: FromPat
     language = negotiate(None, header(request, "accept-language"))
     try:
         caller = await _follower(request, services)
-        _check_ids(("threadId", thread_id))
+        check_ids(("threadId", thread_id))
         after, after_run = _join_position(request)
         run = await services.engine.join(thread_id, after, caller, user_id=_user_id(request), language=language, after_run=after_run)
     except GatewayError as error:
