@@ -11,11 +11,11 @@ TRANSPORTS = ("sse", "invocations", "ws")
 _LATENCY = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
 _DURATION = (0.01, 0.05, 0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 900, 3600)
 
-RUNS_STARTED = Counter("agui_runs_started", "Runs admitted, by transport.", ["transport"])
+RUNS_STARTED = Counter("agui_runs_started", "Runs admitted, by transport and agent.", ["transport", "agent"])
 RUNS_ENDED = Counter(
     "agui_runs_ended",
-    "Runs settled, by transport and outcome (completed, interrupted, cancelled, disconnected, or the error code).",
-    ["transport", "outcome"],
+    "Runs settled, by transport, outcome (completed, interrupted, cancelled, disconnected, or the error code) and agent.",
+    ["transport", "outcome", "agent"],
 )
 RUNS_REFUSED = Counter("agui_runs_refused", "Runs refused before they started, by transport and error code.", ["transport", "code"])
 RUNS_QUEUED = Counter(
@@ -34,7 +34,9 @@ BYTES_SENT = Counter("agui_bytes_sent", "Bytes of events written to clients, by 
 TIME_TO_FIRST_EVENT = Histogram(
     "agui_time_to_first_event_seconds", "From the request's arrival to its first event written.", ["transport"], buckets=_LATENCY
 )
-RUN_DURATION = Histogram("agui_run_duration_seconds", "From admission to settlement, by outcome kind.", ["outcome"], buckets=_DURATION)
+RUN_DURATION = Histogram(
+    "agui_run_duration_seconds", "From admission to settlement, by outcome kind and agent.", ["outcome", "agent"], buckets=_DURATION
+)
 STORE_SECONDS = Histogram("agui_store_operation_seconds", "Store operation latency, by operation.", ["operation"], buckets=_LATENCY)
 STORE_ERRORS = Counter(
     "agui_store_errors", "Store operations that failed, by operation and kind (unavailable, rejected).", ["operation", "kind"]

@@ -55,6 +55,7 @@ class Settings(Struct, kw_only=True):
     state_dir: str = field(default_factory=default_state_dir)
     agent: str = "demo"
     agent_token: str | None = None
+    agents_file: str | None = None  # --agents: several agents declared in a TOML file
     auth_token: str | None = None
     heartbeat_seconds: float = 15.0
     allowed_cwd: tuple[str, ...] = field(default_factory=default_allowed_roots)

@@ -9,6 +9,7 @@ import logging
 import os
 import time
 from collections.abc import AsyncIterator
+from typing import Any
 
 import msgspec
 from litestar import Litestar, Router
@@ -20,6 +21,7 @@ from prometheus_client import start_http_server
 from gateway import __version__
 from gateway.access import Access
 from gateway.agents import AgentBackend, load_agent
+from gateway.agents.catalog import Agents, AgentSpec, load_agents, options_of
 from gateway.auth import build_authenticator
 from gateway.engine import Bounds, LogPolicy, RunEngine
 from gateway.engine.history import HistoryPolicy
@@ -72,18 +74,34 @@ async def _purge_forever(store: ThreadStore) -> None:
         await asyncio.sleep(PURGE_INTERVAL_SECONDS)
 
 
-def with_plain_workspace(settings: Settings, agent: AgentBackend) -> Settings:
+def with_plain_workspace(settings: Settings, agents: Agents) -> Settings:
     """Plain AG-UI requests need a default workspace: the operator's `--default-cwd`, else, for a backend that
     allows it (the demo agent), `<state dir>/workspace`, created 0700. Otherwise plain requests are refused with
     an error naming the flag."""
-    if settings.default_cwd is not None or not agent.plain_workspace:
+    if settings.default_cwd is not None or not any(agent.plain_workspace for _, agent in agents):
         return settings
     workspace = os.path.join(settings.state_dir, "workspace")
     os.makedirs(workspace, mode=0o700, exist_ok=True)
     return msgspec.structs.replace(settings, default_cwd=workspace)
 
 
-def build_services(settings: Settings, store: ThreadStore, agent: AgentBackend) -> TransportServices:
+def agents_of(settings: Settings) -> Agents:
+    """The agents `--agents` declares, else the one `--agent` names; ValueError names what is wrong."""
+    options: dict[str, Any] = {
+        "follow_idle": settings.a2a_follow_idle_seconds,
+        "response_seconds": settings.agent_response_seconds,
+        "max_state_bytes": settings.max_state_bytes,
+    }
+    if settings.agents_file is None:
+        return Agents.one(load_agent(settings.agent, settings.agent_token, **options))
+
+    def load(where: str, spec: AgentSpec, token: str | None) -> AgentBackend:
+        return load_agent(spec.backend, token, **options_of(spec, options), where=where)
+
+    return load_agents(settings.agents_file, load)
+
+
+def build_services(settings: Settings, store: ThreadStore, agents: Agents) -> TransportServices:
     status = BusyStatus()
     policy = None
     if settings.max_reattach_grace_seconds > 0:
@@ -91,8 +109,9 @@ def build_services(settings: Settings, store: ThreadStore, agent: AgentBackend) 
         policy = LogPolicy(settings.max_reattach_grace_seconds, bounds, settings.event_log_retained_bytes, settings.event_log_retention)
     engine = RunEngine(
         store,
-        agent,
-        interrupt_ttl=settings.upstream_interrupt_ttl if agent.upstream_interrupts else settings.interrupt_ttl,
+        agents,
+        interrupt_ttl=settings.interrupt_ttl,
+        upstream_interrupt_ttl=settings.upstream_interrupt_ttl,
         max_runs=settings.max_concurrent_runs,
         on_busy_change=status.set_busy,
         log_policy=policy,
@@ -103,7 +122,7 @@ def build_services(settings: Settings, store: ThreadStore, agent: AgentBackend) 
         max_queued=settings.max_queued_runs,
         max_background_seconds=settings.max_background_seconds,
     )
-    return TransportServices(settings, engine, Access(store), build_authenticator(settings), status, agent.name)
+    return TransportServices(settings, engine, Access(store), build_authenticator(settings), status, agents.default.name)
 
 
 def create_app(
@@ -122,15 +141,9 @@ def create_app(
         redis_min_replicas=settings.redis_min_replicas,
     )
     store = InstrumentedStore(store)
-    agent = agent or load_agent(
-        settings.agent,
-        settings.agent_token,
-        follow_idle=settings.a2a_follow_idle_seconds,
-        response_seconds=settings.agent_response_seconds,
-        max_state_bytes=settings.max_state_bytes,
-    )
-    settings = with_plain_workspace(settings, agent)
-    services = build_services(settings, store, agent)
+    agents = Agents.one(agent) if agent is not None else agents_of(settings)
+    settings = with_plain_workspace(settings, agents)
+    services = build_services(settings, store, agents)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Litestar) -> AsyncIterator[None]:
@@ -146,7 +159,8 @@ def create_app(
             )
         if not await services.access.store_reachable():
             log.warning("the store (%s) does not answer: serving, but not ready (GET /ready is 503) until it does", settings.store_kind)
-        log.info("agui-gateway ready on %s:%d store=%s agent=%s", settings.host, settings.port, settings.store_kind, agent.name)
+        named = ", ".join(f"{agent_id}={backend.name}" for agent_id, backend in agents)
+        log.info("agui-gateway ready on %s:%d store=%s agents=%s", settings.host, settings.port, settings.store_kind, named)
         try:
             yield
         finally:
@@ -155,7 +169,7 @@ def create_app(
             if exporter is not None:
                 exporter[0].shutdown()
             await services.engine.shutdown()
-            await agent.aclose()
+            await agents.aclose()
             await services.auth.aclose()
             await store.close()
 

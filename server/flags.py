@@ -93,6 +93,14 @@ FLAGS: tuple[Flag, ...] = (
         "server, 'a2a+http(s)://host:port/path' for an A2A 1.0 agent, or 'package.module:attr' for a Python "
         "plug-in (an AgentBackend factory, or an AG-UI agent object run in this process)",
     ),
+    Flag(
+        "--agents",
+        None,
+        "a TOML file declaring several agents, one [agents.<id>] table each (backend, description, token_env, default, "
+        "response_seconds, follow_idle_seconds; docs/agents.md); --agent is then left unset",
+        finish=_or_none,
+        setting="agents_file",
+    ),
     Flag("--agent-token", None, "bearer token the A2A or AG-UI agent expects (sent as Authorization to the agent only)", finish=_or_none),
     Flag(
         "--auth-token",
@@ -449,6 +457,8 @@ def settings_from_args(argv: list[str] | None = None) -> Settings:
         values["copilotkit_path"] = path = "/" + "/".join(part for part in path.split("/") if part)
         if path == "/" or path.split("/")[1] in RESERVED_SEGMENTS:
             raise ConfigError(f"--copilotkit-path {path!r} would hide the gateway's own routes: name a path of its own")
+    if values["agents_file"] and (values["agent"] != "demo" or values["agent_token"]):
+        raise ConfigError("--agents declares every agent: leave --agent and --agent-token unset (token_env names each agent's)")
     if values["sigv4_credentials"]:
         if not values["sigv4_region"]:
             raise ConfigError("--sigv4-credentials needs --sigv4-region")

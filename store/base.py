@@ -79,6 +79,8 @@ class Admission(msgspec.Struct, frozen=True):
     multitask: Literal["reject", "enqueue", "interrupt", "rollback"] = "reject"
     max_queued: int = 0
     waiting: bool = False  # a queued run asking for its turn again (its place is renewed while it waits)
+    # The agent that runs it, empty for the default agent: a thread belongs to the agent of its first run.
+    agent: str = ""
 
 
 class Lease(msgspec.Struct, frozen=True):
@@ -175,6 +177,13 @@ def latest_run_of(document: dict[str, Any] | None) -> LatestRun | None:
         return None
     binding = document.get("binding")
     return LatestRun(run_id, binding.get("user_id") if isinstance(binding, dict) else None)
+
+
+def thread_agent(document: dict[str, Any] | None) -> str:
+    """The agent a thread document is bound to: empty for the default agent (or for no binding yet)."""
+    binding = (document or {}).get("binding")
+    agent = binding.get("agent") if isinstance(binding, dict) else None
+    return agent if isinstance(agent, str) else ""
 
 
 class ThreadStore(abc.ABC):

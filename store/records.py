@@ -13,6 +13,7 @@ TERMINAL = frozenset({"completed", "failed", "cancelled", "expired", "lost"})
 class Binding(Struct):
     cwd: str
     user_id: str | None = None
+    agent: str = ""  # the agent of the thread's first run (empty: the default agent)
 
 
 class RunRecord(Struct):
@@ -62,6 +63,7 @@ class Execution(Struct):
     context_id: str | None = None
     task_id: str | None = None
     session_id: str | None = None
+    agent: str = ""  # the agent whose task this is (empty: the default agent)
 
 
 class QueuedRun(Struct):

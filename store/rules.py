@@ -93,6 +93,8 @@ def _check_binding(state: ThreadState, a: Admission) -> None:
         raise Rejected(Rejection.THREAD_BINDING_CONFLICT, "forwardedProps.iacCode.cwd")
     if state.binding.user_id != a.user_id:
         raise Rejected(Rejection.THREAD_BINDING_CONFLICT, "forwardedProps.iacCode.userId")
+    if state.binding.agent != a.agent:
+        raise Rejected(Rejection.THREAD_BINDING_CONFLICT, "agentId")
 
 
 def _record_run(state: ThreadState, a: Admission, execution_id: str, now: float) -> None:
@@ -228,12 +230,17 @@ def admit(
         return (state if changed else None), refusal
     current = state.execution
     if state.binding is None:
-        state.binding = Binding(cwd=a.cwd, user_id=a.user_id)
+        state.binding = Binding(cwd=a.cwd, user_id=a.user_id, agent=a.agent)
     if not a.is_resume:
         if current is not None:
             _retire(state, current)
         current = state.execution = Execution(
-            execution_id=a.new_execution_id, ros_invocation_id=a.ros_invocation_id, status="running", created_at=now, updated_at=now
+            execution_id=a.new_execution_id,
+            ros_invocation_id=a.ros_invocation_id,
+            status="running",
+            created_at=now,
+            updated_at=now,
+            agent=a.agent,
         )
     execution_id = current.execution_id if current is not None else ""
     state.fence += 1

@@ -227,3 +227,32 @@ def test_an_adopted_run_can_be_cancelled_from_any_replica(cluster, agent):
     events = wait_ended(b.url, body)
     assert events[-1]["type"] == "RUN_FINISHED" and events[-1]["outcome"] == {"type": "cancelled"}, events[-1]
     assert [c["taskId"] for c in cancels(agent)[before:]] == [session["taskId"]], "the adopter cancelled the agent's task"
+
+
+def test_an_adopted_run_goes_on_with_its_own_agent(tmp_path, agent):
+    """Two agents declared on two replicas: a run of the non-default (A2A) one is adopted by the other replica and
+    ends there with that agent, and its thread stays that agent's."""
+    redis = RedisServer(tmp_path).start()
+    agents = tmp_path / "agents.toml"
+    agents.write_text(f'[agents.chat]\nbackend = "demo"\ndefault = true\n\n[agents.tasks]\nbackend = "a2a+{agent.url}"\n')
+    args = ("--store", redis.url, "--agents", str(agents), "--allowed-cwd", "/tmp", "--lease-seconds", LEASE, "--heartbeat-seconds", "0.5")
+    a, b = Gateway(tmp_path, *args).start(), Gateway(tmp_path, *args).start()
+    try:
+        body = run_body("long 20")
+        first = open_post(a.url + "/agents/tasks", body, GRACE)
+        head = first.take(6)
+        in_shared_log(b.url, body, head[-1][0])
+        a.kill()
+        rest = attach_after(b.url, body, head[-1][0]).rest()
+        events = assert_exactly_once([head, rest])
+        assert events[-1]["type"] == "RUN_FINISHED" and text_of(events) == ticks(20), events[-1]
+        assert f"run adopted thread={body['threadId']} " in b.logs()
+        b.wait_logged(f"run={body['runId']} outcome=completed")
+        ended = next(line for line in b.logs().splitlines() if f"run={body['runId']} outcome=completed" in line)
+        assert " agent=tasks" in ended, ended
+        again = httpx.post(b.url + "/", json=run_body("next", thread=body["threadId"]), headers={"accept": "text/event-stream"})
+        assert again.status_code == 409 and again.json()["error"]["field"] == "agentId", "the thread stays the tasks agent's"
+    finally:
+        a.stop()
+        b.stop()
+        redis.stop()

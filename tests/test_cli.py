@@ -88,6 +88,8 @@ CONFIG_ERRORS = [
     (["--agent", "no_such_module_here:make"], {}, ["--agent", "no_such_module_here", "cannot be imported"]),
     (["--agent", "json:no_factory"], {}, ["--agent", "no_factory"]),
     (["--store", "bogus"], {}, ["--store", "AGUI_GATEWAY_STORE", "bogus"]),
+    (["--agents", "/nowhere/agents.toml", "--agent-token", "t"], {}, ["--agents", "--agent-token"]),
+    (["--agents", "/nowhere/agents.toml"], {}, ["--agents /nowhere/agents.toml", "cannot be read"]),
     (["--allowed-cwd", "relative"], {}, ["absolute", "relative"]),
     (["--redis-durability", "replicated:0"], {}, ["--redis-durability", "AGUI_GATEWAY_REDIS_DURABILITY", "replicated:0"]),
     (["--max-reattach-grace-seconds", "-1"], {}, ["--max-reattach-grace-seconds", "-1"]),
@@ -112,6 +114,39 @@ def test_every_configuration_error_is_one_line_with_exit_2(args, env, words, tmp
     for word in words:
         assert word in lines[0], (word, lines[0])
     assert "Traceback" not in done.stderr
+
+
+DEMO = '[agents.one]\nbackend = "demo"\n'
+AGENTS_FILE_FAULTS = [
+    ("not-toml", "[agents.one\n", ["is not TOML", "line 1"]),
+    ("no-agent", "[agents]\n", ["declares no agent"]),
+    ("unknown-backend", '[agents.one]\nbackend = "telepathy"\n', ["agents.one.backend", "telepathy", "is not an agent"]),
+    ("no-backend", "[agents.one]\ndescription = 'x'\n", ["agents.one", "missing the field `backend`"]),
+    ("unknown-key", DEMO + "colour = 'red'\n", ["agents.one", "unknown field `colour`"]),
+    ("bad-id", '[agents."a b"]\nbackend = "demo"\n', ["agents.a b", "1-64"]),
+    ("no-default", DEMO + '[agents.two]\nbackend = "demo"\n', ["no default agent"]),
+    ("two-defaults", DEMO + 'default = true\n[agents.two]\nbackend = "demo"\ndefault = true\n', ["more than one default", "one, two"]),
+    ("token-unset", DEMO + 'token_env = "AGUI_TEST_UNSET_TOKEN"\n', ["agents.one.token_env", "AGUI_TEST_UNSET_TOKEN", "not set"]),
+    ("bad-seconds", DEMO + "response_seconds = -1\n", ["agents.one.response_seconds"]),
+]
+
+
+@pytest.mark.parametrize(("name", "text", "words"), AGENTS_FILE_FAULTS, ids=[fault[0] for fault in AGENTS_FILE_FAULTS])
+def test_an_agents_file_with_a_fault_refuses_to_start_with_one_line_naming_it(name, text, words, tmp_path):
+    path = tmp_path / f"{name}.toml"
+    path.write_text(text)
+    done = subprocess.run(
+        [sys.executable, "-m", "server", "--state-dir", str(tmp_path), "--agents", str(path)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"agui-gateway: --agents {path}: "), done.stderr
+    for word in words:
+        assert word in lines[0], (word, lines[0])
 
 
 def test_help_names_every_flag_variable_and_default():

@@ -61,17 +61,17 @@ def test_metrics_move_by_exactly_what_happened(start_gateway, client):
         assert time.monotonic() < deadline
         time.sleep(0.05)
     after = scrape(port)
-    assert delta(before, after, "agui_runs_started_total", transport="sse") == 5
-    assert delta(before, after, "agui_runs_started_total", transport="ws") == 1
-    assert delta(before, after, "agui_runs_ended_total", transport="sse", outcome="completed") == 3
-    assert delta(before, after, "agui_runs_ended_total", transport="sse", outcome="interrupted") == 1
-    assert delta(before, after, "agui_runs_ended_total", transport="sse", outcome="A2A_EXECUTION_FAILED") == 1
-    assert delta(before, after, "agui_runs_ended_total", transport="ws", outcome="completed") == 1
+    assert delta(before, after, "agui_runs_started_total", transport="sse", agent="default") == 5
+    assert delta(before, after, "agui_runs_started_total", transport="ws", agent="default") == 1
+    assert delta(before, after, "agui_runs_ended_total", transport="sse", outcome="completed", agent="default") == 3
+    assert delta(before, after, "agui_runs_ended_total", transport="sse", outcome="interrupted", agent="default") == 1
+    assert delta(before, after, "agui_runs_ended_total", transport="sse", outcome="A2A_EXECUTION_FAILED", agent="default") == 1
+    assert delta(before, after, "agui_runs_ended_total", transport="ws", outcome="completed", agent="default") == 1
     assert delta(before, after, "agui_runs_refused_total", transport="sse", code="DUPLICATE_RUN_ID") == 1
     assert delta(before, after, "agui_cancels_total", origin="extension") == 1
     assert delta(before, after, "agui_time_to_first_event_seconds_count", transport="sse") == 5
     assert delta(before, after, "agui_time_to_first_event_seconds_count", transport="ws") == 1
-    assert delta(before, after, "agui_run_duration_seconds_count", outcome="failed") == 1
+    assert delta(before, after, "agui_run_duration_seconds_count", outcome="failed", agent="default") == 1
     assert delta(before, after, "agui_store_operation_seconds_count", operation="admit") == 7
     assert delta(before, after, "agui_store_errors_total", operation="admit", kind="rejected") == 1
     assert delta(before, after, "agui_store_operation_seconds_count", operation="save_interrupt") == 1

@@ -141,7 +141,18 @@ async def queue_stop_and_rollback(store, advance: Advance) -> None:
     await store.leave_queue("t", "r9")
 
 
+async def a_thread_keeps_its_agent(store, advance: Advance) -> None:
+    research = msgspec.structs.replace(admission(store, "r1", "e1"), agent="research")
+    first = await store.admit(research)
+    await store.finish_run(Lease("t", "r1", "e1", first.fence), "completed", Progress(1, {}))
+    assert await refused(store, admission(store, "r2", "e2")) is Rejection.THREAD_BINDING_CONFLICT, "the default agent's run"
+    assert await refused(store, msgspec.structs.replace(research, run_id="r3", agent="coder")) is Rejection.THREAD_BINDING_CONFLICT
+    again = await store.admit(msgspec.structs.replace(research, run_id="r4", new_execution_id="e4", digest="d-r4"))
+    assert again.execution is not None and again.execution.agent == "research", "the execution names its agent"
+
+
 SCENARIOS = [
+    a_thread_keeps_its_agent,
     many_runs_and_executions,
     interrupt_resume_and_cancel,
     expiry_and_lost_lease,

@@ -1,7 +1,7 @@
 """The gateway's agents (AGENTS_AND_COPILOTKIT.md §1): `GET /agents` and `GET /agents/{agentId}` describe each with
 AG-UI's AgentCapabilities; `POST /agents/{agentId}` runs one, as `POST /` runs the default (an `@ag-ui/client`
 `HttpAgent` with that URL works as it does with `POST /`). The same authentication as runs; an unknown agent is 404
-`AGENT_NOT_FOUND`. The gateway serves one agent, `default`."""
+`AGENT_NOT_FOUND`."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from urllib.parse import unquote
 from litestar import Request, Response, get
 from litestar.params import FromPath
 
-from gateway.agents.discovery import DEFAULT_AGENT, describe
-from gateway.errors import ErrorCode, GatewayError
+from gateway.agents.discovery import describe
+from gateway.errors import GatewayError
 from gateway.i18n import negotiate
 from gateway.protocol.validate import MAX_BODY_BYTES
 from transports.fallback import canonical
@@ -25,16 +25,10 @@ from transports.sse_response import SseBody
 AGENTS_PREFIX = "/agents/"
 
 
-def agents_of(services: TransportServices) -> list[dict[str, Any]]:
+def description_of(services: TransportServices, agent_id: str) -> dict[str, Any]:
     engine = services.engine
     keeps = engine.history is not None and engine.history.keeps(plain=True)
-    return [describe(engine.agent, DEFAULT_AGENT, reattach=engine.reattach, keeps_conversation=keeps)]
-
-
-def check_agent(agent_id: str) -> None:
-    """The agent exists on this gateway, else AGENT_NOT_FOUND."""
-    if agent_id != DEFAULT_AGENT:
-        raise GatewayError(ErrorCode.AGENT_NOT_FOUND, "agentId", f"This gateway serves the agent {DEFAULT_AGENT!r}.")
+    return describe(engine.agents, agent_id, reattach=engine.reattach, keeps_conversation=keeps)
 
 
 @get("/agents", status_code=200)
@@ -43,26 +37,27 @@ async def list_agents(request: Request, services: Services) -> Response:
         await authenticate(request, services)
     except GatewayError as error:
         return json_error(error, negotiate(None, header(request, "accept-language")))
-    return Response({"agents": agents_of(services)})
+    return Response({"agents": [description_of(services, agent_id) for agent_id, _ in services.engine.agents]})
 
 
 @get("/agents/{agent_id:str}", status_code=200)
 async def read_agent(request: Request, services: Services, agent_id: FromPath[str]) -> Response:
     try:
         await authenticate(request, services)
-        check_agent(agent_id)
+        services.engine.agents.get(agent_id)
     except GatewayError as error:
         return json_error(error, negotiate(None, header(request, "accept-language")))
-    return Response(agents_of(services)[0])
+    return Response(description_of(services, agent_id))
 
 
 async def agent_run(request: Request, services: TransportServices) -> Response | SseBody:
     """`POST /agents/{agentId}` (on the fast path, transports/fast_path.py): the agent's run, streamed as `POST /`'s."""
     try:
         principal = await authenticate(request, services)
-        check_agent(unquote(canonical(request.scope["path"])[len(AGENTS_PREFIX) :]))
+        agent_id = unquote(canonical(request.scope["path"])[len(AGENTS_PREFIX) :])
+        services.engine.agents.get(agent_id)
         check_media_type(request)
         body = await read_body(request, MAX_BODY_BYTES, services.settings.body_timeout_seconds)
     except GatewayError as error:
         return json_error(error, error.language or negotiate(None, header(request, "accept-language")))
-    return await run_answer(request, services, (principal, body))
+    return await run_answer(request, services, (principal, body), agent_id)

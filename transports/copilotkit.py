@@ -10,8 +10,9 @@ its runtime URL to the gateway and needs no Node runtime in between:
 - `POST {base}` with CopilotKit's single-route envelope `{"method","params","body"}` for `info`, `agent/run`,
   `agent/connect` and `agent/stop`.
 
-Every route takes the gateway's own authentication; refusals are the JSON envelope. The agent is the gateway's one
-agent, `default` (the id CopilotKit gives an app's agent when it names none)."""
+Every route takes the gateway's own authentication; refusals are the JSON envelope. `{agentId}` is one of the gateway's
+agents (`--agents`; `--agent`'s is `default`, the id CopilotKit gives an app's agent when it names none): a connect
+to a thread of another agent is THREAD_BINDING_CONFLICT, as a run of it is."""
 
 from __future__ import annotations
 
@@ -23,7 +24,6 @@ import msgspec
 from litestar import Request, Response
 
 from gateway import __version__
-from gateway.agents.discovery import DEFAULT_AGENT
 from gateway.auth import Principal
 from gateway.errors import ErrorCode, GatewayError
 from gateway.i18n import negotiate
@@ -35,7 +35,6 @@ from transports.services import TransportServices
 from transports.sse import run_answer
 from transports.sse_response import SseBody, SseRecords
 
-AGENT_ID = DEFAULT_AGENT
 MAX_CONTROL_BODY = 64 * 1024  # a stop's body
 
 
@@ -76,11 +75,15 @@ async def copilotkit_answer(request: Request, services: TransportServices) -> Re
             return Response(info(services))
         if len(parts) >= 3 and parts[0] == "agent" and method == "POST":
             principal = await authenticate(request, services)
-            _check_agent(parts[1])
+            agent = parts[1]
+            services.engine.agents.get(agent)
             if parts[2:] == ["run"]:
-                return await run_answer(request, services, (principal, await read_body(request, MAX_BODY_BYTES, _body_seconds(services))))
+                body = await read_body(request, MAX_BODY_BYTES, _body_seconds(services))
+                return await run_answer(request, services, (principal, body), agent)
             if parts[2:] == ["connect"]:
-                return await _connect(request, services, principal, await read_body(request, MAX_BODY_BYTES, _body_seconds(services)))
+                return await _connect(
+                    request, services, principal, await read_body(request, MAX_BODY_BYTES, _body_seconds(services)), agent
+                )
             if len(parts) == 4 and parts[2] == "stop":
                 body = await read_body(request, MAX_CONTROL_BODY, _body_seconds(services))
                 return await _stop(services, principal, parts[3], body)
@@ -90,10 +93,12 @@ async def copilotkit_answer(request: Request, services: TransportServices) -> Re
 
 
 def info(services: TransportServices) -> dict[str, Any]:
-    description = f"The gateway's {services.agent_name} agent"
+    agents = services.engine.agents
     return {
         "version": __version__,
-        "agents": {AGENT_ID: {"name": AGENT_ID, "description": description, "className": "HttpAgent"}},
+        "agents": {
+            agent_id: {"name": agent_id, "description": agents.description(agent_id), "className": "HttpAgent"} for agent_id, _ in agents
+        },
         "audioFileTranscriptionEnabled": False,
         "mode": "sse",
         "threadEndpoints": {"list": False, "inspect": False, "mutations": False, "realtimeMetadata": False},
@@ -101,11 +106,6 @@ def info(services: TransportServices) -> dict[str, Any]:
         "a2uiEnabled": False,
         "openGenerativeUIEnabled": False,
     }
-
-
-def _check_agent(agent_id: str) -> None:
-    if agent_id != AGENT_ID:
-        raise GatewayError(ErrorCode.AGENT_NOT_FOUND, "agentId", f"This gateway serves the agent {AGENT_ID!r}.")
 
 
 def _body_seconds(services: TransportServices) -> float:
@@ -123,12 +123,14 @@ async def _single_route(request: Request, services: TransportServices) -> Respon
     inner = b"" if bytes(envelope.body) == b"null" else bytes(envelope.body)
     if envelope.method == "info":
         return Response(info(services))
+    agent = ""
     if envelope.method in ("agent/run", "agent/connect", "agent/stop"):
-        _check_agent(_param(envelope, "agentId"))
+        agent = _param(envelope, "agentId")
+        services.engine.agents.get(agent)
     if envelope.method == "agent/run":
-        return await run_answer(request, services, (principal, inner))
+        return await run_answer(request, services, (principal, inner), agent)
     if envelope.method == "agent/connect":
-        return await _connect(request, services, principal, inner)
+        return await _connect(request, services, principal, inner, agent)
     if envelope.method == "agent/stop":
         return await _stop(services, principal, _param(envelope, "threadId"), inner)
     raise GatewayError(ErrorCode.INVALID_INPUT, "method", "One of info, agent/run, agent/connect, agent/stop.")
@@ -141,7 +143,7 @@ def _param(envelope: Envelope, name: str) -> str:
     return text
 
 
-async def _connect(request: Request, services: TransportServices, principal: Principal, body: bytes) -> Response | SseBody:
+async def _connect(request: Request, services: TransportServices, principal: Principal, body: bytes, agent: str) -> Response | SseBody:
     arrived = time.perf_counter()
     check_depth(body)
     try:
@@ -150,7 +152,7 @@ async def _connect(request: Request, services: TransportServices, principal: Pri
         raise error_from_msgspec(exc) from None
     check_ids(("threadId", thread_id))
     language = negotiate(None, header(request, "accept-language"))
-    run = await services.engine.join(thread_id, 0, caller_of(principal), language=language)
+    run = await services.engine.join(thread_id, 0, caller_of(principal), language=language, agent=agent)
     if run is None or run.finished:  # nothing to show: an empty stream, as CopilotKit's runtime answers
         return Response(content=b"", media_type=SSE_MEDIA_TYPE, headers=SSE_HEADERS)
     return SseBody(SseRecords(run, services.settings.heartbeat_seconds, False, "sse", arrived), {})

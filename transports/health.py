@@ -43,8 +43,13 @@ async def health(services: Services) -> dict[str, object]:
             "iac-code": {"schemaVersion": EXTENSION_SCHEMA_VERSION},
             **({"reattach": reattach} if reattach else {}),
         },
-        "agent": ctx.agent_name,
-        "clientTools": ctx.engine.agent.client_tools,  # whether a plain request may declare client tools
+        "agent": ctx.agent_name,  # the default agent's backend
+        "clientTools": ctx.engine.agent.client_tools,  # whether a plain request to the default agent may declare client tools
+        # Every agent: its backend, and whether its requests may declare client tools.
+        "agents": [
+            {"id": agent_id, "backend": agent.name, "default": agent_id == ctx.engine.agents.default_id, "clientTools": agent.client_tools}
+            for agent_id, agent in ctx.engine.agents
+        ],
         "store": {"kind": ctx.settings.store_kind, "reachable": reachable},
         "runsInFlight": ctx.engine.in_flight,
         "liveRunBytes": ctx.engine.live.report(),  # the memory budget of live runs (--max-live-run-bytes) in use

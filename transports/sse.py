@@ -76,10 +76,16 @@ def _echo_headers(request: Request) -> dict[str, str]:
 
 
 async def _start_or_attach(
-    request: Request, services: TransportServices, principal: Principal, body: bytes, transport: str, runtime_session: str | None
+    request: Request,
+    services: TransportServices,
+    principal: Principal,
+    body: bytes,
+    transport: str,
+    runtime_session: str | None,
+    agent: str,
 ) -> RunHandle:
     """Admit the run; a retry carrying `Last-Event-ID` follows the run it already started instead."""
-    prepared = _prepared(request, services, body, transport, runtime_session)
+    prepared = _prepared(request, services, body, transport, runtime_session, agent)
     try:
         last = parse_position(header(request, "last-event-id"), "Last-Event-ID")
     except GatewayError as error:
@@ -106,7 +112,9 @@ async def _start_or_attach(
     return await services.engine.start(prepared, caller, retry=last is not None)
 
 
-def _prepared(request: Request, services: TransportServices, body: bytes, transport: str, runtime_session: str | None) -> PreparedRun:
+def _prepared(
+    request: Request, services: TransportServices, body: bytes, transport: str, runtime_session: str | None, agent: str
+) -> PreparedRun:
     settings = services.settings
     prepared = prepare(
         body,
@@ -116,6 +124,7 @@ def _prepared(request: Request, services: TransportServices, body: bytes, transp
         runtime_session_id=runtime_session,
         transport=transport,
     )
+    prepared.agent = agent
     try:
         prepared.grace_seconds = parse_grace(header(request, GRACE_HEADER))
         prepared.multitask = multitask_of(header(request, MULTITASK_HEADER), "AGUI-Multitask") or prepared.multitask
@@ -125,8 +134,8 @@ def _prepared(request: Request, services: TransportServices, body: bytes, transp
     return prepared
 
 
-async def _start_background(request: Request, services: TransportServices, principal: Principal, body: bytes) -> Response:
-    prepared = _prepared(request, services, body, "sse", header(request, SESSION_HEADER))
+async def _start_background(request: Request, services: TransportServices, principal: Principal, body: bytes, agent: str) -> Response:
+    prepared = _prepared(request, services, body, "sse", header(request, SESSION_HEADER), agent)
     try:
         await services.engine.start_background(prepared, caller_of(principal))
     except GatewayError as error:
@@ -138,9 +147,11 @@ async def _start_background(request: Request, services: TransportServices, princ
     return Response(answer, status_code=HTTP_202_ACCEPTED, headers={"Location": events, **_echo_headers(request)})
 
 
-async def _run(request: Request, services: TransportServices, agentcore: bool, given: GivenBody | None = None) -> Response | SseBody:
+async def _run(
+    request: Request, services: TransportServices, agentcore: bool, given: GivenBody | None = None, agent: str = ""
+) -> Response | SseBody:
     """`given`: the caller already authenticated the request and read its body (CopilotKit's single route, whose
-    run is inside its envelope)."""
+    run is inside its envelope); `agent`: the agent the route names (empty: the default)."""
     settings = services.settings
     arrived = time.perf_counter()
     transport = "invocations" if agentcore else "sse"
@@ -155,8 +166,9 @@ async def _run(request: Request, services: TransportServices, agentcore: bool, g
         else:
             principal, body = given
         if not agentcore and _background(request):
-            return await _start_background(request, services, principal, body)
-        run = await _start_or_attach(request, services, principal, body, transport, echo.get("X-Amzn-Bedrock-AgentCore-Runtime-Session-Id"))
+            return await _start_background(request, services, principal, body, agent)
+        session = echo.get("X-Amzn-Bedrock-AgentCore-Runtime-Session-Id")
+        run = await _start_or_attach(request, services, principal, body, transport, session, agent)
     except GatewayError as error:
         language = error.language or language
         metrics.labelled(metrics.RUNS_REFUSED, transport, error.code.name).inc()
@@ -171,9 +183,9 @@ async def _run(request: Request, services: TransportServices, agentcore: bool, g
     return SseBody(SseRecords(run, settings.heartbeat_seconds, agentcore, transport, arrived), echo, busy=busy, prompt=run.queued)
 
 
-async def run_answer(request: Request, services: TransportServices, given: GivenBody | None = None) -> Response | SseBody:
-    """`POST /`'s answer to this request: the run's SSE body, or its refusal (JSON)."""
-    return await _run(request, services, False, given)
+async def run_answer(request: Request, services: TransportServices, given: GivenBody | None = None, agent: str = "") -> Response | SseBody:
+    """`POST /`'s answer to this request, a run of `agent` (empty: the default): the run's SSE body, or its refusal (JSON)."""
+    return await _run(request, services, False, given, agent)
 
 
 Answering = Callable[[Request, TransportServices], Awaitable[Response | SseBody]]

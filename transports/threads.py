@@ -54,7 +54,8 @@ class ThreadSummary(msgspec.Struct, rename="camel"):
     metadata: dict[str, Any]
     message_count: int
     dropped_messages: int
-    agent: str
+    agent_id: str  # the agent the thread belongs to: the agent of its first run
+    agent: str | None  # that agent's backend (demo, agui, a2a, ...); None when this gateway no longer declares it
     run_count: int
     last_run: RunView | None
 

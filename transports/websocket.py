@@ -3,7 +3,8 @@
 Multiplexed mode (subprotocol `agui-mux.v1`): client frames `{"op":"run","id":S,"input":{...}}` (with an
 optional `"reattachGraceSeconds"`), `{"op":"attach","id":S,"threadId","runId","rosInvocationId","lastEventId","userId"}`,
 `{"op":"connect","id":S,"threadId","lastEventId","userId"}` (join the thread: its newest run, replayed then live)
-and `{"op":"cancel","id":S}` (a run's own stream, or a joined one: the stop of that run, on any replica, with the
+and `{"op":"cancel","id":S}`; a `run` frame may name its agent (`"agent"`), else the upgrade's `?agent=` is its
+agent, else the default (an unknown agent at the upgrade is 404 AGENT_NOT_FOUND; in a frame, a RUN_ERROR) (a run's own stream, or a joined one: the stop of that run, on any replica, with the
 right its join checked; a queued run leaves its queue); `AGUI-Multitask` on the upgrade is the policy of its runs
 that name none; server frames `{"id":S,"eventId":P,"event":{...}}` (`eventId`: the event's
 position, to attach from; absent on errors that are not part of a run), and `{"id":S,"closed":true}` for a
@@ -111,6 +112,7 @@ class Connection:
 
     __slots__ = (
         "accept_language",
+        "agent",
         "batching",
         "ctx",
         "forwarders",
@@ -139,6 +141,7 @@ class Connection:
         self.runtime_session = scope_header(scope, SESSION_HEADER)
         self.multitask = scope_header(scope, MULTITASK_HEADER)  # the upgrade's busy-thread policy, for runs that name none
         self.language = negotiate(None, self.accept_language)
+        self.agent = ""  # the upgrade's `?agent=`: the agent of its runs that name none (empty: the default)
 
     def send_events(self, entries: list[Entry], stream_id: str | None, positions: bool = False) -> Coroutine[Any, Any, None]:
         """One text frame per event; sent as one batch where the server supports it. The sending coroutine itself is
@@ -165,7 +168,7 @@ class Connection:
         event.metadata = with_request_id({"field": error.field} if error.field else {}) or None  # the upgrade's id
         await self.send_event(event, stream_id)
 
-    async def start_run(self, raw: bytes, stream_id: str | None, grace: float | None = None) -> RunHandle | None:
+    async def start_run(self, raw: bytes, stream_id: str | None, grace: float | None = None, agent: str = "") -> RunHandle | None:
         """Validate and admit like SSE; an error before the run is a RUN_ERROR frame and the socket stays usable."""
         settings = self.ctx.settings
         try:
@@ -181,6 +184,7 @@ class Connection:
             )
             prepared.grace_seconds = parse_grace(grace, "reattachGraceSeconds")
             prepared.multitask = prepared.multitask or multitask_of(self.multitask, "AGUI-Multitask")
+            prepared.agent = agent or self.agent
             return await self.ctx.engine.start(prepared, caller_of(self.principal))
         except GatewayError as error:
             metrics.labelled(metrics.RUNS_REFUSED, "ws", error.code.name).inc()
@@ -319,7 +323,7 @@ async def _run_stream(conn: Connection, stream_id: str, frame: MuxFrame) -> None
     elif frame.op == "connect":
         run = await conn.join(frame)
     else:
-        run = await conn.start_run(bytes(frame.input), stream_id, frame.reattach_grace_seconds)
+        run = await conn.start_run(bytes(frame.input), stream_id, frame.reattach_grace_seconds, frame.agent)
     if run is None:
         return
     conn.runs[stream_id] = run
@@ -425,6 +429,9 @@ async def _serve_socket(scope: Scope, receive: Receive, send: Send, services: Tr
     offered: list[str] = list(socket.scope.get("subprotocols") or [])
     try:
         principal = await _authenticated(socket, services, offered)
+        agent = socket.query_params.get("agent") or ""
+        if agent:
+            services.engine.agents.get(agent)
         chosen = next((protocol for protocol in offered if protocol in (MUX_PROTOCOL, BASE_PROTOCOL)), None)
         await socket.accept(subprotocols=chosen)
     except GatewayError as error:
@@ -435,6 +442,7 @@ async def _serve_socket(scope: Scope, receive: Receive, send: Send, services: Tr
         await close_quietly(socket, CLOSE_INTERNAL, "internal error")
         return
     conn = Connection(OpenSocket(receive, send), scope, services, mux=chosen == MUX_PROTOCOL, principal=principal)
+    conn.agent = agent
     del socket
     forget_request(scope)
     ctx.sockets.add(conn)

@@ -40,6 +40,7 @@ class MuxFrame(msgspec.Struct, rename="camel"):
     ros_invocation_id: Id = ""
     last_event_id: Annotated[str, msgspec.Meta(max_length=32)] = ""
     user_id: Id = ""
+    agent: Annotated[str, msgspec.Meta(max_length=64)] = ""  # a run's agent (empty: the upgrade's, else the default)
 
 
 mux_decoder = msgspec.json.Decoder(MuxFrame)

@@ -19,13 +19,16 @@ def load_agent(
     follow_idle: float = 300.0,
     response_seconds: float = 60.0,
     max_state_bytes: int | None = None,
+    where: str = "",
 ) -> AgentBackend:
     """`demo`, `agui+http(s)://host:port/path` for an AG-UI server, `a2a+http(s)://host:port/path` for an A2A 1.0
     agent, or `module:attr` for a Python plug-in: a factory of an AgentBackend, or an AG-UI agent object
     (`run(input)` yielding AG-UI events) run in this process.
     `follow_idle`: seconds of silence after which an A2A task followed with SubscribeToTask is given up;
     `response_seconds`: how long an AG-UI upstream may take to answer with its response head;
-    `max_state_bytes`: the state bound (--max-state-bytes) an AG-UI agent's events make room for."""
+    `max_state_bytes`: the state bound (--max-state-bytes) an AG-UI agent's events make room for; `where`: what a
+    ValueError names as the setting (default: the `--agent` flag)."""
+    where = where or f"--agent {spec!r}"
     if spec.startswith(("agui+http://", "agui+https://")):
         from gateway.agents.agui import AguiHttpBackend
 
@@ -39,21 +42,21 @@ def load_agent(
 
         return DemoAgent()
     if ":" in spec and "://" not in spec:
-        return _plug_in(spec, max_state_bytes)
+        return _plug_in(spec, max_state_bytes, where)
     raise ValueError(
-        f"--agent {spec!r} (AGUI_GATEWAY_AGENT) is not an agent: use 'demo', 'agui+http(s)://host:port/path', "
+        f"{where}{' (AGUI_GATEWAY_AGENT)' if where.startswith('--agent ') else ''} is not an agent: use 'demo', 'agui+http(s)://host:port/path', "
         "'a2a+http(s)://host:port/path' or 'package.module:attr'"
     )
 
 
-def _plug_in(spec: str, max_state_bytes: int | None) -> AgentBackend:
+def _plug_in(spec: str, max_state_bytes: int | None, where: str) -> AgentBackend:
     module_name, _, attr = spec.partition(":")
     try:
         factory = getattr(importlib.import_module(module_name), attr)
     except ImportError as exc:
-        raise ValueError(f"--agent {spec!r}: the module {module_name!r} cannot be imported ({exc})") from None
+        raise ValueError(f"{where}: the module {module_name!r} cannot be imported ({exc})") from None
     except AttributeError:
-        raise ValueError(f"--agent {spec!r}: the module {module_name!r} has no {attr!r}") from None
+        raise ValueError(f"{where}: the module {module_name!r} has no {attr!r}") from None
     if _is_event_source(factory):
         return _in_process(factory, max_state_bytes)
     backend = factory()
@@ -61,7 +64,7 @@ def _plug_in(spec: str, max_state_bytes: int | None) -> AgentBackend:
         return backend
     if _is_event_source(backend):
         return _in_process(backend, max_state_bytes)
-    raise ValueError(f"--agent {spec!r}: the factory returned {type(backend).__name__}, neither an AgentBackend nor an AG-UI agent")
+    raise ValueError(f"{where}: the factory returned {type(backend).__name__}, neither an AgentBackend nor an AG-UI agent")
 
 
 def _is_event_source(candidate: object) -> bool:

@@ -7,14 +7,12 @@ import copy
 from typing import Any
 
 from gateway import __version__
-from gateway.agents.base import AgentBackend
-
-DEFAULT_AGENT = "default"  # the id of the agent `--agent` declares (and CopilotKit's name for an app's agent)
+from gateway.agents.catalog import Agents
 
 
-def describe(agent: AgentBackend, agent_id: str, *, reattach: bool, keeps_conversation: bool) -> dict[str, Any]:
+def describe(agents: Agents, agent_id: str, *, reattach: bool, keeps_conversation: bool) -> dict[str, Any]:
     """`{"id","description","default","capabilities"}`: `capabilities` holds only what is known to be true or false."""
-    description = f"The gateway's {agent.name} agent"
+    agent, description = agents.get(agent_id), agents.description(agent_id)
     capabilities = copy.deepcopy(agent.capabilities)
     capabilities["identity"] = {"name": agent_id, "type": agent.name, "description": description, "version": __version__}
     # Every agent behind the gateway streams over SSE and WebSocket; runs resume from a position when the event
@@ -23,4 +21,4 @@ def describe(agent: AgentBackend, agent_id: str, *, reattach: bool, keeps_conver
     capabilities.setdefault("tools", {})["clientProvided"] = agent.client_tools
     # A thread's state comes back to any client that joins it, when the thread keeps its conversation.
     capabilities.setdefault("state", {})["persistentState"] = keeps_conversation
-    return {"id": agent_id, "description": description, "default": agent_id == DEFAULT_AGENT, "capabilities": capabilities}
+    return {"id": agent_id, "description": description, "default": agent_id == agents.default_id, "capabilities": capabilities}

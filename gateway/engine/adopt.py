@@ -71,6 +71,7 @@ def prepared_from(record: dict[str, Any], run_id: str) -> PreparedRun:
     language = str(record.get("language") or "en")
     prepared = PreparedRun(run, workspace, str(record.get("digest") or ""), None, 0, language, None, str(record.get("transport") or "sse"))
     prepared.grace_seconds = float(record.get("grace") or 0.0)
+    prepared.agent = str(record.get("agent") or "")
     return prepared
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import time
 from collections.abc import Callable
@@ -15,6 +16,7 @@ from opentelemetry.trace import Span
 
 from gateway import metrics, tracing
 from gateway.agents.base import AgentBackend
+from gateway.agents.catalog import Agents
 from gateway.engine import documents, lifecycle
 from gateway.engine.adopt import Adopter, Adoption
 from gateway.engine.budget import LiveBytes
@@ -40,6 +42,7 @@ from gateway.ids import random_hex
 from store import (
     Admission,
     AdmitResult,
+    Execution,
     ExecutionStatus,
     LatestRun,
     Lease,
@@ -50,7 +53,7 @@ from store import (
     ThreadHistory,
     ThreadStore,
 )
-from store.base import latest_run_of
+from store.base import latest_run_of, thread_agent
 from store.eventlog import READ_LIMIT, LogRef, ros_digest
 
 # A run's log is written behind its stream (the first write ~20 ms after it starts): a client that drops and
@@ -71,9 +74,10 @@ class RunEngine:
     def __init__(
         self,
         store: ThreadStore,
-        agent: AgentBackend,
+        agents: Agents | AgentBackend,
         *,
         interrupt_ttl: float,
+        upstream_interrupt_ttl: float | None = None,
         max_runs: int = 0,
         on_busy_change: Callable[[bool], None] | None = None,
         log_policy: LogPolicy | None = None,
@@ -90,29 +94,34 @@ class RunEngine:
         self.max_queued = max_queued  # runs that may wait per thread (--max-queued-runs)
         self.max_background_seconds = max_background_seconds  # a run with no client is cancelled after this long
         self.wakes = Wakes()  # queued runs wait on these; a run's end here wakes its thread's
-        self.agent = agent
+        self.agents = agents if isinstance(agents, Agents) else Agents.one(agents)
+        self.agent = self.agents.default  # the default agent (`POST /`, `/invocations`, `/ws`)
         self.max_runs = max_runs  # cap on runs in flight on this process (0: none)
         self.on_busy_change = on_busy_change
         self.accepting = True  # False while draining at shutdown
         retained = None if log_policy is None else RetainedLogs(store.events, log_policy.retained_bytes, log_policy.retention_seconds)
         self.live = LiveBytes(max_live_bytes)  # the memory budget of live runs (--max-live-run-bytes)
         metrics.LIVE_RUN_BYTES.read_from(lambda: self.live.used)
-        self._services = RunServices(
-            store,
-            agent,
-            interrupt_ttl,
-            self.cancel_backend,
-            self._forget,
-            self._settled,
-            log_policy,
-            retained,
-            timers,
-            self.live,
-            max_state_bytes,
-            history,
-        )
+        # One set of run services per agent: a run is made with its agent's (its interrupts' lifetime, its cancels).
+        self._services = {
+            agent_id: RunServices(
+                store,
+                agent,
+                upstream_interrupt_ttl if upstream_interrupt_ttl is not None and agent.upstream_interrupts else interrupt_ttl,
+                functools.partial(self.cancel_backend, agent_id=agent_id),
+                self._forget,
+                self._settled,
+                log_policy,
+                retained,
+                timers,
+                self.live,
+                max_state_bytes,
+                history,
+            )
+            for agent_id, agent in self.agents
+        }
         self.history = history
-        self.threads = Threads(store, agent.name, self.stop)  # the thread API's operations
+        self.threads = Threads(store, self.agents, self.stop)  # the thread API's operations
         self.reattach = log_policy is not None
         self._starting = 0  # admissions in progress, counted against the cap
         self._unsettled = 0  # runs admitted and not yet settled, counted against the cap
@@ -123,7 +132,7 @@ class RunEngine:
         self._by_execution: dict[str, Run] = {}
         self._background: set[asyncio.Task[None]] = set()  # queued runs with no client, waiting for their turn
         self.adopter: Adopter | None = None
-        if store.supports_adoption and agent.adoptable and log_policy is not None:
+        if store.supports_adoption and any(agent.adoptable for _, agent in self.agents) and log_policy is not None:
             self.adopter = Adopter(store, self._adopted, lambda: self.accepting)
 
     def start_adopting(self) -> None:
@@ -172,15 +181,20 @@ class RunEngine:
 
     async def _start(self, prepared: PreparedRun, caller: Caller, retry: bool) -> Run | Waiting:
         check_user_id(caller, prepared.user_id)
-        if prepared.run.tools and not self.agent.client_tools:
-            raise GatewayError(
-                ErrorCode.INVALID_INPUT, "tools", f"The {self.agent.name} agent cannot call client tools; send an empty list."
-            )
+        prepared.agent = self.agents.resolve(prepared.agent)
+        agent = self.agents.get(prepared.agent)
+        if prepared.run.tools and not agent.client_tools:
+            raise GatewayError(ErrorCode.INVALID_INPUT, "tools", f"The {agent.name} agent cannot call client tools; send an empty list.")
         self._check_room()
         self._starting += 1
         run_span = tracing.start_run_span(
             "agui.run",
-            {"agui.thread_id": prepared.run.thread_id, "agui.run_id": prepared.run.run_id, "agui.transport": prepared.transport},
+            {
+                "agui.thread_id": prepared.run.thread_id,
+                "agui.run_id": prepared.run.run_id,
+                "agui.transport": prepared.transport,
+                "agui.agent": prepared.agent,
+            },
         )
         try:
             current = trace.use_span(run_span, end_on_exit=False) if run_span.is_recording() else contextlib.nullcontext()
@@ -245,6 +259,7 @@ class RunEngine:
         user_id: str | None = None,
         language: str = "en",
         after_run: str | None = None,
+        agent: str | None = None,
     ) -> RunHandle | None:
         """Join the thread. One that keeps its conversation starts with it and its state, then follows its active run
         live (hydrate.py); `after` (a position in its newest run, from a client that reconnects) goes on from there
@@ -253,8 +268,10 @@ class RunEngine:
         thread), and a thread bound to a userId is joined with that userId only: a thread that is not there and one
         that is not the caller's answer alike. `after_run`: the run a join's position names (`<runId>:<n>`, `after`
         -1 for `<runId>:end`): a position in an older run than the newest is no place to go on from, so the join
-        starts over with the conversation."""
+        starts over with the conversation. `agent`: the join names an agent (CopilotKit's connect): a thread of
+        another agent is THREAD_BINDING_CONFLICT."""
         check_user_id(caller, user_id)
+        wanted = None if agent is None else self.agents.recorded(self.agents.resolve(agent))
         if not self.reattach and self.history is None:
             raise GatewayError(ErrorCode.EXECUTION_NOT_FOUND, detail="Reattach is turned off on this gateway.")
         key = thread_key(caller, thread_id)
@@ -267,6 +284,8 @@ class RunEngine:
         asker = user_id if user_id is not None else caller.user_id
         if latest is None or (latest.user_id is not None and latest.user_id != asker):
             return None
+        if wanted is not None and thread_agent(document) != wanted:
+            raise GatewayError(ErrorCode.THREAD_BINDING_CONFLICT, "agentId")
         if after_run is not None and after_run != latest.run_id:
             after = 0  # a newer run began since: the conversation again, then that run
         elif after_run is not None and after < 0:
@@ -385,6 +404,7 @@ class RunEngine:
             history_scope=scope if self.history is not None and self.history.keeps(prepared.plain) else None,
             multitask=prepared.multitask or self.multitask,
             max_queued=self.max_queued,
+            agent=self.agents.recorded(prepared.agent),
         )
         result = await self._admitted(admission, prepared, key)
         if result.queued:
@@ -426,17 +446,18 @@ class RunEngine:
     async def _started(self, prepared: PreparedRun, key: str, result: AdmitResult, run_span: Span, scope: str) -> Run:
         """The admitted run, made and started (the backend told first of interrupts that expired as it was admitted)."""
         if result.expired is not None:
-            await self.cancel_backend(result.expired.execution_id, result.expired.checkpoint)
-        run = Run(self._services, prepared, key, result, run_span)
+            await self.cancel_backend(result.expired.execution_id, result.expired.checkpoint, self._agent_of(result.expired))
+        run = Run(self._services[prepared.agent], prepared, key, result, run_span)
         run.record(scope, result.kept)
         self._register(run)
         log.info(
-            "run started thread=%s run=%s execution=%s resume=%s runtime_session=%s",
+            "run started thread=%s run=%s execution=%s resume=%s runtime_session=%s agent=%s",
             prepared.run.thread_id,
             run.lease.run_id,
             run.lease.execution_id,
             prepared.is_resume,
             prepared.runtime_session_id,
+            prepared.agent,
         )
         return run
 
@@ -483,10 +504,11 @@ class RunEngine:
 
     def _adopted(self, prepared: PreparedRun, key: str, admitted: AdmitResult, span: Span, adoption: Adoption) -> None:
         """A run the adopter took over: made and started here, as an admitted one is."""
-        self._register(Run(self._services, prepared, key, admitted, span, adoption))
+        prepared.agent = self.agents.resolve(prepared.agent)  # an agent this replica does not declare is not adopted here
+        self._register(Run(self._services[prepared.agent], prepared, key, admitted, span, adoption))
 
     def _register(self, run: Run) -> None:
-        metrics.labelled(metrics.RUNS_STARTED, run.prepared.transport).inc()
+        metrics.labelled(metrics.RUNS_STARTED, run.prepared.transport, run.prepared.agent).inc()
         metrics.RUNS_IN_FLIGHT.inc()
         self._idle.clear()
         self._unsettled += 1
@@ -507,26 +529,31 @@ class RunEngine:
 
     def _forget(self, run: Run) -> None:
         label, seconds = outcome_label(run.outcome), time.monotonic() - run.started
-        metrics.labelled(metrics.RUNS_ENDED, run.prepared.transport, label).inc()
-        metrics.labelled(metrics.RUN_DURATION, metrics.outcome_kind(label)).observe(seconds)
+        metrics.labelled(metrics.RUNS_ENDED, run.prepared.transport, label, run.prepared.agent).inc()
+        metrics.labelled(metrics.RUN_DURATION, metrics.outcome_kind(label), run.prepared.agent).observe(seconds)
         self._runs.pop(run.lease.run_id, None)
         if self._by_execution.get(run.lease.execution_id) is run:
             del self._by_execution[run.lease.execution_id]
         reason = failure_reason(run.outcome)
         log.info(
-            "run ended thread=%s run=%s outcome=%s seconds=%.3f%s",
+            "run ended thread=%s run=%s outcome=%s seconds=%.3f agent=%s%s",
             run.thread_id,
             run.lease.run_id,
             label,
             seconds,
+            run.prepared.agent,
             "" if reason is None else f" reason={reason!r}",
         )
         if not self._runs:
             self._idle.set()
 
-    async def cancel_backend(self, execution_id: str, checkpoint: Any) -> None:
+    def _agent_of(self, execution: Execution) -> str:
+        """The agent whose task an execution is (one from before agents were recorded: the default's)."""
+        return execution.agent or self.agents.default_id
+
+    async def cancel_backend(self, execution_id: str, checkpoint: Any, agent_id: str = "") -> None:
         try:
-            await self.agent.cancel_execution(execution_id, checkpoint)
+            await self.agents.get(self.agents.resolve(agent_id)).cancel_execution(execution_id, checkpoint)
         except Exception:  # best effort; the state already says cancelled
             log.warning("backend could not cancel execution %s", execution_id, exc_info=True)
 
@@ -550,7 +577,7 @@ class RunEngine:
             if result.running_owner is not None or execution_id in self._by_execution:
                 await self._stop_running(key, result.running_owner, execution_id)
             elif result.execution is not None and result.execution.status == "interrupted":
-                await self.cancel_backend(execution_id, result.execution.checkpoint)
+                await self.cancel_backend(execution_id, result.execution.checkpoint, self._agent_of(result.execution))
         return result.status
 
     async def stop(self, thread_id: str, run_id: str | None, caller: Caller = ANONYMOUS, user_id: str | None = None) -> str:
@@ -570,7 +597,7 @@ class RunEngine:
             metrics.labelled(metrics.CANCELS, "stop").inc()
             log.info("run stopped thread=%s run=%s", thread_id, run_id or "(active)")
             if result.execution is not None:  # it waited on interrupts: they ended now, and so does the agent's task
-                await self.cancel_backend(result.execution.execution_id, result.execution.checkpoint)
+                await self.cancel_backend(result.execution.execution_id, result.execution.checkpoint, self._agent_of(result.execution))
             elif result.execution_id:
                 await self._stop_running(key, result.running_owner, result.execution_id)
             else:  # a queued run left its queue: its waiter on this replica hears it now

@@ -32,6 +32,7 @@ class PreparedRun(msgspec.Struct):
     # protocolVersion 1.0 or newer, or one with the iacCode extension, whose contract is 1.0. Fixed per run.
     speaks_1_0: bool = True
     multitask: Multitask | None = None  # what a busy thread does with this run (None: the gateway's --multitask)
+    agent: str = ""  # the agent that runs it (empty: the default; the engine names it once admitted)
 
     @property
     def user_id(self) -> str | None:

@@ -216,6 +216,7 @@ class Run:
             "digest": prepared.digest,
             "transport": prepared.transport,
             "grace": prepared.grace_seconds,
+            "agent": prepared.agent,
             "state": self.adopt_state,
         }
 

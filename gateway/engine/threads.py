@@ -10,7 +10,7 @@ import base64
 import binascii
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
@@ -18,7 +18,10 @@ from gateway.engine.caller import Caller, check_user_id, list_scope, thread_key
 from gateway.engine.faults import STORE_FAILURES, store_error
 from gateway.errors import ErrorCode, GatewayError
 from store import ThreadHistory, ThreadStore
-from store.base import latest_run_of
+from store.base import latest_run_of, thread_agent
+
+if TYPE_CHECKING:
+    from gateway.agents.catalog import Agents
 
 # The engine's stop by thread: (threadId, runId or None, caller, userId) -> its status.
 StopRun = Callable[[str, str | None, Caller, str | None], Awaitable[str]]
@@ -74,9 +77,9 @@ def _client_id(caller: Caller, key: str) -> str:
 
 
 class Threads:
-    def __init__(self, store: ThreadStore, agent_name: str, stop: StopRun) -> None:
+    def __init__(self, store: ThreadStore, agents: Agents, stop: StopRun) -> None:
         self._store = store
-        self._agent = agent_name
+        self._agents = agents
         self._stop = stop
 
     async def _read(
@@ -98,6 +101,7 @@ class Threads:
     def _summary(self, thread_id: str, document: dict[str, Any], kept: ThreadHistory) -> dict[str, Any]:
         summary = _decode(kept.summary) if kept.summary else {}
         meta = _decode(kept.meta) if kept.meta else {}
+        agent_id = thread_agent(document) or self._agents.default_id
         runs = [_run_view(run) for run in summary.get("runs") or [] if isinstance(run, dict)]
         active = document.get("active")
         if isinstance(active, dict):
@@ -113,7 +117,8 @@ class Threads:
             "metadata": meta.get("metadata") or {},
             "messageCount": summary.get("messageCount", 0),
             "droppedMessages": summary.get("droppedMessages", 0),
-            "agent": self._agent,
+            "agentId": agent_id,
+            "agent": self._agents.get(agent_id).name if agent_id in self._agents.ids else None,
             "runCount": len(runs),
             "lastRun": runs[-1] if runs else None,
             "_runs": runs,

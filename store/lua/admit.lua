@@ -5,7 +5,7 @@
 -- the lease (fence + 1).
 -- KEYS[1]: the thread's state, KEYS[2]: the run's event log meta (only its existence is read).
 -- ARGV[1]: {thread_id, run_id, digest, cwd, user_id, ros_invocation_id, is_resume, new_execution_id, owner,
---           nonce, restart_unstarted, multitask, max_queued, waiting}.
+--           nonce, restart_unstarted, multitask, max_queued, waiting, agent}.
 -- Returns {execution, history, expired, fence}, {queued, stop_owner, stop_execution} or {error, field}.
 local key, a = KEYS[1], cjson.decode(ARGV[1])
 local now = server_now()
@@ -37,6 +37,10 @@ if not is_null(doc.binding) then
   local user = a.user_id
   if is_null(user) then user = nil end
   if bound_user ~= user then return refused_waiting('THREAD_BINDING_CONFLICT', 'forwardedProps.iacCode.userId') end
+  -- The thread's agent: the agent of its first run, '' for the default agent (rules._check_binding).
+  local bound_agent = doc.binding.agent
+  if is_null(bound_agent) or bound_agent == nil then bound_agent = '' end
+  if bound_agent ~= a.agent then return refused_waiting('THREAD_BINDING_CONFLICT', 'agentId') end
 end
 local known = doc.runs[a.run_id]
 local unstarted = known ~= nil and a.restart_unstarted and known.digest == a.digest
@@ -92,13 +96,13 @@ elseif not is_null(doc.active) then
   return refused('THREAD_BUSY')
 end
 if not a.is_resume and interrupted then return refused_waiting('RESUME_REQUIRED') end
-if is_null(doc.binding) then doc.binding = {cwd = a.cwd, user_id = a.user_id} end
+if is_null(doc.binding) then doc.binding = {cwd = a.cwd, user_id = a.user_id, agent = a.agent} end
 if not a.is_resume then
   if not is_null(cur) then retire(doc, cur) end
   cur = {execution_id = a.new_execution_id, ros_invocation_id = a.ros_invocation_id, status = 'running',
          created_at = now, updated_at = now, pending = {}, applied = {}, answered_ids = {},
          checkpoint = NULL, open_steps = {}, sequence = 0, cancel_requested = false, rollback = false,
-         context_id = NULL, task_id = NULL, session_id = NULL}
+         context_id = NULL, task_id = NULL, session_id = NULL, agent = a.agent}
   doc.execution = cur
 end
 local execution_id = ''

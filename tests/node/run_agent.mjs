@@ -1,6 +1,6 @@
 // Drives the gateway with the reference TypeScript client (@ag-ui/client HttpAgent, or the gateway's
 // WebSocketAgent built on it) and prints a JSON report.
-// Input (argv[2]): {"url", "threadId", "kind"?: "http"|"ws", "token"?, "initialState"?, "stableIds"?, "steps": [{"message"?,
+// Input (argv[2]): {"url", "threadId", "kind"?: "http"|"ws", "agent"?: the gateway's agent (ws), "token"?, "initialState"?, "stableIds"?, "steps": [{"message"?,
 // "forwardedProps", "tools"?, "toolResult"?, "answer"?: {"status","payload"?}, "abortAfter"?: <events>}]}
 // Each step is one runAgent call; a step with "answer" resumes every pending interrupt with it; "tools" declares
 // client tools; "url" sends this step's run to another URL (HttpAgent: another replica); "toolResult" adds a `tool` message with that content for each tool call the previous run left
@@ -38,7 +38,7 @@ async function makeAgent(threadId = config.threadId) {
   const { WebSocketAgent } = await import("./.lib/ws-agent.js"); // the served module, copied beside node_modules
   const { WebSocket } = await import("ws");
   const url = config.url.replace(/^http/, "ws") + "/ws";
-  return new WebSocketAgent({ url, threadId, WebSocket, token: config.token, graceSeconds: 30, initialState });
+  return new WebSocketAgent({ url, threadId, WebSocket, token: config.token, graceSeconds: 30, initialState, agent: config.agent });
 }
 
 if (config.parallel) {

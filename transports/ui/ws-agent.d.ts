@@ -16,7 +16,7 @@ export interface MuxSocketOptions {
 export declare class MuxSocket {
   constructor(options: MuxSocketOptions);
   static for(url: string, options?: Omit<MuxSocketOptions, "url">): MuxSocket;
-  run(input: object, handlers: { id?: string; onEvent: (event: any, eventId: string | null) => void; onError?: (error: Error) => void }): Promise<{ cancel(): void }>;
+  run(input: object, handlers: { id?: string; agent?: string; onEvent: (event: any, eventId: string | null) => void; onError?: (error: Error) => void }): Promise<{ cancel(): void }>;
   attach(
     run: { threadId: string; runId: string; rosInvocationId: string },
     lastEventId: string | null,
@@ -35,6 +35,8 @@ export interface WebSocketAgentConfig extends AgentConfig {
   url: string;
   token?: string | (() => string | Promise<string>);
   graceSeconds?: number;
+  /** The gateway's agent (`GET /agents`) that runs this agent's runs; unset: the gateway's default agent. */
+  agent?: string;
   WebSocket?: typeof WebSocket;
   fetch?: typeof fetch;
 }
@@ -42,4 +44,5 @@ export interface WebSocketAgentConfig extends AgentConfig {
 export declare class WebSocketAgent extends AbstractAgent {
   constructor(config: WebSocketAgentConfig);
   url: string;
+  agent?: string;
 }

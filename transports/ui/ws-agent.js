@@ -12,9 +12,10 @@ export { MuxSocket };
 
 export class WebSocketAgent extends AbstractAgent {
   /** @param {import("./ws-agent").WebSocketAgentConfig} config */
-  constructor({ url, token, graceSeconds, WebSocket, fetch, ...config }) {
+  constructor({ url, token, graceSeconds, agent, WebSocket, fetch, ...config }) {
     super(config);
     this.url = url;
+    this.agent = agent; // the gateway's agent that runs this agent's runs (unset: the gateway's default)
     this.socketOptions = { token: typeof token === "function" ? token : () => token || "", graceSeconds, WebSocket, fetch };
     this.current = null;
   }
@@ -24,6 +25,7 @@ export class WebSocketAgent extends AbstractAgent {
       let ended = false;
       const mux = MuxSocket.for(this.url, this.socketOptions);
       const started = mux.run(input, {
+        agent: this.agent,
         onEvent: (event) => {
           subscriber.next(event);
           if (event.type === "RUN_FINISHED" || event.type === "RUN_ERROR") {
@@ -77,6 +79,7 @@ export class WebSocketAgent extends AbstractAgent {
   clone() {
     const copy = super.clone();
     copy.url = this.url;
+    copy.agent = this.agent;
     copy.socketOptions = this.socketOptions;
     return copy;
   }

@@ -124,13 +124,15 @@ export class MuxSocket {
     }
   }
 
-  /** Start a run as stream `id` (default: its runId). `onEvent(event, eventId)` gets every event to the terminal one. */
-  async run(input, { id = input.runId, onEvent, onError = () => {} }) {
+  /** Start a run as stream `id` (default: its runId), of the gateway's agent `agent` (default: the socket's, else the
+   * gateway's default agent). `onEvent(event, eventId)` gets every event to the terminal one. */
+  async run(input, { id = input.runId, agent, onEvent, onError = () => {} }) {
     const userId = input.forwardedProps?.iacCode?.userId;
     const attach = { threadId: input.threadId, runId: input.runId, rosInvocationId: rosOf(input), ...(userId ? { userId } : {}) };
     this.streams.set(id, { onEvent, onError, lastEventId: null, attach });
     try {
-      (await this.open()).send(JSON.stringify({ op: "run", id, input, reattachGraceSeconds: this.graceSeconds }));
+      const frame = { op: "run", id, input, reattachGraceSeconds: this.graceSeconds, ...(agent ? { agent } : {}) };
+      (await this.open()).send(JSON.stringify(frame));
     } catch (error) {
       this.streams.delete(id);
       onError(error);
