@@ -72,9 +72,14 @@ function report(agent) {
 }
 
 window.harness = {
-  async send(text) {
+  // The agents CopilotKit learnt from the runtime's /info.
+  async agents() {
     await connected();
-    const agent = core.getAgent("default");
+    return Object.keys(core.agents).sort();
+  },
+  async send(text, agentId = "default") {
+    await connected();
+    const agent = core.getAgent(agentId);
     agent.addMessage({ id: crypto.randomUUID(), role: "user", content: text });
     try {
       await core.runAgent({ agent });
@@ -100,9 +105,9 @@ window.harness = {
     return report(agent);
   },
   // A page opened on a thread it has not seen (a reload, a second tab): CopilotKit joins it.
-  async join(threadId) {
+  async join(threadId, agentId = "default") {
     await connected();
-    const agent = core.getAgent("default");
+    const agent = core.getAgent(agentId);
     agent.threadId = threadId;
     try {
       await core.connectAgent({ agent });
@@ -116,6 +121,7 @@ window.harness = {
     decide(answer);
     decide = null;
   },
-  report: () => report(core.getAgent("default")),
+  report: (agentId = "default") => report(core.getAgent(agentId)),
+  threadOf: (agentId = "default") => core.getAgent(agentId).threadId,
 };
 document.body.dataset.ready = "true";
