@@ -41,6 +41,7 @@ def test_a_run_is_one_span_whose_children_are_admission_store_and_settling(tmp_p
     assert format(run.context.trace_id, "032x") == trace_id, "the caller's trace is continued"
     assert format(run.parent.span_id, "016x") == parent
     assert run.attributes["agui.outcome"] == "completed" and run.attributes["agui.transport"] == "sse"
+    assert run.attributes["agui.agent"] == "default", "the run names its agent"
     assert spans["agui.admission"].parent.span_id == run.context.span_id
     assert spans["agui.store.admit"].parent.span_id == spans["agui.admission"].context.span_id
     assert spans["agui.store.finish_run"].parent.span_id == run.context.span_id

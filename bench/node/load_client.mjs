@@ -10,7 +10,7 @@ import { floodBody } from "./flood_run.mjs";
 
 const [base, concurrencyText, countText, runsText] = process.argv.slice(2);
 const [concurrency, count, runs] = [Number(concurrencyText), Number(countText), Number(runsText)];
-const { hostname, port } = new URL(base);
+const { hostname, port, pathname } = new URL(base); // the run route: `/` unless BASE_URL names another
 
 const firsts = [];
 let started = 0, failures = 0, events = 0;
@@ -19,7 +19,7 @@ const HEAD_END = Buffer.from("\r\n\r\n");
 
 function request() {
   const body = Buffer.from(floodBody(count));
-  const head = `POST / HTTP/1.1\r\nhost: ${hostname}:${port}\r\ncontent-type: application/json\r\naccept: text/event-stream\r\ncontent-length: ${body.length}\r\n\r\n`;
+  const head = `POST ${pathname} HTTP/1.1\r\nhost: ${hostname}:${port}\r\ncontent-type: application/json\r\naccept: text/event-stream\r\ncontent-length: ${body.length}\r\n\r\n`;
   return Buffer.concat([Buffer.from(head), body]);
 }
 
