@@ -101,16 +101,20 @@ def in_shared_log(other: str, body: dict, position: int) -> None:
     stream.drop()
 
 
+def killed_mid_run(a: Gateway, b: Gateway, url: str, body: dict, taken: int) -> list[dict]:
+    """The run posted to `url` (on A) read until `taken` events, A killed, the rest read through B: every event once."""
+    head = open_post(url, body, GRACE).take(taken)
+    in_shared_log(b.url, body, head[-1][0])  # what A sent is in its log (written behind the run)
+    a.kill()
+    rest = attach_after(b.url, body, head[-1][0]).rest()
+    return assert_exactly_once([head, rest])
+
+
 def test_a_killed_replicas_run_is_adopted_and_ends_complete(cluster, agent):
     a, b, _ = cluster.gateways
     before = len(cancels(agent))
     body = run_body("long 60")
-    first = open_post(a.url + "/", body, GRACE)
-    head = first.take(8)
-    in_shared_log(b.url, body, head[-1][0])  # what A sent is in its log (written behind the run)
-    a.kill()
-    rest = attach_after(b.url, body, head[-1][0]).rest()
-    events = assert_exactly_once([head, rest])
+    events = killed_mid_run(a, b, a.url + "/", body, 8)
     assert_well_formed_run(events)
     verify_with_node([events])
     assert events[-1]["type"] == "RUN_FINISHED" and events[-1]["outcome"] == {"type": "success"}, events[-1]
@@ -160,12 +164,7 @@ def test_a_rolling_restart_keeps_the_run_going_without_a_cancel(cluster, agent):
 def test_an_interrupt_after_adoption_is_saved_and_resumed_elsewhere(cluster, agent):
     a, b, c = cluster.gateways
     body = run_body("long 30 permission")
-    first = open_post(a.url + "/", body, GRACE)
-    head = first.take(5)
-    in_shared_log(b.url, body, head[-1][0])
-    a.kill()
-    rest = attach_after(b.url, body, head[-1][0]).rest()
-    events = assert_exactly_once([head, rest])
+    events = killed_mid_run(a, b, a.url + "/", body, 5)
     outcome = events[-1]["outcome"]
     assert outcome["type"] == "interrupt" and outcome["interrupts"][0]["id"] == "perm-long", events[-1]
     entry = [{"interruptId": "perm-long", "status": "resolved", "payload": {"decision": "allow_once"}}]
@@ -239,12 +238,7 @@ def test_an_adopted_run_goes_on_with_its_own_agent(tmp_path, agent):
     a, b = Gateway(tmp_path, *args).start(), Gateway(tmp_path, *args).start()
     try:
         body = run_body("long 20")
-        first = open_post(a.url + "/agents/tasks", body, GRACE)
-        head = first.take(6)
-        in_shared_log(b.url, body, head[-1][0])
-        a.kill()
-        rest = attach_after(b.url, body, head[-1][0]).rest()
-        events = assert_exactly_once([head, rest])
+        events = killed_mid_run(a, b, a.url + "/agents/tasks", body, 6)
         assert events[-1]["type"] == "RUN_FINISHED" and text_of(events) == ticks(20), events[-1]
         assert f"run adopted thread={body['threadId']} " in b.logs()
         b.wait_logged(f"run={body['runId']} outcome=completed")

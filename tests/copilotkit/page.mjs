@@ -4,16 +4,10 @@
 // `harness.decide`). window.harness is what the test drives; every CopilotKit error and console message is kept.
 import { CopilotKitCore } from "@copilotkit/core";
 import { z } from "zod";
+import { confirmTool, keptConsole } from "./shared.mjs";
 
 const errors = [];
-const consoleLines = [];
-for (const level of ["warn", "error"]) {
-  const original = console[level];
-  console[level] = (...args) => {
-    consoleLines.push(`${level}: ${args.map(String).join(" ")}`);
-    original(...args);
-  };
-}
+const consoleLines = keptConsole();
 let decide = null;
 const calls = [];
 
@@ -25,15 +19,7 @@ const core = new CopilotKitCore({
   ...(asked.get("transport") ? { runtimeTransport: asked.get("transport") } : {}),
 });
 core.subscribe({ onError: ({ code, error }) => errors.push(`${code}: ${error?.message ?? error}`) });
-core.addTool({
-  name: "confirm",
-  description: "Ask the user to confirm",
-  parameters: z.object({ really: z.boolean() }),
-  handler: async (args) => {
-    calls.push({ name: "confirm", args });
-    return "confirmed";
-  },
-});
+core.addTool(confirmTool(calls));
 core.addTool({
   name: "approve",
   type: "human-in-the-loop",

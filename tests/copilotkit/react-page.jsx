@@ -5,31 +5,16 @@
 import React, { useEffect } from "react";
 import { createRoot } from "react-dom/client";
 import { CopilotKitProvider, useAgent, useCopilotKit, useFrontendTool } from "@copilotkit/react-core/v2";
-import { z } from "zod";
+import { confirmTool, keptConsole } from "./shared.mjs";
 
 const asked = new URLSearchParams(location.search);
-const problems = [];
-for (const level of ["warn", "error"]) {
-  const original = console[level];
-  console[level] = (...args) => {
-    problems.push(`${level}: ${args.map(String).join(" ")}`);
-    original(...args);
-  };
-}
+const problems = keptConsole(); // and CopilotKit's errors, below
 const calls = [];
 
 function Conversation() {
   const { agent, isReady } = useAgent({ agentId: asked.get("agent") || "default" });
   const { copilotkit } = useCopilotKit();
-  useFrontendTool({
-    name: "confirm",
-    description: "Ask the user to confirm",
-    parameters: z.object({ really: z.boolean() }),
-    handler: async (args) => {
-      calls.push({ name: "confirm", args });
-      return "confirmed";
-    },
-  });
+  useFrontendTool(confirmTool(calls));
   useEffect(() => {
     if (!isReady) return undefined;
     const subscription = copilotkit.subscribe({ onError: ({ code, error }) => problems.push(`${code}: ${error?.message ?? error}`) });
