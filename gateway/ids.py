@@ -1,6 +1,6 @@
 """Random identifiers (request ids, execution ids, nonces, message ids) from the operating system's CSPRNG, read
-4 KiB at a time: a run needs four or five of them, and a `getrandom` call each released and took back the GIL at
-every one (measured: 7% of the event loop's samples on the file store, whose I/O thread holds the GIL between)."""
+4 KiB at a time: a run needs four or five of them, and a `getrandom` call each would release and take back the GIL
+at every one (the file store's I/O thread holds the GIL between)."""
 
 from __future__ import annotations
 

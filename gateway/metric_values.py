@@ -1,6 +1,6 @@
 """Counters, gauges and histograms kept as plain numbers, read by prometheus_client's registry only when scraped:
-its own metric objects take a lock and run two checks on every update, and a short run makes about 20 updates
-(4% of its instructions went to them, bench.instructions). Only the event loop's thread updates these; the scrape,
+its own metric objects take a lock and run two checks on every update, and a short run makes about 20 updates.
+Only the event loop's thread updates these; the scrape,
 on the exporter's thread, only reads them."""
 
 from __future__ import annotations

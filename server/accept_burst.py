@@ -1,8 +1,8 @@
 """Accept a burst of new connections in one turn of the loop, where uvloop takes one a turn.
 
 uvloop accepts one connection from the kernel's queue each time the listening socket is reported ready, that is
-once a turn of the loop. Under load a turn lasts milliseconds (at C=200 about 17 ms: every request that is ready
-runs its step in it), so the thirtieth connection of a burst waited thirty turns before it was even accepted: half
+once a turn of the loop. Under load a turn lasts milliseconds (every request that is ready runs its step in it),
+so the thirtieth connection of a burst waited thirty turns before it was even accepted: half
 a second of silence before its first event, while the connections already open were served at once. asyncio's own
 loop accepts up to the backlog in one turn, so it needs none of this.
 
@@ -34,7 +34,7 @@ log = logging.getLogger("agui.serve")
 _QUEUED = struct.Struct("=24xI")
 _TCP_INFO = getattr(socket, "TCP_INFO", None)
 # A turn this long with connections still waiting: at one accept a turn, the last of a burst of N waits N such turns.
-# Shorter turns are left to uvloop: this path costs, per connection, a task while it is made and about 0.15 KiB for
+# Shorter turns are left to uvloop: this path costs, per connection, a task while it is made and some memory for
 # the connection's life (the context `connect_accepted_socket` copies, the socket object the transport keeps), where
 # uvloop's costs neither.
 SLOW_TURN = 0.002

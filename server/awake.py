@@ -2,8 +2,8 @@
 window after each response ends (and each WebSocket flush), instead of going to sleep at once.
 
 On a virtual machine whose idle vCPU halts (Firecracker and most cloud guests with guest halt-polling off), a
-process that blocks in epoll is woken by an interrupt that crosses the hypervisor: about 100 µs before the next
-request's first byte is even read. A client that sends its next request within the window finds the loop awake.
+process that blocks in epoll is woken by an interrupt that crosses the hypervisor, before the next request's first
+byte is even read. A client that sends its next request within the window finds the loop awake.
 
 A poll pays only when a request follows the answer within the window; otherwise it is a core's time spent for
 nothing. So the loop polls only while most answers lately were followed that closely (PAYS of them, on an

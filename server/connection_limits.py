@@ -170,7 +170,7 @@ class _LingeringTransport:
 
 def lighten_event(owner: object, name: str) -> None:
     """Swap an asyncio.Event that uvicorn holds per connection or request for a Flag (transports/lean.py) in the
-    same state: an idle stream keeps about 0.7 KiB less each. Left as is where uvicorn no longer has it."""
+    same state: an idle stream keeps less. Left as is where uvicorn no longer has it."""
     event = getattr(owner, name, None)
     if type(event) is asyncio.Event:
         flag = Flag()
@@ -181,8 +181,8 @@ def lighten_event(owner: object, name: str) -> None:
 
 class Guard:
     """The gateway's per-connection state, in one slotted object: uvicorn's protocol already has 25 attributes, and
-    past 30 an instance's attributes leave Python's shared-key layout for a dict of their own (about 1.3 KiB more
-    per connection, which every idle stream paid)."""
+    past 30 an instance's attributes leave Python's shared-key layout for a dict of their own, which every idle
+    stream would pay for."""
 
     __slots__ = ("address", "counted", "draining", "head_bytes", "head_started", "phase", "tail")
 

@@ -34,7 +34,7 @@ from server.ws_protocol import CorkedWebSocketsProtocol
 
 __all__ = ["MAX_HEAD_BYTES", "ConnectionLimits", "protocols"]
 # uvicorn's per-connection attributes, shared by both protocols (and ours), declared as slots: past 30, an
-# instance's attributes leave Python's shared-key layout for a dict of their own (about 1.3 KiB a connection).
+# instance's attributes leave Python's shared-key layout for a dict of their own, for every connection.
 _SHARED_SLOTS = (
     "access_log",
     "access_logger",
@@ -91,8 +91,7 @@ class GatewayH11Protocol(GuardedHttp, H11Protocol):
 
 class Pipeline:
     """What uvicorn's httptools protocol does with its per-connection deque of pipelined requests (appendleft, pop,
-    truthiness), holding nothing until a client pipelines: an empty deque is about 0.6 KiB that every idle
-    stream kept."""
+    truthiness), holding nothing until a client pipelines: an empty deque is memory every idle stream would keep."""
 
     __slots__ = ("_items",)
 

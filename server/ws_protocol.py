@@ -83,7 +83,7 @@ class CorkedTransport:
 
 class CorkedWebSocketsProtocol(WebSocketsSansIOProtocol):
     # uvicorn's protocol gives each socket 37 attributes. Past 30, an instance's attributes leave Python's shared-key
-    # layout for a dict of their own (1.6 KiB a socket); declared as slots here, they never reach the instance dict.
+    # layout for a dict of their own, for every socket; declared as slots here, they never reach the instance dict.
     # An attribute a later uvicorn adds simply lands in the dict.
     __slots__ = (
         "app",
@@ -174,12 +174,12 @@ class CorkedWebSocketsProtocol(WebSocketsSansIOProtocol):
             self.handshake_complete = True
             return
         if message["type"] == "websocket.accept" and self.handshake_complete:
-            self.request = self.response = None  # type: ignore[assignment]  # the handshake is never read again (~2 KiB a socket)
+            self.request = self.response = None  # type: ignore[assignment]  # the handshake is never read again
             fresh_frame_parser(self.conn)
 
 
 def fresh_frame_parser(conn: Protocol) -> bool:
-    """websockets' server parser keeps the handshake request (its headers, about 2 KiB) in a local variable of its
+    """websockets' server parser keeps the handshake request (its headers) in a local variable of its
     generator for the connection's whole life. When that parser waits at a frame boundary (nothing of a frame read),
     a fresh frame parser on the same reader takes over; anywhere else the old one stays. True when it was replaced."""
     outer = conn.parser

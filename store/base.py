@@ -192,8 +192,7 @@ class ThreadStore(abc.ABC):
     owner_id: str = ""
     needs_renewal = False  # True where leases expire unless their owner renews them
     # True where calls never wait (in memory): the engine runs the admission in the request's own step rather than
-    # in a task of its own. A store that waits gains nothing by it and paid for it (the file store: about 10% more
-    # CPU per short run at C=200, bench.flood --baseline).
+    # in a task of its own. A store that waits gains nothing by it, and would pay for it in CPU per run.
     answers_at_once = False
     lease_seconds = 10 * 365 * 86400.0  # single-process stores detect dead owners by owner id, not by time
     events: EventLog  # each store keeps its runs' event logs beside their thread state

@@ -1,7 +1,7 @@
 """Per-request deadlines (a request head's, a body's) kept by one sweeping task per loop and length, not a timer each.
 
-asyncio keeps a cancelled timer in its heap until the time it was set for, with its context and its callback
-(about 0.25 KiB): with a timer each, a 10-second head deadline met in a millisecond, and a 30-second body
+asyncio keeps a cancelled timer in its heap until the time it was set for, with its context and its callback:
+with a timer each, a 10-second head deadline met in a millisecond, and a 30-second body
 deadline, would stay held that long after every request (what a burst of new streams pays on top of their own
 memory), and each would cost a heap push. Here a deadline is an entry in an insertion-ordered dict: the same length for all of them means arrival order
 is deadline order, so the sweep looks only at the front; meeting a deadline removes its entry at once. A deadline

@@ -2,8 +2,8 @@
 their fewest.
 
 Through Litestar, an idle stream would keep the router, the exception middleware (twice on a WebSocket), the
-middleware stack and the route's own handler frames alive for its whole life: about 2 KiB per idle SSE run and
-2.8 KiB per idle WebSocket (bench/idle.py). `FastPath` wraps Litestar's ASGI handler (inside `Litestar.__call__`,
+middleware stack and the route's own handler frames alive for its whole life (bench/idle.py measures an idle
+stream's and socket's memory). `FastPath` wraps Litestar's ASGI handler (inside `Litestar.__call__`,
 which has set the scope's app and state) and answers, through the access log:
 - every HTTP request `refusal` names (request smuggling, a NUL in the path), whatever its path;
 - `POST /` and `POST /invocations` (the run), `OPTIONS` on them (204 with `Allow`), and any other method on them or
@@ -83,7 +83,7 @@ class FastPath:
 
 class Outermost:
     """The application as our own server serves it: the same direct routes, taken before `Litestar.__call__`, whose
-    frame every idle stream and socket kept (about 0.26 KiB each). It does what that call does for them (the scope's
+    frame every idle stream and socket would keep. It does what that call does for them (the scope's
     app and state; the app has no before-send hooks) and returns the handler's coroutine rather than awaiting it, so
     the server must be told the interface (uvicorn: `interface="asgi3"`, in server/serve.py). An embedder
     serving the Litestar app itself gets the same routes from `FastPath`, one frame deeper."""

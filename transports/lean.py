@@ -1,6 +1,6 @@
 """What a long-lived connection keeps, at its least: stand-ins for asyncio.Queue and asyncio.Event (asyncio's
-allocate their deques at creation, about 6 KiB for the two queues and two events an idle WebSocket needs; these
-allocate nothing until they are used), and `forget_request`, which drops what only a connection's start reads."""
+allocate their deques at creation, for the two queues and two events an idle WebSocket needs; these allocate
+nothing until they are used), and `forget_request`, which drops what only a connection's start reads."""
 
 from __future__ import annotations
 
@@ -20,8 +20,7 @@ _START_ONLY = ("asgi", "state", "raw_path", "extensions", "subprotocols")
 def forget_request(scope: Any) -> None:
     """Once a stream's response has started (or a socket is accepted), the server still keeps the request's scope
     for the connection's whole life. Drop what only the start read: the request's headers (cleared in place: the
-    server's protocol holds the same list), Litestar's connection state, and the scope's per-request entries above.
-    About 1.3 KiB an idle stream or socket."""
+    server's protocol holds the same list), Litestar's connection state, and the scope's per-request entries above."""
     headers = scope.get("headers")
     if isinstance(headers, list):
         headers.clear()

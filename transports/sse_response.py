@@ -3,7 +3,7 @@ request's own task.
 
 `SseRecords` turns the run's batches into records (a heartbeat into a comment line) and counts what is sent; it is
 a slotted object the body's loop calls, not an async generator between the loop and the run: each generator layer
-cost an idle stream about 0.6 KiB (its frame, and its entry in the loop's set of live generators).
+would cost an idle stream its frame and its entry in the loop's set of live generators.
 
 Litestar's streaming body runs the stream in a task group beside a task that waits for the client's disconnect
 (two tasks, a task group and a cancel scope per response). Here the stream runs in the request's task, and the
@@ -122,7 +122,7 @@ class SseReply(Response[None]):
 
 class ClientLost:
     """The call the connection makes when its client is gone: it cancels the stream's task, once. A slotted object
-    rather than a closure, which an idle stream would hold with its two cells and a list (about 0.3 KiB)."""
+    rather than a closure, which an idle stream would hold with its two cells and a list."""
 
     __slots__ = ("gone", "task")
 

@@ -284,8 +284,7 @@ async def _run_queued(conn: Connection, queued: list[str]) -> None:
 async def _serve_base(conn: Connection) -> None:
     """The socket's own task reads frames. A frame starts its run in a task of its own (the runner); frames that
     arrive during a run wait, at most MAX_QUEUED_FRAMES of them, and run after it in order. An idle socket holds
-    nothing but its own task waiting for a frame (a reader task beside a loop waiting on a queue cost about
-    1.5 KiB more per socket)."""
+    nothing but its own task waiting for a frame (not a reader task beside a loop waiting on a queue)."""
     socket = conn.socket
     queued: list[str] = []  # frames waiting for the active run to end, in order
     runner: asyncio.Task[None] | None = None
@@ -423,7 +422,7 @@ def serve_socket(scope: Scope, receive: Receive, send: Send) -> Coroutine[Any, A
 async def _serve_socket(scope: Scope, receive: Receive, send: Send, services: TransportServices) -> None:
     """The handshake on Litestar's WebSocket (authentication, the subprotocol; an unexpected failure closes with
     1011), then the open socket on the lean one, with the request's headers dropped from the scope: an idle socket
-    read them for the last time here (about 1 KiB each)."""
+    read them for the last time here."""
     ctx = services
     socket: WebSocket[Any, Any, Any] = WebSocket(scope, receive, send)
     offered: list[str] = list(socket.scope.get("subprotocols") or [])

@@ -71,7 +71,7 @@ def event_frames(entries: list[Entry], stream_id: str | None, positions: bool, *
 
 class OpenSocket:
     """An accepted socket as its connection uses it: receive, send, close. Litestar's WebSocket serves the handshake
-    only: kept, it would hold two closures, its state and the scope's state (about 1 KiB) for the socket's life.
+    only: kept, it would hold two closures, its state and the scope's state for the socket's life.
     Like it, it refuses to send once the peer's disconnect was received."""
 
     __slots__ = ("_receive", "_send", "gone")

@@ -150,7 +150,7 @@ class RunRecorder:
     def _flush(self, conversation: Conversation) -> None:
         """Apply the events kept so far. Their heads are decoded in one call (as one JSON array); the text deltas of a
         message that came in a row, most of a run's events, are applied as one, and only the other events are
-        decoded whole (handling each delta as an event cost a plain run a quarter more instructions)."""
+        decoded whole."""
         pending, self._pending = self._pending, []
         if not pending:
             return

@@ -56,8 +56,8 @@ class PreparedRun(msgspec.Struct):
 
     def release_input(self) -> None:
         """Once the backend's request is built, the conversation (messages, tools, context, state) is the backend's: the
-        run keeps the input's identities and settings only. An idle run held the whole decoded input before (about
-        1 KiB for one short message; a long conversation's history, all of it)."""
+        run keeps the input's identities and settings only, not the whole decoded input (a long conversation's
+        history, all of it) for as long as it is idle."""
         none: list[Any] = []  # one empty list for the three (nothing adds to a released input)
         self.run = msgspec.structs.replace(self.run, state=None, messages=none, tools=none, context=none)
         self.as_sent = None

@@ -179,8 +179,8 @@ class Run:
 
     def release_input(self) -> None:
         """The backend has its request: let go of what only building it read (the input's conversation, the admitted
-        execution's record and the thread's history). Kept, they would live as long as the run: about 0.5 KiB for a
-        new thread's run, and a long conversation all of it."""
+        execution's record and the thread's history). Kept, they would live as long as the run: a long conversation
+        all of it."""
         self.prepared.release_input()
         self.execution = None
         self.history = ()

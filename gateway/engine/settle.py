@@ -60,8 +60,8 @@ async def settle(run: Run, outcome: Outcome) -> Outcome:
 async def _settle(run: Run, outcome: Outcome) -> Outcome:
     run.fire(RunEvent.OUTCOME_FIXED)
     if not run.services.store.answers_at_once:
-        # The run's last events leave with its end, in one write, not in a write of their own just ahead of it (at
-        # C=200 on the file or Redis store that write was a tenth of the process's time). For one store attempt:
+        # The run's last events leave with its end, in one write, not in a write of their own just ahead of it. For
+        # one store attempt:
         # a failed save or finish lets them go (`stop_holding`), as does the end's publishing or the stream's close.
         run.stream.hold_for_end()
     if isinstance(outcome, Interrupted):

@@ -144,7 +144,7 @@ class EventStream:
         self._grew: list[asyncio.Future[None]] = []  # one future per follower waiting for the stream to grow
         self._advanced: asyncio.Future[None] | None = None
         self._owner = owner
-        # Told of each put (a call, no arguments): building the put's entries for it cost 0.6 us an event. Not told
+        # Told of each put (a call, no arguments), never given the put's entries (building them costs per event). Not told
         # while it says it needs not be (`pause_watch`: its write is already due, and will read all that is new).
         self._watcher: StreamWatcher = _NO_WATCHER
         self._watching = False

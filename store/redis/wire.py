@@ -1,7 +1,7 @@
 """The Redis store's hot commands (its scripts), pipelined from every caller onto one connection: the commands
 queued in one turn of the event loop go out in one write, and the replies are read by a protocol of ours (hiredis)
 and handed back in order. A round trip costs each caller a future, not a connection checkout, a stream reader
-and a timer per reply: 25 us of CPU a call through redis-py at 200 callers against 3 us here (bench/NOTES.md).
+and a timer per reply, as a call through redis-py does (bench/NOTES.md has what each costs).
 
 The connection itself is redis-py's, taken from the client's pool and connected by it (authentication, TLS, the
 database, Sentinel's current master), then read and written here: its transport is handed to `Lane`. Failures:
