@@ -32,7 +32,7 @@ import msgspec
 
 from server.awake import Awake
 from transports.deadlines import deadlines
-from transports.lean import Flag
+from transports.lean import LeanEvent
 from transports.sse_response import LOST_HOOK
 
 LINGER_RESET = struct.pack("ii", 1, 0)  # SO_LINGER on, zero seconds: close() sends RST and drops unsent data
@@ -169,11 +169,11 @@ class _LingeringTransport:
 
 
 def lighten_event(owner: object, name: str) -> None:
-    """Swap an asyncio.Event that uvicorn holds per connection or request for a Flag (transports/lean.py) in the
+    """Swap an asyncio.Event that uvicorn holds per connection or request for a LeanEvent (transports/lean.py) in the
     same state: an idle stream keeps less. Left as is where uvicorn no longer has it."""
     event = getattr(owner, name, None)
     if type(event) is asyncio.Event:
-        flag = Flag()
+        flag = LeanEvent()
         if event.is_set():
             flag.set()
         setattr(owner, name, flag)

@@ -26,7 +26,7 @@ from websockets.protocol import OPEN, Protocol
 from websockets.streams import StreamReader
 
 from server.awake import Awake
-from transports.lean import Flag, Inbox
+from transports.lean import Inbox, LeanEvent
 from transports.ws_framing import TEXT_BATCH_EXTENSION
 
 _FIN_TEXT = 0x81
@@ -128,7 +128,7 @@ class CorkedWebSocketsProtocol(WebSocketsSansIOProtocol):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.queue = Inbox()  # type: ignore[assignment]  # put_nowait, get, empty: what uvicorn uses of it
-        self.writable = Flag()  # type: ignore[assignment]
+        self.writable = LeanEvent()  # type: ignore[assignment]
         self.writable.set()
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:

@@ -58,7 +58,7 @@ class Inbox(Generic[T]):
         return not self._items
 
 
-class Flag:
+class LeanEvent:
     """asyncio.Event without its eager deque: set, clear, is_set, wait."""
 
     __slots__ = ("_set", "_waiters")

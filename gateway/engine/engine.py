@@ -23,7 +23,7 @@ from gateway.engine.budget import LiveBytes
 from gateway.engine.caller import ANONYMOUS, Caller, check_user_id, list_scope, thread_key
 from gateway.engine.conversation import Conversation
 from gateway.engine.eager import start_eagerly
-from gateway.engine.faults import STORE_FAILURES, store_error
+from gateway.engine.faults import as_contract_error, store_error
 from gateway.engine.follow import LogHandle
 from gateway.engine.handle import LiveHandle, RunHandle
 from gateway.engine.history import HistoryPolicy
@@ -275,11 +275,9 @@ class RunEngine:
         if not self.reattach and self.history is None:
             raise GatewayError(ErrorCode.EXECUTION_NOT_FOUND, detail="Reattach is turned off on this gateway.")
         key = thread_key(caller, thread_id)
-        try:
+        with as_contract_error:
             document = await self.store.read_document(key)
             kept = await self.store.read_history(key) if self.history is not None and document else ThreadHistory()
-        except STORE_FAILURES as exc:
-            raise store_error(exc) from None
         latest = latest_run_of(document)
         asker = user_id if user_id is not None else caller.user_id
         if latest is None or (latest.user_id is not None and latest.user_id != asker):
@@ -357,15 +355,13 @@ class RunEngine:
             metrics.labelled(metrics.REATTACHES, "live").inc()
             return handle
         ref, events = LogRef(key, run_id), self.store.events
-        try:
+        with as_contract_error:
             read = await events.read(ref, after, READ_LIMIT)
             for _ in range(LOG_APPEAR_TRIES):  # a run started on another replica a moment ago: its log's first write
                 if read is not None:
                     break
                 await asyncio.sleep(LOG_APPEAR_PAUSE)
                 read = await events.read(ref, after, READ_LIMIT)
-        except STORE_FAILURES as exc:
-            raise store_error(exc) from None
         if read is None:
             raise GatewayError(ErrorCode.EXECUTION_NOT_FOUND)
         if identities is not None:
@@ -564,10 +560,8 @@ class RunEngine:
         Another principal's execution, or one on a thread bound to another userId, is not found."""
         check_user_id(caller, user_id)
         key = thread_key(caller, thread_id)
-        try:
+        with as_contract_error:
             result = await self.store.cancel(key, execution_id, ros_invocation_id, user_id)
-        except STORE_FAILURES as exc:
-            raise store_error(exc) from None
         if result.status == "not_found":
             raise GatewayError(ErrorCode.EXECUTION_NOT_FOUND)
         if result.status == "lost":
@@ -587,10 +581,8 @@ class RunEngine:
         thread: its principal, and its userId where it is bound to one; any other thread is THREAD_NOT_FOUND."""
         check_user_id(caller, user_id)
         key = thread_key(caller, thread_id)
-        try:
+        with as_contract_error:
             result = await self.store.stop(key, run_id, user_id if user_id is not None else caller.user_id)
-        except STORE_FAILURES as exc:
-            raise store_error(exc) from None
         if result.status == "not_found":
             raise GatewayError(ErrorCode.THREAD_NOT_FOUND, "threadId")
         if result.status == "cancelled":

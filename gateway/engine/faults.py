@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from gateway.agents import signals as s
 from gateway.errors import ErrorCode, GatewayError
 from store import Rejected, Rejection, StoreUnavailable
@@ -17,6 +19,23 @@ _REJECTION_CODES = {
 }
 
 STORE_FAILURES = (Rejected, StoreUnavailable)
+
+
+class _AsContractError:
+    """`with as_contract_error:` a store failure inside the block is raised as the contract's error (`store_error`)."""
+
+    __slots__ = ()
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: object, exc: BaseException | None, traceback: object) -> Literal[False]:
+        if isinstance(exc, STORE_FAILURES):
+            raise store_error(exc) from None
+        return False
+
+
+as_contract_error = _AsContractError()
 
 
 def store_error(exc: Rejected | StoreUnavailable) -> GatewayError:

@@ -248,17 +248,21 @@ class Run:
                 return False
         except StoreUnavailable:
             return False
+        self.given_up()
+        return True
+
+    def given_up(self) -> None:
+        """Another replica goes on with the run (adopted, fenced out, handed off): it ends here without touching the
+        backend's task, which is no longer this replica's."""
         self.released = True
         self.stop(HandedOff())
-        return True
 
     def _lease_lost(self, error: GatewayError) -> None:
         if self.adoptable_elsewhere():
             # Another replica adopted the run, or will once the lease is gone: its task goes on there, and this
             # replica's followers reattach to it (the log's rules). Nothing here may touch the task any more.
             log.warning("run %s lost its lease (%s): another replica goes on with it; stopping here", self.lease.run_id, error.code.name)
-            self.released = True
-            self.stop(HandedOff())
+            self.given_up()
         else:
             self.stop(Failed(error))
 
@@ -269,8 +273,7 @@ class Run:
 
     def log_fenced(self) -> None:
         """The log refused a write: another replica took the run over."""
-        self.released = True
-        self.stop(HandedOff())
+        self.given_up()
 
     @property
     def ros_digest(self) -> str:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from gateway.engine.caller import Caller, check_user_id, list_scope, thread_key
-from gateway.engine.faults import STORE_FAILURES, store_error
+from gateway.engine.faults import as_contract_error
 from gateway.errors import ErrorCode, GatewayError
 from store import ThreadHistory, ThreadStore
 from store.base import latest_run_of, thread_agent
@@ -88,10 +88,8 @@ class Threads:
         """The caller's thread (its key, state document, history), or THREAD_NOT_FOUND: both reads are made either way."""
         check_user_id(caller, user_id)
         key = thread_key(caller, thread_id)
-        try:
+        with as_contract_error:
             document, kept = await asyncio.gather(self._store.read_document(key), self._store.read_history(key, conversation=conversation))
-        except STORE_FAILURES as exc:
-            raise store_error(exc) from None
         asker = user_id if user_id is not None else caller.user_id
         bound = ((document or {}).get("binding") or {}).get("user_id")  # a thread bound to a userId: that userId only
         if not document or (bound is not None and bound != asker) or latest_run_of(document) is None:
@@ -138,10 +136,8 @@ class Threads:
 
     async def view_of(self, caller: Caller, key: str) -> dict[str, Any] | None:
         """A changed thread's summary as its list shows it (None: it is gone)."""
-        try:
+        with as_contract_error:
             document, kept = await asyncio.gather(self._store.read_document(key), self._store.read_history(key, conversation=False))
-        except STORE_FAILURES as exc:
-            raise store_error(exc) from None
         if not document:
             return None
         view = self._summary(_client_id(caller, key), document, kept)
@@ -153,7 +149,7 @@ class Threads:
         scope = list_scope(caller, user_id if user_id is not None else caller.user_id)
         before, next_cursor = decode_cursor(cursor), None
         found: list[dict[str, Any]] = []
-        try:
+        with as_contract_error:
             while len(found) < limit:
                 page = await self._store.list_threads(scope, before, limit)
                 if not page:
@@ -172,8 +168,6 @@ class Threads:
                             break
                 if len(page) < limit:
                     break
-        except STORE_FAILURES as exc:
-            raise store_error(exc) from None
         return {"threads": found, "nextCursor": next_cursor}
 
     async def get(self, caller: Caller, thread_id: str, user_id: str | None, include: set[str]) -> dict[str, Any]:
@@ -207,12 +201,10 @@ class Threads:
         if change.archived is not msgspec.UNSET:
             meta["archived"] = change.archived
         asker = user_id if user_id is not None else caller.user_id
-        try:
+        with as_contract_error:
             if not await self._store.write_meta(key, _encode(meta)):
                 raise GatewayError(ErrorCode.THREAD_NOT_FOUND, "threadId")
             await self._store.thread_changed(list_scope(caller, asker), key)
-        except STORE_FAILURES as exc:
-            raise store_error(exc) from None
         return await self.get(caller, thread_id, user_id, set())
 
     async def runs(self, caller: Caller, thread_id: str, user_id: str | None, limit: int, cursor: str | None) -> dict[str, Any]:
@@ -238,11 +230,9 @@ class Threads:
             await self._ended(key)
         summary = _decode(kept.summary) if kept.summary else {}
         run_ids = {*((document.get("runs") or {}).keys()), *(r.get("runId") for r in summary.get("runs") or [] if isinstance(r, dict))}
-        try:
+        with as_contract_error:
             await self._store.delete_thread(key, list_scope(caller, asker), sorted(r for r in run_ids if isinstance(r, str)))
             await self._store.thread_changed(list_scope(caller, asker), key, deleted=True)
-        except STORE_FAILURES as exc:
-            raise store_error(exc) from None
 
     async def _ended(self, key: str) -> None:
         loop = asyncio.get_running_loop()

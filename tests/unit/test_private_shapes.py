@@ -91,7 +91,7 @@ async def test_uvicorns_http_protocols_keep_every_attribute_in_our_slots(protoco
         protocol.data_received(b"POST /ping HTTP/1.1\r\nHost: test\r\nContent-Length: 4\r\n\r\nab")  # a request cycle
         extra = sorted(vars(protocol)) if hasattr(protocol, "__dict__") else []
         assert extra == [], f"uvicorn's {protocol_class.__mro__[2].__name__} has attributes the slots do not declare: {extra}"
-        assert type(protocol.flow).__name__ == "FlowControl" and type(protocol.cycle.message_event).__name__ == "Flag"
+        assert type(protocol.flow).__name__ == "FlowControl" and type(protocol.cycle.message_event).__name__ == "LeanEvent"
         assert not protocol.head_pending() and protocol.reading_request(), "the body is still arriving"
         protocol.data_received(b"cd")
         assert not protocol.reading_request() and not protocol.nothing_to_answer(), "read whole, its answer owed"
