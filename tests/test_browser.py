@@ -339,3 +339,30 @@ def test_the_thread_list_opens_a_thread_whole_after_storage_is_gone_renames_and_
     expect(threads.locator(f"li[data-thread-id='{first}']")).to_have_count(0)
     expect(threads.locator(f"li[data-thread-id='{second}']")).to_have_count(1)
     assert httpx.get(f"{gateway.url}/threads/{first}").status_code == 404
+
+
+def test_the_page_offers_the_gateways_agents_and_a_thread_keeps_its_agent(page, start_gateway, tmp_path):
+    agents = tmp_path / "agents.toml"
+    agents.write_text(
+        '[agents.assistant]\nbackend = "demo"\ndefault = true\n\n'
+        '[agents.mirror]\nbackend = "tests.mirror_agent:MirrorAgent"\ndescription = "Shows what it was handed"\n'
+    )
+    server = start_gateway("--agents", str(agents))
+    page.goto(server.url + "/ui/")
+    expect(page.locator("body[data-ready=true]")).to_have_count(1)
+    choice = page.get_by_test_id("agent")
+    expect(choice.locator("option")).to_have_text(["assistant: The gateway's demo agent", "mirror: Shows what it was handed"])
+    send(page, "hello default")
+    expect(page.get_by_test_id("assistant").last).to_have_text("You said: hello default")
+    first = page.get_by_test_id("thread-id").text_content()
+    choice.select_option("mirror")  # another agent: a thread of its own
+    expect(page.get_by_test_id("thread-id")).not_to_have_text(first)
+    send(page, "over the socket")
+    expect(page.get_by_test_id("state")).to_contain_text("over the socket")  # what the mirror was handed
+    page.get_by_test_id("transport-sse").check()
+    send(page, "over SSE")
+    expect(page.get_by_test_id("state")).to_contain_text("over SSE")
+    page.locator(f"#threads li[data-thread-id='{first}'] button.open").click()  # the first thread: its agent again
+    expect(choice).to_have_value("")
+    send(page, "and again")
+    expect(page.get_by_test_id("assistant").last).to_have_text("You said: and again")

@@ -15,12 +15,16 @@
 // (`forwardedProps.multitask: "enqueue"`), and shown as queued; when its run starts (after the one before it ended)
 // it joins the transcript. Stop ends the thread's run from any replica (`POST /threads/{id}/stop`, naming the run).
 //
+// Agents: the gateway's agents (GET /agents) are offered in a list when it has more than one. A thread belongs to
+// the agent of its first run: choosing another agent starts a new thread, and opening a thread from the list
+// selects its agent. The page's client tool is offered to an agent that takes client tools.
+//
 // Reattach: every run asks the gateway for a grace window. After a reload the run in flight is followed again
 // from its first event (its transcript is rebuilt from the gateway's log); after a network drop, from the last
 // event id seen. The gateway sends each event exactly once across the drop, so no text repeats or goes missing.
 
 import { apply, compact, emptyView, LOCAL_ERROR, RESUME, TOOL_RESULT, USER } from "./protocol.js";
-import { attachSse, GRACE_SECONDS, joinSse, runSse, stopRun } from "./transport.js";
+import { attachSse, authHeaders, GRACE_SECONDS, joinSse, runSse, stopRun } from "./transport.js";
 import { MuxSocket } from "./ws-mux.js";
 import { ThreadList } from "./threads.js";
 import { PageView } from "./view.js";
@@ -60,8 +64,10 @@ const page = {
   thinking: Boolean(saved.thinking),
   runs: Array.isArray(saved.runs) ? saved.runs : [], // each run: its events, local pseudo-events included
   live: saved.live || null, // the run in flight: {threadId, runId, rosInvocationId, transport}
+  agent: typeof saved.agent === "string" ? saved.agent : "", // the thread's agent (empty: the gateway's default)
 };
-let clientTools = false; // whether the gateway's agent takes client tools (GET /health), read at start
+let agents = []; // the gateway's agents (GET /agents), the default first; read at start
+const clientTools = () => Boolean((agents.find((a) => a.id === page.agent) || agents[0])?.capabilities?.tools?.clientProvided);
 let cursor = null; // the last event id of the run in flight (where to attach from after a drop)
 let view = emptyView();
 const waiting = []; // messages sent while a run was going, in order: {text, messageId, input, events (until it runs)}
@@ -104,8 +110,8 @@ function queueMessage(text) {
     entry.events.push([event, eventId]);
     promote();
   };
-  if (transport() === "sse") runSse(input, token(), onEvent).catch(failed);
-  else link.run(input, { onEvent, onError: failed });
+  if (transport() === "sse") runSse(input, token(), onEvent, page.agent).catch(failed);
+  else link.run(input, { agent: page.agent, onEvent, onError: failed });
 }
 
 /** The first queued message whose run has begun, once nothing else runs, joins the transcript as the live run. */
@@ -180,7 +186,7 @@ function runInput(text, resume, messageId) {
       runId: newId("run"),
       state: view.state,
       messages: [...view.conversation, ...user],
-      tools: clientTools ? CLIENT_TOOLS : [],
+      tools: clientTools() ? CLIENT_TOOLS : [],
       context: [],
       forwardedProps: {},
       protocolVersion: "1.0", // the page reads AG-UI 1.0's outcomes (pendingToolCallIds, cancelled)
@@ -210,8 +216,8 @@ async function run(text, resume) {
   cursor = null;
   record(text ? { type: USER, text, id: messageId } : { type: RESUME });
   try {
-    if (page.live.transport === "sse") await followSse(() => runSse(input, token(), record));
-    else await link.run(input, { onEvent: record, onError: failed });
+    if (page.live.transport === "sse") await followSse(() => runSse(input, token(), record, page.agent));
+    else await link.run(input, { agent: page.agent, onEvent: record, onError: failed });
   } catch (error) {
     failed(error);
   }
@@ -285,13 +291,14 @@ function replay() {
 }
 
 function newThread() {
-  openThread(newId("thread"), false);
+  openThread(newId("thread"), false, page.agent);
 }
 
-/** Show another thread: its conversation comes from the gateway (the join hydrates it). */
-function openThread(threadId, join = true) {
-  Object.assign(page, { threadId, ros: null, runs: [], live: null });
+/** Show another thread, of `agent`: its conversation comes from the gateway (the join hydrates it). */
+function openThread(threadId, join = true, agent = page.agent) {
+  Object.assign(page, { threadId, ros: null, runs: [], live: null, agent });
   $("thread-id").textContent = page.threadId;
+  $("agent").value = agent;
   replay();
   save();
   if (join) joinThread().then(() => threads.refresh());
@@ -299,7 +306,7 @@ function openThread(threadId, join = true) {
 }
 
 const threads = new ThreadList($("threads"), {
-  open: (threadId) => openThread(threadId),
+  open: (threadId, agent) => openThread(threadId, true, agent === agents[0]?.id ? "" : agent || ""),
   erased: (threadId) => threadId === page.threadId && newThread(),
   token: () => token(),
   current: () => page.threadId,
@@ -318,8 +325,10 @@ function wire() {
     window.sessionStorage.setItem("agui.token", $("token").value.trim());
     link.close();
     link = makeLink();
+    readAgents(); // the agents are listed to a caller the gateway knows
   });
   $("new-thread").addEventListener("click", newThread);
+  $("agent").addEventListener("change", () => openThread(newId("thread"), false, $("agent").value)); // a thread keeps its agent
   for (const radio of document.querySelectorAll("input[name=transport]")) {
     radio.addEventListener("change", () => {
       if (transport() === "sse") {
@@ -350,16 +359,29 @@ function wire() {
   $("cancel").addEventListener("click", stop);
 }
 
-async function readCapabilities() {
+/** The gateway's agents, offered in the list when there are several (the default's value is empty). */
+async function readAgents() {
   try {
-    clientTools = Boolean((await (await fetch("/health")).json()).clientTools);
+    const response = await fetch("/agents", { headers: authHeaders(token()) });
+    agents = response.ok ? (await response.json()).agents : [];
   } catch {
-    clientTools = false; // the page still works, without its tool
+    agents = []; // the page still works with the default agent, without its tool
   }
+  const select = $("agent");
+  select.replaceChildren(
+    ...agents.map((agent, index) => {
+      const option = document.createElement("option");
+      option.value = index === 0 ? "" : agent.id;
+      option.textContent = agent.description ? `${agent.id}: ${agent.description}` : agent.id;
+      return option;
+    }),
+  );
+  select.value = page.agent;
+  $("agent-choice").hidden = agents.length < 2;
 }
 
 async function init() {
-  await readCapabilities();
+  await readAgents();
   $("thread-id").textContent = page.threadId;
   $("cwd").value = page.cwd;
   $("thinking").checked = page.thinking;

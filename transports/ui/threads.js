@@ -11,7 +11,7 @@ async function call(method, path, token, body) {
 }
 
 export class ThreadList {
-  /** `list` is the element to fill; `actions`: {open(threadId), erased(threadId), token(), current()}. */
+  /** `list` is the element to fill; `actions`: {open(threadId, agentId), erased(threadId), token(), current()}. */
   constructor(list, actions) {
     this.list = list;
     this.actions = actions;
@@ -36,7 +36,7 @@ export class ThreadList {
     open.className = "secondary open";
     open.textContent = thread.title || thread.threadId;
     open.title = `${thread.messageCount} messages, ${thread.status}`;
-    open.addEventListener("click", () => this.actions.open(thread.threadId));
+    open.addEventListener("click", () => this.actions.open(thread.threadId, thread.agentId));
     const rename = this.button("Rename", async () => {
       const title = window.prompt("Title", thread.title || "");
       if (title === null) return;

@@ -12,11 +12,12 @@ export function authHeaders(token) {
   return token ? { authorization: `Bearer ${token}` } : {};
 }
 
-/** One run over SSE (`POST /`), asking for a grace window; resolves to true once its terminal event came (false:
- * the connection dropped first). A JSON error before the stream becomes a RUN_ERROR event. */
-export async function runSse(input, token, onEvent) {
+/** One run over SSE (`POST /`, or `POST /agents/{agent}` for an agent other than the default), asking for a grace
+ * window; resolves to true once its terminal event came (false: the connection dropped first). A JSON error before
+ * the stream becomes a RUN_ERROR event. */
+export async function runSse(input, token, onEvent, agent = "") {
   return readSse(
-    fetch("/", {
+    fetch(agent ? `/agents/${encodeURIComponent(agent)}` : "/", {
       method: "POST",
       headers: { "content-type": "application/json", accept: "text/event-stream", "AGUI-Reattach-Grace": String(GRACE_SECONDS), ...authHeaders(token) },
       body: JSON.stringify(input),
