@@ -4,7 +4,7 @@ by kind, so `store/` itself stays free of metrics (the composition root wraps th
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Collection
 from typing import Any, TypeVar
 
 from gateway import metrics, tracing
@@ -135,8 +135,8 @@ class InstrumentedStore(ThreadStore):
     async def adoption_candidates(self, limit: int) -> list[tuple[str, str]]:
         return await self._timed("adoption_candidates", lambda: self.inner.adoption_candidates(limit))
 
-    async def adopt(self, thread_id: str, run_id: str) -> Adopted | None:
-        return await self._timed("adopt", lambda: self.inner.adopt(thread_id, run_id))
+    async def adopt(self, thread_id: str, run_id: str, agents: Collection[str] | None = None) -> Adopted | None:
+        return await self._timed("adopt", lambda: self.inner.adopt(thread_id, run_id, agents))
 
     async def put_ticket(self, digest: str, ttl_seconds: float, value: str) -> None:
         await self._timed("put_ticket", lambda: self.inner.put_ticket(digest, ttl_seconds, value))

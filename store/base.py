@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import abc
 import enum
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Any, Literal
 
 import msgspec
@@ -355,8 +355,9 @@ class ThreadStore(abc.ABC):
         """(thread key, run id) of adoptable runs whose lease ran out, oldest first."""
         return []
 
-    async def adopt(self, thread_id: str, run_id: str) -> Adopted | None:
-        """Take over a run whose lease ran out, with the next fence; None when it is held, ended or gone."""
+    async def adopt(self, thread_id: str, run_id: str, agents: Collection[str] | None = None) -> Adopted | None:
+        """Take over a run whose lease ran out, with the next fence; None when it is held, ended or gone, or when it
+        is a run of an agent not among `agents` (None: any agent)."""
         return None
 
     async def notify_cancel(self, owner: str, thread_id: str, execution_id: str) -> None:

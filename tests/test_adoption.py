@@ -228,25 +228,38 @@ def test_an_adopted_run_can_be_cancelled_from_any_replica(cluster, agent):
     assert [c["taskId"] for c in cancels(agent)[before:]] == [session["taskId"]], "the adopter cancelled the agent's task"
 
 
-def test_an_adopted_run_goes_on_with_its_own_agent(tmp_path, agent):
-    """Two agents declared on two replicas: a run of the non-default (A2A) one is adopted by the other replica and
-    ends there with that agent, and its thread stays that agent's."""
+def test_an_adopted_run_goes_on_with_its_own_agent_on_a_replica_that_declares_it(tmp_path, agent):
+    """Replicas on one Redis, declaring the demo agent (default) and an A2A agent, `tasks` on all but one, which has
+    it as `jobs`: a run of `tasks` by its id, its replica killed mid-run. The replica that does not declare `tasks`
+    leaves the run alone
+    (as in a rolling deploy that adds an agent); one that declares it adopts it, and the run ends complete there as
+    that agent's, its thread still that agent's."""
     redis = RedisServer(tmp_path).start()
-    agents = tmp_path / "agents.toml"
-    agents.write_text(f'[agents.chat]\nbackend = "demo"\ndefault = true\n\n[agents.tasks]\nbackend = "a2a+{agent.url}"\n')
-    args = ("--store", redis.url, "--agents", str(agents), "--allowed-cwd", "/tmp", "--lease-seconds", LEASE, "--heartbeat-seconds", "0.5")
-    a, b = Gateway(tmp_path, *args).start(), Gateway(tmp_path, *args).start()
+    both, without = tmp_path / "both.toml", tmp_path / "without.toml"
+    chat = '[agents.chat]\nbackend = "demo"\ndefault = true\n'
+    both.write_text(f'{chat}\n[agents.tasks]\nbackend = "a2a+{agent.url}"\n')
+    without.write_text(f'{chat}\n[agents.jobs]\nbackend = "a2a+{agent.url}"\n')  # adopts runs, of another agent
+    args = ("--store", redis.url, "--allowed-cwd", "/tmp", "--lease-seconds", LEASE, "--heartbeat-seconds", "0.5")
+    a, other = Gateway(tmp_path, *args, "--agents", str(both)).start(), Gateway(tmp_path, *args, "--agents", str(without)).start()
+    b = None
     try:
         body = run_body("long 20")
-        events = killed_mid_run(a, b, a.url + "/agents/tasks", body, 6)
+        head = open_post(a.url + "/agents/tasks", body, GRACE).take(6)
+        in_shared_log(other.url, body, head[-1][0])
+        a.kill()
+        other.wait_logged(f"run {body['runId']} is the agent 'tasks''s, not declared here")  # its lease ran out
+        b = Gateway(tmp_path, *args, "--agents", str(both)).start()
+        rest = attach_after(b.url, body, head[-1][0]).rest()
+        events = assert_exactly_once([head, rest])
         assert events[-1]["type"] == "RUN_FINISHED" and text_of(events) == ticks(20), events[-1]
-        assert f"run adopted thread={body['threadId']} " in b.logs()
+        assert f"run adopted thread={body['threadId']} " in b.logs() and "run adopted" not in other.logs()
         b.wait_logged(f"run={body['runId']} outcome=completed")
         ended = next(line for line in b.logs().splitlines() if f"run={body['runId']} outcome=completed" in line)
         assert " agent=tasks" in ended, ended
         again = httpx.post(b.url + "/", json=run_body("next", thread=body["threadId"]), headers={"accept": "text/event-stream"})
         assert again.status_code == 409 and again.json()["error"]["field"] == "agentId", "the thread stays the tasks agent's"
     finally:
-        a.stop()
-        b.stop()
+        for gateway in (a, other, b):
+            if gateway is not None:
+                gateway.stop()
         redis.stop()

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import Any
 
@@ -90,10 +90,11 @@ async def adoption_of(store: ThreadStore, adopted: Adopted) -> tuple[PreparedRun
 class Adopter:
     """The replica's watch for runs to adopt; `take` hands what it adopted to the engine, which starts the run."""
 
-    def __init__(self, store: ThreadStore, take: Take, accepting: Callable[[], bool]) -> None:
+    def __init__(self, store: ThreadStore, take: Take, accepting: Callable[[], bool], agents: Collection[str] | None = None) -> None:
         self.store = store
         self.take = take
         self.accepting = accepting
+        self.agents = agents  # the agents this replica declares: a run of another is left to a replica that does
         self.local: Callable[[str], bool] = lambda run_id: False  # runs already live here
         self._task: asyncio.Task[None] | None = None
 
@@ -131,7 +132,7 @@ class Adopter:
 
     async def _adopt(self, thread_key: str, run_id: str) -> int:
         try:
-            taken = await self.store.adopt(thread_key, run_id)
+            taken = await self.store.adopt(thread_key, run_id, self.agents)
         except (StoreUnavailable, Rejected) as exc:
             log.info("run %s not adopted now (%s)", run_id, exc)
             return 0

@@ -133,7 +133,7 @@ class RunEngine:
         self._background: set[asyncio.Task[None]] = set()  # queued runs with no client, waiting for their turn
         self.adopter: Adopter | None = None
         if store.supports_adoption and any(agent.adoptable for _, agent in self.agents) and log_policy is not None:
-            self.adopter = Adopter(store, self._adopted, lambda: self.accepting)
+            self.adopter = Adopter(store, self._adopted, lambda: self.accepting, self.agents.ids)
 
     def start_adopting(self) -> None:
         """Begin watching for live runs of dead (or draining) replicas to adopt (shared stores, adoptable agents)."""

@@ -13,7 +13,7 @@ import os
 import socket
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Collection
 from typing import Any, TypeVar
 from urllib.parse import urlparse
 
@@ -518,8 +518,12 @@ class RedisStore(ThreadStore):
             out.append((str(thread_id), str(run_id)))
         return out
 
-    async def adopt(self, thread_id: str, run_id: str) -> Adopted | None:
-        result = await self._run("adopt", thread_id, {"owner": self.owner_id, "run_id": run_id})
+    async def adopt(self, thread_id: str, run_id: str, agents: Collection[str] | None = None) -> Adopted | None:
+        asked = {"owner": self.owner_id, "run_id": run_id, "agents": None if agents is None else sorted(agents)}
+        result = await self._run("adopt", thread_id, asked)
+        if result["status"] == "foreign":  # left in the index for a replica that declares its agent
+            log.debug("run %s is the agent %r's, not declared here: left to a replica that declares it", run_id, result["agent"])
+            return None
         if result["status"] == "gone":
             member = json.dumps([thread_id, run_id])
             await self._command(lambda: self.client.zrem(ADOPT_INDEX, member))
