@@ -128,9 +128,9 @@ def test_an_unattended_run_is_adopted_and_reaches_its_end_in_the_store(cluster, 
     a, b, c = cluster.gateways
     body = run_body("long 40")
     first = open_post(a.url + "/", body, GRACE)
-    first.take(4)
+    head = first.take(4)
     first.drop()  # nobody follows: the grace window keeps it going on A
-    time.sleep(0.5)
+    in_shared_log(b.url, body, head[-1][0])  # it went on unattended, its log written behind it
     a.kill()
     events = wait_ended(c.url, body)
     assert events[-1]["type"] == "RUN_FINISHED" and events[-1]["outcome"] == {"type": "success"}, events[-1]

@@ -199,7 +199,10 @@ def test_a_cut_off_owner_of_an_a2a_run_leaves_its_task_to_the_adopter(split, age
     body = run_body("long 60")
     cut_off = Stamped(a.url + "/", body, GRACE)
     assert cut_off.first.wait(10)
-    time.sleep(0.5)  # what A streamed is in the log (written behind, within milliseconds)
+    position = cut_off.events[-1][1]
+    in_log = attach_after(b.url, body, position - 1)  # B reads the shared log only: what A streamed is in it
+    assert [at for at, _ in in_log.take(1)] == [position]
+    in_log.drop()
     split.proxy.hold()
     cut_off.wait(20)  # A stops without touching the task: its stream ends for the client to reattach
     assert cut_off.terminal() is None, "no end of its own: the run goes on elsewhere"
