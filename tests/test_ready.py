@@ -47,7 +47,7 @@ def test_not_ready_while_draining(start_gateway):
     assert httpx.get(server.url + "/ready").json() == {"status": "ready"}
     slow = threading.Thread(target=lambda: httpx.post(server.url + "/", json=run_body("/slow 3"), timeout=30), daemon=True)
     slow.start()
-    time.sleep(0.5)
+    server.wait_logged("run started")  # a run in flight: the drain has one to wait for
     server.proc.send_signal(signal.SIGTERM)
     deadline = time.monotonic() + 5
     while True:
