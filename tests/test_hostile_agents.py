@@ -21,6 +21,7 @@ from tests.support import Gateway, SseResult, post_sse
 WORST_HEALTH_SECONDS = 1.0
 MAX_RSS_GROWTH = 200 * 1024 * 1024
 BUDGET = 24 * 1024 * 1024
+STEP_BYTES = 1024 * 1024  # what one step of an upstream's stream brings at most: one network read's events
 
 
 @pytest.fixture(scope="module")
@@ -178,8 +179,11 @@ def test_endless_runs_are_cut_at_their_share_of_the_live_runs_budget(gateway):
     assert [(r["type"], r["code"]) for r in results] == [("RUN_ERROR", "SERVICE_QUOTA_EXCEEDED")] * 4, results
     assert all("more than its share" in r["message"] for r in results), results
     # Past the budget by what a step of each run brings, and by the rings of runs already cut that their clients are
-    # still reading (docs/reference.md): never by a run's whole ring.
-    assert BUDGET // 2 < seen <= BUDGET * 3 // 2, seen
+    # still reading (docs/reference.md). A loaded machine lets one run race to its ring's bound while the four still
+    # hold less than the budget (nobody is cut before it is passed); that ring is read out while the others grow to
+    # their share: at most the budget, each other run's share, and a step of each (one network read, under 1 MiB).
+    # Without the budget the four rings would hold 4 x 16 MiB.
+    assert BUDGET // 2 < seen <= BUDGET + 3 * (BUDGET // 4) + 4 * STEP_BYTES, seen
     assert health.failures == 0 and health.worst < WORST_HEALTH_SECONDS, (health.worst, health.failures)
     assert rss(gateway.proc.pid) - before < MAX_RSS_GROWTH
     deadline = time.monotonic() + 30
