@@ -122,7 +122,7 @@ def build_services(settings: Settings, store: ThreadStore, agents: Agents) -> Tr
         max_queued=settings.max_queued_runs,
         max_background_seconds=settings.max_background_seconds,
     )
-    return TransportServices(settings, engine, Access(store), build_authenticator(settings), status, agents.default.name)
+    return TransportServices(settings, engine, Access(store), build_authenticator(settings), status)
 
 
 def create_app(

@@ -43,7 +43,7 @@ async def health(services: Services) -> dict[str, object]:
             "iac-code": {"schemaVersion": EXTENSION_SCHEMA_VERSION},
             **({"reattach": reattach} if reattach else {}),
         },
-        "agent": ctx.agent_name,  # the default agent's backend
+        "agent": ctx.engine.agent.name,  # the default agent's backend
         "clientTools": ctx.engine.agent.client_tools,  # whether a plain request to the default agent may declare client tools
         # Every agent: its backend, and whether its requests may declare client tools.
         "agents": [

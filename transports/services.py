@@ -21,7 +21,6 @@ class TransportServices:
     access: Access
     auth: Authenticator
     status: BusyStatus
-    agent_name: str
     sockets: set[Any] = field(default_factory=set)  # open WebSocket connections, closed with 1001 on drain
 
 

@@ -3,10 +3,10 @@
 Multiplexed mode (subprotocol `agui-mux.v1`): client frames `{"op":"run","id":S,"input":{...}}` (with an
 optional `"reattachGraceSeconds"`), `{"op":"attach","id":S,"threadId","runId","rosInvocationId","lastEventId","userId"}`,
 `{"op":"connect","id":S,"threadId","lastEventId","userId"}` (join the thread: its newest run, replayed then live)
-and `{"op":"cancel","id":S}`; a `run` frame may name its agent (`"agent"`), else the upgrade's `?agent=` is its
-agent, else the default (an unknown agent at the upgrade is 404 AGENT_NOT_FOUND; in a frame, a RUN_ERROR) (a run's own stream, or a joined one: the stop of that run, on any replica, with the
+and `{"op":"cancel","id":S}` (a run's own stream, or a joined one: the stop of that run, on any replica, with the
 right its join checked; a queued run leaves its queue); `AGUI-Multitask` on the upgrade is the policy of its runs
-that name none; server frames `{"id":S,"eventId":P,"event":{...}}` (`eventId`: the event's
+that name none; a `run` frame's `"agent"` names its agent, else the upgrade's `?agent=`, else the default (an
+unknown agent at the upgrade is HTTP 404 AGENT_NOT_FOUND; in a frame, a RUN_ERROR); server frames `{"id":S,"eventId":P,"event":{...}}` (`eventId`: the event's
 position, to attach from; absent on errors that are not part of a run), and `{"id":S,"closed":true}` for a
 connect to a thread with no retained run (the stream is over, with no event). Close codes: 1003 binary frame,
 1007 a frame that is not JSON, 1008 policy (too many queued frames, bad envelope in mux mode, an attached stream
@@ -126,7 +126,9 @@ class Connection:
         "socket",
     )
 
-    def __init__(self, socket: OpenSocket, scope: Scope, services: TransportServices, mux: bool, principal: Principal) -> None:
+    def __init__(
+        self, socket: OpenSocket, scope: Scope, services: TransportServices, mux: bool, principal: Principal, agent: str = ""
+    ) -> None:
         self.socket = socket
         self.mux = mux
         self.principal = principal
@@ -141,7 +143,7 @@ class Connection:
         self.runtime_session = scope_header(scope, SESSION_HEADER)
         self.multitask = scope_header(scope, MULTITASK_HEADER)  # the upgrade's busy-thread policy, for runs that name none
         self.language = negotiate(None, self.accept_language)
-        self.agent = ""  # the upgrade's `?agent=`: the agent of its runs that name none (empty: the default)
+        self.agent = agent  # the upgrade's `?agent=`: the agent of its runs that name none (empty: the default)
 
     def send_events(self, entries: list[Entry], stream_id: str | None, positions: bool = False) -> Coroutine[Any, Any, None]:
         """One text frame per event; sent as one batch where the server supports it. The sending coroutine itself is
@@ -440,8 +442,7 @@ async def _serve_socket(scope: Scope, receive: Receive, send: Send, services: Tr
         log.exception("websocket handshake failed")
         await close_quietly(socket, CLOSE_INTERNAL, "internal error")
         return
-    conn = Connection(OpenSocket(receive, send), scope, services, mux=chosen == MUX_PROTOCOL, principal=principal)
-    conn.agent = agent
+    conn = Connection(OpenSocket(receive, send), scope, services, mux=chosen == MUX_PROTOCOL, principal=principal, agent=agent)
     del socket
     forget_request(scope)
     ctx.sockets.add(conn)

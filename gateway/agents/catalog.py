@@ -85,9 +85,6 @@ class Agents:
             if agent_id != self.default_id:
                 yield agent_id, self._backends[agent_id]
 
-    def __len__(self) -> int:
-        return len(self._backends)
-
     async def aclose(self) -> None:
         for backend in self._backends.values():
             await backend.aclose()

@@ -42,7 +42,6 @@ from gateway.ids import random_hex
 from store import (
     Admission,
     AdmitResult,
-    Execution,
     ExecutionStatus,
     LatestRun,
     Lease,
@@ -181,7 +180,7 @@ class RunEngine:
 
     async def _start(self, prepared: PreparedRun, caller: Caller, retry: bool) -> Run | Waiting:
         check_user_id(caller, prepared.user_id)
-        prepared.agent = self.agents.resolve(prepared.agent)
+        prepared.agent = prepared.agent or self.agents.default_id
         agent = self.agents.get(prepared.agent)
         if prepared.run.tools and not agent.client_tools:
             raise GatewayError(ErrorCode.INVALID_INPUT, "tools", f"The {agent.name} agent cannot call client tools; send an empty list.")
@@ -442,7 +441,7 @@ class RunEngine:
     async def _started(self, prepared: PreparedRun, key: str, result: AdmitResult, run_span: Span, scope: str) -> Run:
         """The admitted run, made and started (the backend told first of interrupts that expired as it was admitted)."""
         if result.expired is not None:
-            await self.cancel_backend(result.expired.execution_id, result.expired.checkpoint, self._agent_of(result.expired))
+            await self.cancel_backend(result.expired.execution_id, result.expired.checkpoint, result.expired.agent)
         run = Run(self._services[prepared.agent], prepared, key, result, run_span)
         run.record(scope, result.kept)
         self._register(run)
@@ -543,13 +542,10 @@ class RunEngine:
         if not self._runs:
             self._idle.set()
 
-    def _agent_of(self, execution: Execution) -> str:
-        """The agent whose task an execution is (one from before agents were recorded: the default's)."""
-        return execution.agent or self.agents.default_id
-
     async def cancel_backend(self, execution_id: str, checkpoint: Any, agent_id: str = "") -> None:
+        """`agent_id`: the agent whose task it is (empty: the default's, as an execution records it)."""
         try:
-            await self.agents.get(self.agents.resolve(agent_id)).cancel_execution(execution_id, checkpoint)
+            await self.agents.get(agent_id or self.agents.default_id).cancel_execution(execution_id, checkpoint)
         except Exception:  # best effort; the state already says cancelled
             log.warning("backend could not cancel execution %s", execution_id, exc_info=True)
 
@@ -571,7 +567,7 @@ class RunEngine:
             if result.running_owner is not None or execution_id in self._by_execution:
                 await self._stop_running(key, result.running_owner, execution_id)
             elif result.execution is not None and result.execution.status == "interrupted":
-                await self.cancel_backend(execution_id, result.execution.checkpoint, self._agent_of(result.execution))
+                await self.cancel_backend(execution_id, result.execution.checkpoint, result.execution.agent)
         return result.status
 
     async def stop(self, thread_id: str, run_id: str | None, caller: Caller = ANONYMOUS, user_id: str | None = None) -> str:
@@ -589,7 +585,7 @@ class RunEngine:
             metrics.labelled(metrics.CANCELS, "stop").inc()
             log.info("run stopped thread=%s run=%s", thread_id, run_id or "(active)")
             if result.execution is not None:  # it waited on interrupts: they ended now, and so does the agent's task
-                await self.cancel_backend(result.execution.execution_id, result.execution.checkpoint, self._agent_of(result.execution))
+                await self.cancel_backend(result.execution.execution_id, result.execution.checkpoint, result.execution.agent)
             elif result.execution_id:
                 await self._stop_running(key, result.running_owner, result.execution_id)
             else:  # a queued run left its queue: its waiter on this replica hears it now
