@@ -2,7 +2,7 @@
 its ratios: events/s at C=1 N=10000 and C=50 N=200, streams/s at C=200 N=20, time to first event (p50, p99) at C=1.
 
 Usage: (cd bench/node && npm ci) && python -m bench.flood [--store memory|file|redis] [--config c1|ttfe|c50|c200|all]
-       [--baseline DIR]
+       [--baseline DIR] [--logged]
 Each server runs in its own process on loopback (redis: a redis-server of the bench's own); with --store file or
 redis, the gateway on the memory store runs beside it, for the ratio of the two stores. The client is Node
 (bench/node/load_client.mjs), so that it is not the bottleneck; rounds interleave the servers so drift hits all alike.
@@ -10,6 +10,8 @@ redis, the gateway on the memory store runs beside it, for the ratio of the two 
 store, for a before/after measured in one run: on a shared machine, figures of two runs apart drift by 20%.
 Each ratio is given twice: of the servers' medians, and round by round (the median of each round's ratio, and its range),
 which a drift of the machine's speed from one round to the next does not move.
+--logged adds the gateway at the default `--log-level info` (an access line, a run's start and its end, each run;
+written to /dev/null) beside the one at `warning`: what the logs cost.
 """
 
 from __future__ import annotations
@@ -94,6 +96,8 @@ def start(kind: str, state_dir: str, store: str = "memory", baseline: str | None
         return spawn(gateway_command(port, os.path.join(state_dir, "baseline"), "--store", store), port, "/ping", cwd=baseline)
     if kind in ("gateway", "memory"):  # "memory": the gateway on the memory store, beside a file or Redis one
         return spawn(gateway_command(port, state_dir, "--store", store if kind == "gateway" else "memory"), port, "/ping")
+    if kind == "logged":  # the gateway at the default log level, its lines written (to /dev/null)
+        return spawn(gateway_command(port, state_dir, "--store", store, "--log-level", "info"), port, "/ping")
     if kind == "h11":  # the gateway on the pure-Python stack (--http h11 --loop asyncio), for the before/after
         return spawn(gateway_command(port, state_dir, "--store", store, "--http", "h11", "--loop", "asyncio"), port, "/ping")
     return spawn([sys.executable, "-m", "bench.servers", kind, str(port)], port)
@@ -227,6 +231,7 @@ def main() -> None:
     parser.add_argument("--h11", action="store_true", help="also the gateway on the pure-Python stack (--http h11 --loop asyncio)")
     parser.add_argument("--baseline", metavar="DIR", help="also the gateway of another checkout, on the same store (before/after)")
     parser.add_argument("--plain", action="store_true", help="plain AG-UI requests (their threads keep a conversation)")
+    parser.add_argument("--logged", action="store_true", help="also the gateway at --log-level info (what its logs cost)")
     args = parser.parse_args()
     os.environ["BENCH_PLAIN"] = "1" if args.plain else ""  # read by the Node load client
     if not os.path.exists(os.path.join(ROOT, "bench", "node", "node_modules")):
@@ -239,6 +244,7 @@ def main() -> None:
         *(["memory"] if args.store != "memory" else []),
         *(["h11"] if args.h11 else []),
         *(["baseline"] if args.baseline else []),
+        *(["logged"] if args.logged else []),
     ]
     with tempfile.TemporaryDirectory() as state_dir:
         redis = start_redis(state_dir) if args.store == "redis" else None
@@ -286,6 +292,15 @@ def main() -> None:
                 f"  gateway / baseline = {ratio:.2f}x, {paired(rows['gateway'], rows['baseline'], metric, shorter_better=metric == 'first event')}"
                 f"   baseline / floor = {medians['baseline'] / medians['bare']:.2f}x"
                 f"   server CPU per run: gateway / baseline = {cpu['gateway'] / cpu['baseline']:.2f}x"
+            )
+        if "logged" in medians:
+            ratio = medians["logged"] / medians["gateway"]
+            if metric == "first event":
+                ratio = 1 / ratio
+            print(
+                f"  logs at info / at warning = {ratio:.2f}x,"
+                f" {paired(rows['logged'], rows['gateway'], metric, shorter_better=metric == 'first event')}"
+                f"   server CPU per run: {cpu['logged'] / cpu['gateway']:.2f}x"
             )
         if "memory" in medians:
             ratio = medians["gateway"] / medians["memory"]

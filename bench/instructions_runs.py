@@ -103,7 +103,10 @@ async def main(kind: str, events: int, runs: int, concurrency: int, state_dir: s
         extra = os.environ.get("BENCH_GATEWAY_ARGS", "").split()  # more of the gateway's flags (e.g. --thread-history off)
         settings = settings_from_args(["--store", store, "--state-dir", state_dir, "--allowed-cwd", "/tmp", "--log-level", level, *extra])
         if os.environ.get("BENCH_LOG_LEVEL"):  # the lines as the server writes them (to the captured stderr)
-            from gateway.logs import setup_logging
+            try:
+                from gateway.log_output import setup_logging
+            except ImportError:  # a checkout from before gateway/log_output.py (--baseline)
+                from gateway.logs import setup_logging  # type: ignore[attr-defined,no-redef]
 
             setup_logging(level, "text")
         litestar = create_app(settings)

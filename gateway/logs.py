@@ -1,6 +1,7 @@
-"""Logging setup: text or JSON lines. Request bodies and secrets are never logged, at any level.
+"""What a log line holds: text or JSON lines, redacted. Request bodies and secrets are never logged, at any level.
+(gateway/log_output.py says where lines go.)
 
-Every record passes one filter before it is formatted, whoever logged it (uvicorn's access, connection and
+Every line is redacted before it is formatted, whoever logged it (uvicorn's access, connection and
 trace lines and the websockets handshake trace included):
 - every query parameter's value is replaced by `[redacted]` unless its name (percent-decoded, any case) is on
   a short allow-list of harmless ids (`QUERY_ALLOWED`): a credential under a spelling nobody foresaw is still
@@ -14,13 +15,10 @@ a client value can never forge a line. Client identifiers are bounded (256 chara
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import contextvars
 import json
 import logging
 import re
-import sys
 import time
 from typing import Any
 from urllib.parse import unquote
@@ -94,96 +92,80 @@ class RedactCredentials(logging.Filter):
         return True
 
 
-class TextFormatter(logging.Formatter):
-    def __init__(self) -> None:
-        super().__init__("%(asctime)s %(levelname)s %(name)s: %(message)s")
+class LineFormatter(logging.Formatter):
+    """A format whose line is made from five fields only: `line` is the format, for a record here and for a line of
+    the lean path (gateway/log_output.py) alike. A record with an exception or a stack goes through logging's own."""
+
+    def __init__(self, fmt: str | None = None) -> None:
+        super().__init__(fmt)
         self._second, self._stamp = -1, ""  # the second last formatted, and its text: one strftime a second
 
-    def formatTime(self, record: logging.LogRecord, datefmt: str | None = None) -> str:  # noqa: N802 - logging's own name
-        second = int(record.created)
+    def stamp(self, created: float) -> str:
+        second = int(created)
         if second != self._second:
-            self._second, self._stamp = second, time.strftime(self.default_time_format, self.converter(record.created))
-        return f"{self._stamp},{int(record.msecs):03d}"
+            self._second, self._stamp = second, self.second_text(created)
+        return self._stamp
+
+    def second_text(self, created: float) -> str:
+        raise NotImplementedError
+
+    def line(self, created: float, msecs: int, level: str, name: str, message: str, request_id: str | None) -> str:
+        raise NotImplementedError
+
+    def format(self, record: logging.LogRecord) -> str:
+        if record.exc_info or record.exc_text or record.stack_info:
+            return super().format(record)
+        request_id = getattr(record, "request_id", None)
+        return self.line(record.created, int(record.msecs), record.levelname, record.name, record.getMessage(), request_id)
+
+
+class TextFormatter(LineFormatter):
+    def __init__(self) -> None:
+        super().__init__("%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+    def second_text(self, created: float) -> str:
+        return time.strftime(self.default_time_format, self.converter(created))
+
+    def formatTime(self, record: logging.LogRecord, datefmt: str | None = None) -> str:  # noqa: N802 - logging's own name
+        return f"{self.stamp(record.created)},{int(record.msecs):03d}"
+
+    def line(self, created: float, msecs: int, level: str, name: str, message: str, request_id: str | None) -> str:
+        line = f"{self.stamp(created)},{msecs:03d} {level} {name}: {escape_line_breaks(message)}"
+        return f"{line} rid={request_id}" if request_id else line
 
     def formatMessage(self, record: logging.LogRecord) -> str:  # noqa: N802 - logging's own name
-        record.message = escape_line_breaks(record.message)
-        line = super().formatMessage(record)
         request_id = getattr(record, "request_id", None)
-        return f"{line} rid={request_id}" if request_id else line
+        return self.line(record.created, int(record.msecs), record.levelname, record.name, record.message, request_id)
 
 
 _JSON_LINE_BREAKS = {code: f"\\u{code:04x}" for code in (0x85, 0x2028, 0x2029)}
 
 
-class JsonFormatter(logging.Formatter):
-    def __init__(self) -> None:
-        super().__init__()
-        self._second, self._stamp = -1, ""  # as TextFormatter's
+class JsonFormatter(LineFormatter):
+    def second_text(self, created: float) -> str:
+        return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(created))
 
-    def format(self, record: logging.LogRecord) -> str:
-        second = int(record.created)
-        if second != self._second:
-            self._second, self._stamp = second, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
-        entry = {
-            "time": f"{self._stamp}.{int(record.msecs):03d}Z",
-            "level": record.levelname.lower(),
-            "logger": record.name,
-            "message": record.getMessage(),
-        }
-        request_id = getattr(record, "request_id", None)
+    def line(self, created: float, msecs: int, level: str, name: str, message: str, request_id: str | None) -> str:
+        return _dumps(self.entry(created, msecs, level, name, message, request_id))
+
+    def entry(self, created: float, msecs: int, level: str, name: str, message: str, request_id: str | None) -> dict[str, str]:
+        entry = {"time": f"{self.stamp(created)}.{msecs:03d}Z", "level": level.lower(), "logger": name, "message": message}
         if request_id:
             entry["requestId"] = request_id
+        return entry
+
+    def format(self, record: logging.LogRecord) -> str:
+        if not (record.exc_info or record.stack_info):
+            return super().format(record)
+        request_id = getattr(record, "request_id", None)
+        entry = self.entry(record.created, int(record.msecs), record.levelname, record.name, record.getMessage(), request_id)
         if record.exc_info:
             entry["exception"] = self.formatException(record.exc_info)
-        # JSON escapes control characters by itself, but not U+0085, U+2028 and U+2029, which split lines too.
-        return json.dumps(entry, ensure_ascii=False).translate(_JSON_LINE_BREAKS)
+        if record.stack_info:
+            entry["stack"] = self.formatStack(record.stack_info)
+        return _dumps(entry)
 
 
-class TurnBatchedHandler(logging.StreamHandler):
-    """Writes a turn of the event loop's lines at once: each line goes into the stream's buffer, and the buffer out
-    when the turn's callbacks are done (a `call_soon`), so the lines a busy turn logs (a run's end and its access
-    line, for each run it finished) cost one write instead of a write and a flush each. A line logged off the loop
-    (start, shutdown, another thread) goes out at once; `logging.shutdown`, at exit, flushes what is left."""
-
-    def __init__(self, stream: Any) -> None:
-        super().__init__(stream)
-        self._flushing: asyncio.AbstractEventLoop | None = None  # the loop a flush is scheduled on
-
-    def emit(self, record: logging.LogRecord) -> None:
-        try:
-            self.stream.write(self.format(record) + self.terminator)
-        except Exception:  # noqa: BLE001 - logging's contract: a handler reports its failure, never raises it
-            self.handleError(record)
-            return
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:
-            self.flush()
-            return
-        if self._flushing is not loop:
-            self._flushing = loop
-            loop.call_soon(self._flush_turn)
-
-    def _flush_turn(self) -> None:
-        with self.lock or contextlib.nullcontext():
-            self._flushing = None
-            self.flush()
-
-
-def setup_logging(level: str, fmt: str) -> None:
-    # Neither format shows a record's thread, process or caller: not gathering them is a third of a record's cost
-    # (the logging HOWTO's "Optimization" names these switches, `_srcfile` among them).
-    logging.logThreads = logging.logProcesses = logging.logMultiprocessing = False
-    if hasattr(logging, "_srcfile"):
-        logging._srcfile = None
-    # stderr's own stream writes each line as it ends (Python makes it line-buffered): this one is told when.
-    stream = open(sys.stderr.fileno(), "w", encoding="utf-8", errors="backslashreplace", buffering=1 << 16, closefd=False)  # noqa: SIM115
-    handler = TurnBatchedHandler(stream)
-    handler.setFormatter(JsonFormatter() if fmt == "json" else TextFormatter())
-    handler.addFilter(RedactCredentials())
-    root = logging.getLogger()
-    root.handlers[:] = [handler]
-    root.setLevel(level.upper())
-    for name in ("uvicorn", "uvicorn.error", "uvicorn.access"):
-        logging.getLogger(name).handlers[:] = []
-        logging.getLogger(name).propagate = True
+def _dumps(entry: dict[str, str]) -> str:
+    # JSON escapes control characters by itself, but not U+0085, U+2028 and U+2029, which split lines too.
+    return json.dumps(entry, ensure_ascii=False).translate(_JSON_LINE_BREAKS)

@@ -14,7 +14,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from gateway.collector import tune_collector
     from gateway.fds import raise_fd_limit
-    from gateway.logs import setup_logging
+    from gateway.log_output import setup_logging
     from gateway.tracing import setup_tracing
     from server.app import create_app
     from server.serve import GatewayServer, uvicorn_options

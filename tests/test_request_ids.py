@@ -42,3 +42,24 @@ def test_request_ids_are_echoed_logged_and_put_in_run_errors(start_gateway, clie
     assert any(m.startswith("POST /invocations 400") for m in refused_lines), refused_lines
     assert "secret-ticket" not in server.logs()
     assert any(line.get("requestId") == "req-ws" and line["message"].startswith("WS /ws 101") for line in lines)
+
+
+def test_every_runs_lines_are_written_none_lost_at_shutdown(start_gateway):
+    """Runs that end together log their lines in batches: each run's start, end and access line is written, the
+    last ones too when the gateway is stopped right after."""
+    import httpx
+
+    server = start_gateway()
+    runs = 120
+
+    async def together() -> list[int]:
+        async with httpx.AsyncClient(timeout=30) as http:
+            answers = await asyncio.gather(*(http.post(server.url + "/", json=run_body("hi")) for _ in range(runs)))
+        return [answer.status_code for answer in answers]
+
+    assert asyncio.run(together()) == [200] * runs
+    server.stop()
+    logs = server.logs()
+    assert logs.count(" agui.access: POST / 200 ") == runs
+    assert logs.count(" agui.engine: run started ") == runs and logs.count(" agui.engine: run ended ") == runs
+    assert all(line[:4].isdigit() for line in logs.splitlines() if "agui." in line), "whole lines, one per line"

@@ -8,7 +8,6 @@ access line: method, path (never the query string, where credentials could be), 
 
 from __future__ import annotations
 
-import logging
 import re
 import time
 from collections.abc import Awaitable, Callable
@@ -18,9 +17,10 @@ from litestar.types import Message, Receive, Scope, Send
 
 from gateway import tracing
 from gateway.ids import random_hex
+from gateway.log_output import LeanLogger
 from gateway.logs import REQUEST_ID
 
-log = logging.getLogger("agui.access")
+log = LeanLogger("agui.access")  # a line every request: the lean way
 _SANE = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
 HEADER = b"x-request-id"
 

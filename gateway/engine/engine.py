@@ -39,6 +39,7 @@ from gateway.engine.threads import Threads
 from gateway.engine.timers import LOOP_TIMERS, Timers
 from gateway.errors import ErrorCode, GatewayError
 from gateway.ids import random_hex
+from gateway.log_output import LeanLogger
 from store import (
     Admission,
     AdmitResult,
@@ -65,6 +66,7 @@ REFUSAL_SECONDS = LOG_APPEAR_TRIES * LOG_APPEAR_PAUSE + 0.05
 NEVER_GIVEN_OUT = "This position was never given out."
 
 log = logging.getLogger("agui.engine")
+run_lines = LeanLogger("agui.engine")  # a run's start and end, every run: the lean way
 
 
 class RunEngine:
@@ -445,7 +447,7 @@ class RunEngine:
         run = Run(self._services[prepared.agent], prepared, key, result, run_span)
         run.record(scope, result.kept)
         self._register(run)
-        log.info(
+        run_lines.info(
             "run started thread=%s run=%s execution=%s resume=%s runtime_session=%s agent=%s",
             prepared.run.thread_id,
             run.lease.run_id,
@@ -530,7 +532,7 @@ class RunEngine:
         if self._by_execution.get(run.lease.execution_id) is run:
             del self._by_execution[run.lease.execution_id]
         reason = failure_reason(run.outcome)
-        log.info(
+        run_lines.info(
             "run ended thread=%s run=%s outcome=%s seconds=%.3f agent=%s%s",
             run.thread_id,
             run.lease.run_id,

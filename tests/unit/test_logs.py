@@ -1,5 +1,5 @@
-"""gateway/logs.py: what redaction hides, with and without its shortcut for lines that hold no credential word, and
-the handler that writes a loop turn's lines at once."""
+"""gateway/logs.py and gateway/log_output.py: what redaction hides, with and without its shortcut for lines that hold
+no credential word, the handler that writes a loop turn's lines at once, and the lean way that writes the same lines."""
 
 from __future__ import annotations
 
@@ -8,7 +8,9 @@ import logging
 
 import pytest
 
-from gateway.logs import REDACTED, TurnBatchedHandler, redact
+from gateway import log_output
+from gateway.log_output import LeanLogger, TurnBatchedHandler
+from gateway.logs import REDACTED, REQUEST_ID, JsonFormatter, RedactCredentials, TextFormatter, redact
 
 
 @pytest.mark.parametrize(
@@ -98,8 +100,6 @@ def test_the_formats_times_are_logging_own(created):
     import json
     import time
 
-    from gateway.logs import JsonFormatter, TextFormatter
-
     record = logging.LogRecord("agui.test", logging.INFO, __file__, 1, "hello", None, None)
     record.created, record.msecs = created, int((created - int(created)) * 1000) + 0.0
     text, stock = TextFormatter(), logging.Formatter()
@@ -107,3 +107,117 @@ def test_the_formats_times_are_logging_own(created):
     assert text.formatTime(record) == text.formatTime(record)  # the cached second's text, again
     stamp = json.loads(JsonFormatter().format(record))["time"]
     assert stamp == time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(created)) + f".{int(record.msecs):03d}Z"
+
+
+def lean_setup(monkeypatch, stream: Recording, formatter: logging.Formatter) -> TurnBatchedHandler:
+    """This module's handler as the root's sole one, as setup_logging leaves it (pytest's own capture set aside)."""
+
+    handler = TurnBatchedHandler(stream, formatter)  # type: ignore[arg-type]
+    handler.addFilter(RedactCredentials())
+    monkeypatch.setattr(logging.root, "handlers", [handler])
+    monkeypatch.setattr(log_output, "_handler", handler)
+    logging.getLogger("test.lean").setLevel(logging.INFO)
+    return handler
+
+
+@pytest.mark.parametrize("fmt", ["text", "json"])
+@pytest.mark.parametrize(
+    ("template", "args", "request_id"),
+    [
+        ("POST %s %d bytes", ("/", 12), "req-1"),
+        ("GET %s", ("/ws?token=abc&threadId=t-1",), None),
+        ("run ended thread=%s reason=%r", ("t\n1\u2028", "Bearer x.y"), "r"),
+        ("100% sure", (), None),
+    ],
+)
+def test_the_lean_way_writes_the_line_logging_writes(monkeypatch, fmt, template, args, request_id):
+    """The same line, redaction and request id as a record through the handler, in both formats."""
+
+    stream = Recording()
+    handler = lean_setup(monkeypatch, stream, JsonFormatter() if fmt == "json" else TextFormatter())
+    times = iter([1_765_000_000.25, 1_765_000_000.25])
+    monkeypatch.setattr("time.time", lambda: next(times))
+
+    async def both() -> None:
+        token = REQUEST_ID.set(request_id)
+        try:
+            LeanLogger("test.lean").info(template, *args)
+            logging.getLogger("test.lean").info(template, *args)
+        finally:
+            REQUEST_ID.reset(token)
+
+    asyncio.run(both())
+    handler.flush()
+    lean, stock = "".join(stream.flushed).splitlines()
+    assert lean == stock
+    assert "abc" not in lean and "x.y" not in lean and "\u2028" not in lean
+
+
+def test_lean_lines_keep_their_place_among_the_others_and_wait_for_the_turns_end(monkeypatch):
+
+    stream = Recording()
+    lean_setup(monkeypatch, stream, TextFormatter())
+    lean, stock = LeanLogger("test.lean"), logging.getLogger("test.lean")
+
+    async def turn() -> None:
+        lean.info("one %d", 1)
+        stock.info("two")
+        lean.info("three")
+        assert stream.flushed == []
+        await asyncio.sleep(0)
+        await asyncio.sleep(0)
+
+    asyncio.run(turn())
+    assert [line.split(": ", 1)[1] for line in "".join(stream.flushed).splitlines()] == ["one 1", "two", "three"]
+    assert len(stream.flushed) == 1
+
+
+def test_lines_still_waiting_are_written_at_shutdown(monkeypatch):
+
+    stream = Recording()
+    handler = lean_setup(monkeypatch, stream, TextFormatter())
+
+    loop = asyncio.new_event_loop()
+
+    def last_turn() -> None:
+        loop.stop()  # the loop stops with this turn: the turn's flush never runs
+        LeanLogger("test.lean").info("the last line")
+
+    loop.call_soon(last_turn)
+    loop.run_forever()
+    loop.close()
+    assert stream.flushed == []
+    logging.shutdown([lambda: handler])  # what runs at exit
+    assert "the last line" in "".join(stream.flushed)
+
+
+def test_a_capture_beside_the_handler_sees_every_line(monkeypatch):
+    """With another handler on the way (a test's capture), lean lines go through logging, the capture included."""
+
+    stream = Recording()
+    handler = lean_setup(monkeypatch, stream, TextFormatter())
+    seen: list[str] = []
+    capture = logging.Handler()
+    capture.emit = lambda record: seen.append(record.getMessage())  # type: ignore[method-assign]
+    logging.root.handlers.append(capture)
+
+    async def turn() -> None:
+        LeanLogger("test.lean").info("seen %s", "twice")
+
+    asyncio.run(turn())
+    handler.flush()
+    assert seen == ["seen twice"] and "seen twice" in "".join(stream.flushed)
+
+
+def test_a_lean_line_below_the_level_is_not_written(monkeypatch):
+
+    stream = Recording()
+    handler = lean_setup(monkeypatch, stream, TextFormatter())
+    logging.getLogger("test.lean").setLevel(logging.WARNING)
+
+    async def turn() -> None:
+        LeanLogger("test.lean").info("quiet")
+
+    asyncio.run(turn())
+    handler.flush()
+    assert stream.flushed == []
