@@ -25,6 +25,7 @@ import contextlib
 import socket
 import struct
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,7 +34,7 @@ import msgspec
 from server.awake import Awake
 from transports.deadlines import deadlines
 from transports.lean import LeanEvent
-from transports.sse_response import LOST_HOOK
+from transports.server_extensions import HTTP_CONNECTION
 
 LINGER_RESET = struct.pack("ii", 1, 0)  # SO_LINGER on, zero seconds: close() sends RST and drops unsent data
 
@@ -113,15 +114,22 @@ _DEFERRED = b""  # the state of a write deferred before it is made (a real write
 
 class _LingeringTransport:
     """Closes by half-closing and draining while the client is still sending (see the module docstring); a write
-    it is told to defer goes out with the next one (a stream's response head with its first records)."""
+    it is told to defer goes out with the next one (a stream's response head with its first records). It is also
+    what the routes see of the connection: the scope extension `agui.http.connection`
+    (transports/server_extensions.py HttpConnection)."""
 
     # No bound methods kept per connection: a method call is the same hop. `_held`: the deferred write (None: none).
-    __slots__ = ("_held", "_protocol", "_transport")
+    __slots__ = ("_held", "_protocol", "_transport", "on_lost")
 
     def __init__(self, transport: asyncio.Transport, protocol: GuardedHttp) -> None:
         self._transport = transport
         self._protocol: GuardedHttp | None = protocol  # None once the connection is lost
         self._held: bytes | None = None
+        self.on_lost: Callable[[], None] | None = None  # a streaming response's, while it streams
+
+    @property
+    def lost(self) -> bool:
+        return self._protocol is None
 
     def write(self, data: bytes) -> None:  # the hot path: no __getattr__ hop per write
         held = self._held
@@ -158,11 +166,15 @@ class _LingeringTransport:
         else:
             protocol.linger()
 
-    def lost(self) -> None:
-        """The connection is gone (nothing left to drain): let go of the protocol, which holds this transport. The
-        two held each other, so every closed connection waited for Python's cyclic collector, and one that had
-        lived long enough to reach its oldest generation waited for a full collection."""
+    def let_go(self) -> None:
+        """The connection is gone (nothing left to drain): tell the response streaming on it, and let go of the
+        protocol, which holds this transport. The two held each other, so every closed connection waited for
+        Python's cyclic collector, and one that had lived long enough to reach its oldest generation waited for a
+        full collection."""
         self._protocol = None
+        on_lost, self.on_lost = self.on_lost, None
+        if on_lost is not None:
+            on_lost()
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._transport, name)
@@ -248,10 +260,17 @@ class GuardedHttp(SendDeadline, asyncio.Protocol):
             release(self.guard.address)
             self.guard.counted = False
         super().connection_lost(exc)
-        self.transport.lost()  # connection_made wrapped it; a connection handed to a WebSocket is never lost here
-        lost = getattr(getattr(self, "cycle", None), LOST_HOOK, None)
-        if lost is not None:  # a streaming response waits on this connection (transports/sse_response.py)
-            lost()
+        self.transport.let_go()  # connection_made wrapped it; a connection handed to a WebSocket is never lost here
+
+    def offer_connection(self) -> None:
+        """Offer the connection to the request just begun, as the scope extension `agui.http.connection`: called by
+        the parser's adapter once the request's cycle is made (its task has not run yet)."""
+        scope: Any = self.scope  # type: ignore[attr-defined]  # uvicorn's protocol, next in the concrete classes
+        extensions = scope.get("extensions")
+        if extensions is None:
+            scope["extensions"] = {HTTP_CONNECTION: self.transport}
+        else:
+            extensions[HTTP_CONNECTION] = self.transport
 
     def on_response_complete(self) -> None:
         super().on_response_complete()  # type: ignore[misc]  # uvicorn's protocol, next in the concrete classes

@@ -80,9 +80,13 @@ class GatewayH11Protocol(GuardedHttp, H11Protocol):
         return self.conn.our_state is h11.IDLE
 
     def handle_events(self) -> None:
+        before = getattr(self, "cycle", None)
         super().handle_events()
         # A request's cycle is made here, and its task has not run yet: its event is swapped before anyone waits.
-        lighten_event(getattr(self, "cycle", None), "message_event")
+        cycle = getattr(self, "cycle", None)
+        if cycle is not None and cycle is not before:
+            lighten_event(cycle, "message_event")
+            self.offer_connection()
 
     def handle_websocket_upgrade(self, event: h11.Request) -> None:
         self._hand_over_to_websocket()
@@ -141,7 +145,9 @@ class GatewayHttpToolsProtocol(GuardedHttp, HttpToolsProtocol):
         self.guard.phase = BODY
         super().on_headers_complete()
         # The request's cycle is made here, and its task has not run yet: its event is swapped before anyone waits.
-        lighten_event(self.cycle, "message_event")
+        if self.cycle is not None:  # (none for a WebSocket upgrade)
+            lighten_event(self.cycle, "message_event")
+            self.offer_connection()
 
     def on_message_complete(self) -> None:
         self.guard.phase = DONE

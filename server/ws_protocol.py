@@ -27,7 +27,7 @@ from websockets.streams import StreamReader
 
 from server.awake import Awake
 from transports.lean import Inbox, LeanEvent
-from transports.ws_framing import TEXT_BATCH_EXTENSION
+from transports.server_extensions import TEXT_BATCH
 
 _FIN_TEXT = 0x81
 _AT_EOF = StreamReader.at_eof.__code__
@@ -137,7 +137,7 @@ class CorkedWebSocketsProtocol(WebSocketsSansIOProtocol):
 
     def handle_connect(self, event: Any) -> None:
         super().handle_connect(event)
-        self.scope["extensions"][TEXT_BATCH_EXTENSION] = {}
+        self.scope["extensions"][TEXT_BATCH] = {}
 
     def _direct_ok(self) -> bool:
         conn = self.conn
@@ -154,7 +154,7 @@ class CorkedWebSocketsProtocol(WebSocketsSansIOProtocol):
 
     async def send(self, message: Any) -> None:
         if message["type"] == "websocket.send":
-            batch = message.get(TEXT_BATCH_EXTENSION)
+            batch = message.get(TEXT_BATCH)
             if self._direct_ok():
                 if batch is not None:
                     self.transport.write(b"".join([text_frame(payload) for payload in batch]))

@@ -7,9 +7,9 @@ would cost an idle stream its frame and its entry in the loop's set of live gene
 
 Litestar's streaming body runs the stream in a task group beside a task that waits for the client's disconnect
 (two tasks, a task group and a cancel scope per response). Here the stream runs in the request's task, and the
-disconnect cancels it through a callback the connection's protocol calls when the connection is lost
-(server/http_protocol.py), so an idle run holds no task of its own for its connection. Under a server without
-that hook, one task waits for the disconnect instead."""
+disconnect cancels it through the callback the server calls when the connection is lost (the scope extension
+`agui.http.connection`, transports/server_extensions.py), so an idle run holds no task of its own for its
+connection. Under a server without that extension, one task waits for the disconnect instead."""
 
 from __future__ import annotations
 
@@ -29,17 +29,16 @@ from gateway.engine.stream import Entry, FollowerCut
 from gateway.protocol import events as e
 from transports.lean import forget_request
 from transports.render import SSE_HEADERS, SSE_MEDIA_TYPE
+from transports.server_extensions import HTTP_CONNECTION, HttpConnection
 from transports.sse_framing import RUN_ERROR_HEAD, named_records, sse_records
 
 log = logging.getLogger("agui.sse")
 
-LOST_HOOK = "agui_on_lost"  # the attribute of uvicorn's request cycle our protocol calls when the connection is lost
 _END: HTTPResponseBodyEvent = {"type": "http.response.body", "body": b"", "more_body": False}
 _CONTENT_TYPE = f"{SSE_MEDIA_TYPE}; charset=utf-8"  # what Litestar's Stream says for a text media type
 
 
 _TERMINAL = (b'{"type":"RUN_FINISHED"', RUN_ERROR_HEAD)  # a run's last event: the response ends with it
-DEFER_HOOK = "defer_next_write"  # what our server's transport offers: hold a write (the head) until the next
 # Runs in flight from which a new stream's first write waits one turn of the loop, so that its run's first step
 # (often the whole of a short run) goes out in that write: on a busy process a write (a system call, and on
 # loopback the peer's receive with it) costs more than the turn, which the loop's other work makes long anyway.
@@ -158,23 +157,23 @@ async def stream_body(
         await asyncio.sleep(0)
         whole = busy.ending
         busy = None  # an idle stream keeps no reference to its run's handle
-    cycle = getattr(receive, "__self__", None)
-    defer = None if prompt else getattr(getattr(cycle, "transport", None), DEFER_HOOK, None)
-    if defer is not None:
-        defer(whole)
+    extensions: Any = scope.get("extensions")  # ASGI types the extensions as dict[object, object]
+    connection: HttpConnection | None = extensions.get(HTTP_CONNECTION) if extensions else None
+    if connection is not None and not prompt:
+        connection.defer_next_write(whole)
     await send(start)
     forget_request(scope)
-    del start, scope, defer  # the frame lives as long as the stream: it keeps none of the headers
+    del start, scope, extensions  # the frame lives as long as the stream: it keeps none of the headers
     task = asyncio.current_task()
     assert task is not None
     lost = ClientLost(task)
-    if cycle is None or not hasattr(cycle, "disconnected"):
-        cycle, watcher = None, asyncio.ensure_future(_wait_for_disconnect(receive, lost))
-    elif cycle.disconnected:
+    if connection is None:
+        watcher = asyncio.ensure_future(_wait_for_disconnect(receive, lost))
+    elif connection.lost:
         return
     else:
         watcher = None
-        setattr(cycle, LOST_HOOK, lost)
+        connection.on_lost = lost
     open_streams = metrics.labelled(metrics.CONNECTIONS_OPEN, "sse")
     open_streams.inc()
     try:
@@ -199,8 +198,8 @@ async def stream_body(
         open_streams.dec()
         if watcher is not None:
             watcher.cancel()
-        if cycle is not None:
-            setattr(cycle, LOST_HOOK, None)
+        if connection is not None:
+            connection.on_lost = None
 
 
 async def _wait_for_disconnect(receive: Receive, lost: ClientLost) -> None:

@@ -53,6 +53,7 @@ from transports.http_input import (
 )
 from transports.lean import forget_request
 from transports.render import error_body
+from transports.server_extensions import TEXT_BATCH
 from transports.services import TransportServices
 from transports.sse import MULTITASK_HEADER, SESSION_HEADER
 from transports.ws_framing import (
@@ -65,7 +66,6 @@ from transports.ws_framing import (
     MAX_MUX_RUNS,
     MAX_QUEUED_FRAMES,
     MUX_PROTOCOL,
-    TEXT_BATCH_EXTENSION,
     TICKET_PREFIX,
     MuxFrame,
     OpenSocket,
@@ -137,7 +137,7 @@ class Connection:
         self.forwarders: dict[str, asyncio.Task] = {}
         self.send_lock = asyncio.Lock()
         # Our uvicorn protocol takes a batch of UTF-8 payloads, one text frame each (ASGI extension).
-        self.batching = TEXT_BATCH_EXTENSION in (scope.get("extensions") or {})
+        self.batching = TEXT_BATCH in (scope.get("extensions") or {})
         # The only request headers a socket reads after its handshake, read once (the scope's headers are dropped).
         self.accept_language = scope_header(scope, "accept-language")
         self.runtime_session = scope_header(scope, SESSION_HEADER)
@@ -156,7 +156,7 @@ class Connection:
     async def send_frames(self, frames: list[bytes]) -> None:
         async with self.send_lock:  # mux: runs share the socket; frames of one batch stay together
             if self.batching:
-                await self.socket.send({"type": "websocket.send", TEXT_BATCH_EXTENSION: frames})
+                await self.socket.send({"type": "websocket.send", TEXT_BATCH: frames})
             else:
                 for frame in frames:
                     await self.socket.send({"type": "websocket.send", "text": frame.decode()})

@@ -17,7 +17,6 @@ from gateway.protocol.input import MAX_ID_LENGTH
 
 BASE_PROTOCOL = "agui.v1"
 MUX_PROTOCOL = "agui-mux.v1"
-TEXT_BATCH_EXTENSION = "agui.ws.text_batch"  # scope extension: the server protocol takes several text frames in one send
 BEARER_PREFIX = "agui.bearer."
 TICKET_PREFIX = "agui.ticket."
 MAX_QUEUED_FRAMES = 4  # base mode: frames received during a run wait here, in order
