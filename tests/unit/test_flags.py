@@ -1,4 +1,5 @@
-"""The flags are declared once (server/flags.py): the parser, Settings and the reference table all follow it."""
+"""The flags are declared once, on Settings (gateway/settings.py): the parser, the variables and the reference table
+all follow it."""
 
 from __future__ import annotations
 
@@ -44,3 +45,21 @@ def test_the_reference_table_in_the_docs_is_the_generated_one():
     document = (ROOT / "docs" / "reference.md").read_text()
     start, end = document.index("<!-- flags -->\n") + len("<!-- flags -->\n"), document.index("<!-- /flags -->")
     assert document[start:end] == reference_table(), "regenerate it: python -m server.flags"
+
+
+def test_an_empty_variable_leaves_an_optional_setting_unset_and_a_computed_one_computed(clean_environment, monkeypatch):
+    monkeypatch.setenv(env_name("--agent-token"), "")
+    monkeypatch.setenv(env_name("--state-dir"), "")
+    monkeypatch.setenv(env_name("--public-url"), "https://gw.example.com/")
+    settings = settings_from_args([])
+    assert settings.agent_token is None and settings.state_dir == Settings().state_dir
+    assert settings.public_url == "https://gw.example.com"  # a given value is finished
+
+
+def test_defaults_are_shown_as_a_user_would_write_them():
+    shown = {flag.name: flag.shown for flag in FLAGS}
+    assert shown["--retention"] == "7d" and shown["--event-log-retention"] == "10m" and shown["--upstream-interrupt-ttl"] == "0"
+    assert shown["--redis-durability"] == "async" and shown["--state-dir"] == "unset" and shown["--copilotkit-path"] == "/copilotkit"
+    assert shown["--oauth-algorithms"] == "RS256,ES256" and shown["--trusted-proxies"] == "unset"
+    choices = {flag.name: flag.choices for flag in FLAGS}
+    assert choices["--log-level"] == ("debug", "info", "warning", "error") and choices["--http"] == ("auto", "httptools", "h11")

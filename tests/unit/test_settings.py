@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gateway.settings import parse_duration, parse_rate
+from gateway.setting_values import parse_duration, parse_rate
 from server.cli import settings_from_args
 
 
