@@ -110,11 +110,21 @@ class AdmitResult(msgspec.Struct):
     stop_execution: str = ""  # and its execution
 
 
+class CancelStatus(enum.Enum):
+    """What a cancel (by execution) or a stop (by thread) found; the values are the wire's words."""
+
+    CANCELLED = "cancelled"
+    ALREADY_TERMINAL = "already_terminal"
+    NOT_RUNNING = "not_running"  # a stop: nothing runs on the thread
+    NOT_FOUND = "not_found"
+    LOST = "lost"  # a cancel: the execution's run was lost (its replica died before it ended)
+
+
 class StopResult(msgspec.Struct):
     """A stop by thread (THREADS.md §5); `not_found`: no such thread for this caller. `running_owner` and
     `execution_id`: the replica to wake and the run's execution; `execution`: an interrupted one that ended now."""
 
-    status: Literal["cancelled", "already_terminal", "not_running", "not_found"]
+    status: CancelStatus  # not LOST
     running_owner: str | None = None
     execution_id: str = ""
     execution: Execution | None = None
@@ -134,7 +144,7 @@ class Adopted(msgspec.Struct, frozen=True):
 
 
 class CancelResult(msgspec.Struct):
-    status: Literal["cancelled", "already_terminal", "not_found", "lost"]
+    status: CancelStatus  # not NOT_RUNNING
     running_owner: str | None = None
     execution: Execution | None = None
 

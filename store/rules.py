@@ -15,6 +15,7 @@ from store.base import (
     Admission,
     AdmitResult,
     CancelResult,
+    CancelStatus,
     Lease,
     Progress,
     Rejected,
@@ -345,23 +346,23 @@ def cancel(
     state: ThreadState | None, execution_id: str, ros_invocation_id: str, user_id: str | None, now: float, live_owner: str | None
 ) -> tuple[ThreadState | None, CancelResult]:
     if state is None or (state.binding is not None and state.binding.user_id != user_id):
-        return None, CancelResult("not_found")
+        return None, CancelResult(CancelStatus.NOT_FOUND)
     _, changed = expire_and_reap(state, now, live_owner)
     execution = find_execution(state, execution_id)
     kept = state if changed else None
     if execution is None or execution.ros_invocation_id != ros_invocation_id:
-        return kept, CancelResult("not_found")
+        return kept, CancelResult(CancelStatus.NOT_FOUND)
     if execution.status == "lost":
-        return kept, CancelResult("lost", execution=_copy(execution))
+        return kept, CancelResult(CancelStatus.LOST, execution=_copy(execution))
     if execution.status in TERMINAL:
-        return kept, CancelResult("already_terminal", execution=_copy(execution))
+        return kept, CancelResult(CancelStatus.ALREADY_TERMINAL, execution=_copy(execution))
     state.updated_at = now
     if execution.status == "interrupted":
         ended = _end(state, execution, "cancelled", now)
-        return state, CancelResult("cancelled", execution=ended)
+        return state, CancelResult(CancelStatus.CANCELLED, execution=ended)
     execution.cancel_requested = True
     owner = state.active.owner if state.active is not None else None
-    return state, CancelResult("cancelled", running_owner=owner, execution=_copy(execution))
+    return state, CancelResult(CancelStatus.CANCELLED, running_owner=owner, execution=_copy(execution))
 
 
 def rolls_back(state: ThreadState | None, lease: Lease) -> bool:
@@ -374,10 +375,10 @@ def _stop_running(state: ThreadState, now: float) -> StopResult:
     active, execution = state.active, state.execution
     assert active is not None
     if execution is None or execution.execution_id != active.execution_id or execution.status != "running":
-        return StopResult("not_running")
+        return StopResult(CancelStatus.NOT_RUNNING)
     execution.cancel_requested = True
     state.updated_at = now
-    return StopResult("cancelled", active.owner, active.execution_id)
+    return StopResult(CancelStatus.CANCELLED, active.owner, active.execution_id)
 
 
 def _newest_run_of(state: ThreadState, execution_id: str) -> str | None:
@@ -389,23 +390,23 @@ def stop(
     state: ThreadState | None, run_id: str | None, user_id: str | None, now: float, live_owner: str | None
 ) -> tuple[ThreadState | None, StopResult]:
     if state is None or (state.binding is not None and state.binding.user_id != user_id):
-        return None, StopResult("not_found")
+        return None, StopResult(CancelStatus.NOT_FOUND)
     _, changed = expire_and_reap(state, now, live_owner)
     changed = drop_stale_places(state, now, live_owner) or changed
     kept = state if changed else None
     if run_id is not None and _without_place(state, run_id):  # its waiter finds its place gone
-        return state, StopResult("cancelled")
+        return state, StopResult(CancelStatus.CANCELLED)
     active, execution = state.active, state.execution
     if active is not None and (run_id is None or active.run_id == run_id):
         result = _stop_running(state, now)
-        return (state if result.status == "cancelled" else kept), result
+        return (state if result.status is CancelStatus.CANCELLED else kept), result
     if run_id is not None and run_id not in state.runs:
-        return kept, StopResult("not_running")
+        return kept, StopResult(CancelStatus.NOT_RUNNING)
     waits = active is None and execution is not None and execution.status == "interrupted"
     if waits and execution is not None and (run_id is None or _newest_run_of(state, execution.execution_id) == run_id):
         state.updated_at = now
-        return state, StopResult("cancelled", None, execution.execution_id, _end(state, execution, "cancelled", now))
-    return kept, StopResult("already_terminal" if run_id is not None else "not_running")
+        return state, StopResult(CancelStatus.CANCELLED, None, execution.execution_id, _end(state, execution, "cancelled", now))
+    return kept, StopResult(CancelStatus.ALREADY_TERMINAL if run_id is not None else CancelStatus.NOT_RUNNING)
 
 
 def leave_queue(state: ThreadState | None, run_id: str) -> ThreadState | None:

@@ -191,21 +191,21 @@ async def test_expiry_on_next_access(backend, store):
 
 
 async def test_cancel_paths(store):
-    assert (await store.cancel("nobody", "e1", "inv")).status == "not_found"
+    assert (await store.cancel("nobody", "e1", "inv")).status.value == "not_found"
     first = await store.admit(admission(store))
-    assert (await store.cancel("t1", "e1", "wrong")).status == "not_found"
+    assert (await store.cancel("t1", "e1", "wrong")).status.value == "not_found"
     running = await store.cancel("t1", "e1", "inv")
-    assert running.status == "cancelled" and running.running_owner == store.owner_id
+    assert running.status.value == "cancelled" and running.running_owner == store.owner_id
     renewed = await store.renew(lease(first))
     assert renewed.ok and renewed.cancel_requested, "the renewal sees the durable cancel intent"
     # The cancel intent wins over a late interrupt.
     late = store.save_interrupt(lease(first), pending(), checkpoint=None, open_steps=[], progress=NO_PROGRESS)
     assert await rejected(late) is Rejection.CANCELLED
     await store.finish_run(lease(first), "cancelled", NO_PROGRESS)
-    assert (await store.cancel("t1", "e1", "inv")).status == "already_terminal"
+    assert (await store.cancel("t1", "e1", "inv")).status.value == "already_terminal"
     await interrupt(store, run="r2", execution="e2")
     waiting = await store.cancel("t1", "e2", "inv")
-    assert waiting.status == "cancelled" and waiting.execution.checkpoint == {"k": 1}
+    assert waiting.status.value == "cancelled" and waiting.execution.checkpoint == {"k": 1}
     # Nothing pending any more: a normal turn is accepted.
     assert (await store.admit(admission(store, run="r3", execution="e3"))).execution.execution_id == "e3"
 
@@ -217,7 +217,7 @@ async def test_an_expired_lease_is_lost_and_its_owner_fenced_off(backend):
     await backend.advance(0.5)
     result = await store.admit(admission(store, run="r2", execution="e2"))
     assert result.history[-1].execution_id == "e1" and result.history[-1].status == "lost"
-    assert (await store.cancel("t1", "e1", "inv")).status == "lost"
+    assert (await store.cancel("t1", "e1", "inv")).status.value == "lost"
     # The former owner's writes are fenced off, its renewals refused.
     late = store.save_interrupt(lease(stale), pending(), checkpoint=None, open_steps=[], progress=NO_PROGRESS)
     assert await rejected(late) is Rejection.LEASE_LOST
@@ -424,10 +424,10 @@ asyncio.run(main())
 
 async def test_cancel_checks_the_user_binding_and_leaks_nothing(store):
     await interrupt_for(store, user="alice")
-    assert (await store.cancel("t1", "e1", "inv")).status == "not_found"
-    assert (await store.cancel("t1", "e1", "inv", "mallory")).status == "not_found"
-    assert (await store.cancel("t1", "nope", "inv", "mallory")).status == "not_found"
-    assert (await store.cancel("t1", "e1", "inv", "alice")).status == "cancelled"
+    assert (await store.cancel("t1", "e1", "inv")).status.value == "not_found"
+    assert (await store.cancel("t1", "e1", "inv", "mallory")).status.value == "not_found"
+    assert (await store.cancel("t1", "nope", "inv", "mallory")).status.value == "not_found"
+    assert (await store.cancel("t1", "e1", "inv", "alice")).status.value == "cancelled"
 
 
 async def interrupt_for(store, user: str) -> None:

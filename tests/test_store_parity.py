@@ -72,7 +72,7 @@ async def interrupt_resume_and_cancel(store, advance: Advance) -> None:
     await store.accept_resume(lease, {"i1": "a", "i2": "b"})
     await store.finish_run(lease, "completed", Progress(9, {"contextId": "ctx"}))
     await interrupt(store, "r3", "e3", [f"x{n}" for n in range(MAX_ANSWERED_IDS + 6)])
-    assert (await store.cancel("t", "e3", "inv")).status == "not_found", "another userId is refused"
+    assert (await store.cancel("t", "e3", "inv")).status.value == "not_found", "another userId is refused"
     await store.cancel("t", "e3", "inv", "alice")
     running = await store.admit(admission(store, "r4", "e4"))
     await store.cancel("t", "e4", "inv", "alice")
@@ -123,19 +123,19 @@ async def queue_stop_and_rollback(store, advance: Advance) -> None:
     await store.finish_run(Lease("t", "r1", "e1", first.fence), "cancelled", Progress(0, {}))
     turn = await store.admit(queued(store, "r3", "e3", "rollback", waiting=True))
     assert (turn.queued, turn.fence) == (0, first.fence + 1), "the rollback run's turn"
-    assert (await store.stop("t", "r2", "alice")).status == "cancelled", "a queued run named leaves the queue"
+    assert (await store.stop("t", "r2", "alice")).status.value == "cancelled", "a queued run named leaves the queue"
     assert await refused(store, queued(store, "r2", "e2", waiting=True)) is Rejection.DEQUEUED
-    assert (await store.stop("t", "r1", "alice")).status == "already_terminal"
-    assert (await store.stop("t", "nobody", "alice")).status == "not_running"
-    assert (await store.stop("t", None, "bob")).status == "not_found"
+    assert (await store.stop("t", "r1", "alice")).status.value == "already_terminal"
+    assert (await store.stop("t", "nobody", "alice")).status.value == "not_running"
+    assert (await store.stop("t", None, "bob")).status.value == "not_found"
     stopped = await store.stop("t", None, "alice")
-    assert (stopped.status, stopped.execution_id) == ("cancelled", "e3")
+    assert (stopped.status.value, stopped.execution_id) == ("cancelled", "e3")
     await store.finish_run(Lease("t", "r3", "e3", turn.fence), "cancelled", Progress(0, {}))
-    assert (await store.stop("t", None, "alice")).status == "not_running"
+    assert (await store.stop("t", None, "alice")).status.value == "not_running"
     await interrupt(store, "r6", "e6", ["i1"])
     assert await refused(store, queued(store, "r7", "e7")) is Rejection.RESUME_REQUIRED
-    assert (await store.stop("t", "r3", "alice")).status == "already_terminal"
-    assert (await store.stop("t", "r6", "alice")).status == "cancelled", "the run that interrupted: its interrupts end"
+    assert (await store.stop("t", "r3", "alice")).status.value == "already_terminal"
+    assert (await store.stop("t", "r6", "alice")).status.value == "cancelled", "the run that interrupted: its interrupts end"
     await store.admit(admission(store, "r8", "e8"))
     await store.admit(queued(store, "r9", "e9"))
     await store.leave_queue("t", "r9")

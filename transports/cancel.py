@@ -48,4 +48,4 @@ async def cancel_execution(request: Request, execution_id: FromPath[str], servic
         )
     except GatewayError as error:
         return json_error(error, language)
-    return Response({"executionId": execution_id, "status": status}, status_code=200)
+    return Response({"executionId": execution_id, "status": status.value}, status_code=200)

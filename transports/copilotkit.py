@@ -25,6 +25,7 @@ from litestar import Request, Response
 
 from gateway import __version__
 from gateway.auth import Principal
+from gateway.engine import CancelStatus
 from gateway.errors import ErrorCode, GatewayError
 from gateway.i18n import negotiate
 from gateway.protocol.validate import MAX_BODY_BYTES, check_depth, error_from_msgspec
@@ -169,8 +170,8 @@ async def _stop(services: TransportServices, principal: Principal, thread_id: st
     except GatewayError as error:
         if error.code is not ErrorCode.THREAD_NOT_FOUND:
             raise
-        status = "not_running"
-    if status == "cancelled":
+        status = CancelStatus.NOT_RUNNING
+    if status is CancelStatus.CANCELLED:
         interrupt = {"type": "RUN_ERROR", "message": "Run stopped by user", "code": "STOPPED"}
         return Response({"stopped": True, "interrupt": interrupt})
     message = "No active run for this thread." if run_id is None else "That run is not the thread's active run."

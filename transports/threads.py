@@ -237,6 +237,6 @@ async def stop_thread(request: Request, services: Services, thread_id: FromPath[
     async def work(caller: Caller) -> Any:
         _thread(thread_id)
         asked = await _stop_request(request, services)
-        return {"status": await services.engine.stop(thread_id, asked.run_id, caller, _user_id(request))}
+        return {"status": (await services.engine.stop(thread_id, asked.run_id, caller, _user_id(request))).value}
 
     return await _answered(request, services, work, StopAnswer)

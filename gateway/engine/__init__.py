@@ -6,5 +6,6 @@ from gateway.engine.handle import RunHandle
 from gateway.engine.logwriter import LogPolicy
 from gateway.engine.prepare import PreparedRun, prepare
 from gateway.engine.stream import Bounds
+from store import CancelStatus  # what cancel and stop answer
 
-__all__ = ["ANONYMOUS", "Bounds", "Caller", "LogPolicy", "PreparedRun", "RunEngine", "RunHandle", "prepare"]
+__all__ = ["ANONYMOUS", "Bounds", "Caller", "CancelStatus", "LogPolicy", "PreparedRun", "RunEngine", "RunHandle", "prepare"]

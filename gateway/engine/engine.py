@@ -43,6 +43,7 @@ from gateway.log_output import LeanLogger
 from store import (
     Admission,
     AdmitResult,
+    CancelStatus,
     ExecutionStatus,
     LatestRun,
     Lease,
@@ -553,18 +554,18 @@ class RunEngine:
 
     async def cancel(
         self, thread_id: str, execution_id: str, ros_invocation_id: str, caller: Caller = ANONYMOUS, user_id: str | None = None
-    ) -> str:
-        """Cancel extension: 'cancelled' or 'already_terminal'; raise EXECUTION_NOT_FOUND / EXECUTION_LOST.
+    ) -> CancelStatus:
+        """Cancel extension: CANCELLED or ALREADY_TERMINAL; raise EXECUTION_NOT_FOUND / EXECUTION_LOST.
         Another principal's execution, or one on a thread bound to another userId, is not found."""
         check_user_id(caller, user_id)
         key = thread_key(caller, thread_id)
         with as_contract_error:
             result = await self.store.cancel(key, execution_id, ros_invocation_id, user_id)
-        if result.status == "not_found":
+        if result.status is CancelStatus.NOT_FOUND:
             raise GatewayError(ErrorCode.EXECUTION_NOT_FOUND)
-        if result.status == "lost":
+        if result.status is CancelStatus.LOST:
             raise GatewayError(ErrorCode.EXECUTION_LOST, "executionId")
-        if result.status == "cancelled":
+        if result.status is CancelStatus.CANCELLED:
             metrics.labelled(metrics.CANCELS, "extension").inc()
             if result.running_owner is not None or execution_id in self._by_execution:
                 await self._stop_running(key, result.running_owner, execution_id)
@@ -572,7 +573,7 @@ class RunEngine:
                 await self.cancel_backend(execution_id, result.execution.checkpoint, result.execution.agent)
         return result.status
 
-    async def stop(self, thread_id: str, run_id: str | None, caller: Caller = ANONYMOUS, user_id: str | None = None) -> str:
+    async def stop(self, thread_id: str, run_id: str | None, caller: Caller = ANONYMOUS, user_id: str | None = None) -> CancelStatus:
         """Stop by thread (`POST /threads/{id}/stop`, the mux `cancel` of a joined stream): the thread's active run, or
         with `run_id` that run only (a queued one leaves its queue; one that ended is `already_terminal`, and the run
         after it is never touched); a thread waiting on interrupts ends them. The same right as starting a run on the
@@ -581,9 +582,9 @@ class RunEngine:
         key = thread_key(caller, thread_id)
         with as_contract_error:
             result = await self.store.stop(key, run_id, user_id if user_id is not None else caller.user_id)
-        if result.status == "not_found":
+        if result.status is CancelStatus.NOT_FOUND:
             raise GatewayError(ErrorCode.THREAD_NOT_FOUND, "threadId")
-        if result.status == "cancelled":
+        if result.status is CancelStatus.CANCELLED:
             metrics.labelled(metrics.CANCELS, "stop").inc()
             log.info("run stopped thread=%s run=%s", thread_id, run_id or "(active)")
             if result.execution is not None:  # it waited on interrupts: they ended now, and so does the agent's task

@@ -17,14 +17,14 @@ import msgspec
 from gateway.engine.caller import Caller, check_user_id, list_scope, thread_key
 from gateway.engine.faults import as_contract_error
 from gateway.errors import ErrorCode, GatewayError
-from store import ThreadHistory, ThreadStore
+from store import CancelStatus, ThreadHistory, ThreadStore
 from store.base import latest_run_of, thread_agent
 
 if TYPE_CHECKING:
     from gateway.agents.catalog import Agents
 
 # The engine's stop by thread: (threadId, runId or None, caller, userId) -> its status.
-StopRun = Callable[[str, str | None, Caller, str | None], Awaitable[str]]
+StopRun = Callable[[str, str | None, Caller, str | None], Awaitable[CancelStatus]]
 
 MAX_META_BYTES = 16 * 1024  # a thread's metadata, as JSON
 MAX_TITLE_CHARS = 200

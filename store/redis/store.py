@@ -35,6 +35,7 @@ from store.base import (
     AdmitResult,
     Adopted,
     CancelResult,
+    CancelStatus,
     HistoryWrite,
     Lease,
     Progress,
@@ -475,13 +476,15 @@ class RedisStore(ThreadStore):
         argument = {"execution_id": execution_id, "ros_invocation_id": ros_invocation_id, "user_id": user_id}
         result = await self._run("cancel", thread_id, argument)
         owner = result.get("owner")
-        return CancelResult(result["status"], owner if isinstance(owner, str) else None, execution_of(result.get("execution")))
+        return CancelResult(
+            CancelStatus(result["status"]), owner if isinstance(owner, str) else None, execution_of(result.get("execution"))
+        )
 
     async def stop(self, thread_id: str, run_id: str | None, user_id: str | None) -> StopResult:
         result = await self._run("stop", thread_id, {"run_id": run_id, "user_id": user_id})
         owner = result.get("owner")
         owner = owner if isinstance(owner, str) else None
-        return StopResult(result["status"], owner, result.get("execution_id") or "", execution_of(result.get("execution")))
+        return StopResult(CancelStatus(result["status"]), owner, result.get("execution_id") or "", execution_of(result.get("execution")))
 
     async def leave_queue(self, thread_id: str, run_id: str) -> None:
         await self._run("leave_queue", thread_id, {"run_id": run_id})

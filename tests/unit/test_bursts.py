@@ -60,7 +60,7 @@ async def test_a_stop_while_the_backend_waits_reaches_the_backend_and_closes_it(
     for _ in range(10):
         await asyncio.sleep(0)
     execution = (await harness.store.read_document("t1"))["execution"]["execution_id"]
-    assert await harness.engine.cancel("t1", execution, "inv-1") == "cancelled"
+    assert (await harness.engine.cancel("t1", execution, "inv-1")).value == "cancelled"
     events = await reader
     assert texts(events) == ["a"] and events[-1]["outcome"] == {"type": "cancelled"}
     assert agent.closed == 1 and harness.engine.in_flight == 0

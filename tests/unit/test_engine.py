@@ -106,7 +106,7 @@ async def test_cancel_on_purpose_closes_spans_and_finishes_cancelled():
     reader = asyncio.create_task(collect(handle))
     await asyncio.sleep(0)
     execution = (await harness.store.read_document("t1"))["execution"]["execution_id"]
-    assert await harness.engine.cancel("t1", execution, "inv-1") == "cancelled"
+    assert (await harness.engine.cancel("t1", execution, "inv-1")).value == "cancelled"
     events = await reader
     assert types(events) == ["RUN_STARTED", "CUSTOM", "TOOL_CALL_START", "TOOL_CALL_END", "RUN_FINISHED"]
     assert events[-1]["outcome"] == {"type": "cancelled"}

@@ -53,8 +53,8 @@ async def test_a_stop_ends_a_threads_interrupts_and_names_only_the_run_that_left
     store = MemoryStore(3600, clock=FakeClock())
     admitted = await store.admit(admission(store, "r1", "reject"))
     await store.save_interrupt(Lease("t", "r1", "e-r1", admitted.fence), [], checkpoint={"k": 1}, open_steps=[], progress=Progress(0, {}))
-    assert (await store.stop("t", "nobody", None)).status == "not_running"
+    assert (await store.stop("t", "nobody", None)).status.value == "not_running"
     stopped = await store.stop("t", "r1", None)
-    assert stopped.status == "cancelled" and stopped.execution is not None and stopped.execution.checkpoint == {"k": 1}
-    assert (await store.stop("t", None, None)).status == "not_running"
-    assert (await store.stop("other", None, None)).status == "not_found"
+    assert stopped.status.value == "cancelled" and stopped.execution is not None and stopped.execution.checkpoint == {"k": 1}
+    assert (await store.stop("t", None, None)).status.value == "not_running"
+    assert (await store.stop("other", None, None)).status.value == "not_found"
