@@ -312,6 +312,29 @@ def test_a_queued_mux_run_cancelled_before_its_turn_never_runs(replicas):
     assert not started_on(a, "mux-queued")
 
 
+def test_the_upgrades_policy_wins_over_a_frames_as_a_requests_header_does(replicas):
+    """THREADS.md §4: `AGUI-Multitask` on the `/ws` upgrade is the header of every run of the socket."""
+    a, _ = replicas
+    thread = new_thread()
+
+    async def two_runs() -> dict[str, list[dict[str, Any]]]:
+        url = a.url.replace("http", "ws") + "/ws"
+        async with websockets.connect(url, subprotocols=["agui-mux.v1"], additional_headers=ENQUEUE) as ws:
+            second = {**plain("after", thread, "mux-header-wins"), "forwardedProps": {"multitask": "reject"}}
+            await ws.send(json.dumps({"op": "run", "id": "first", "input": plain("/slow 1", thread)}))
+            frames: dict[str, list[dict[str, Any]]] = {"first": [], "second": []}
+            frames["first"].append(json.loads(await asyncio.wait_for(ws.recv(), 30))["event"])
+            await ws.send(json.dumps({"op": "run", "id": "second", "input": second}))
+            while any(not events or events[-1]["type"] not in ("RUN_FINISHED", "RUN_ERROR") for events in frames.values()):
+                frame = json.loads(await asyncio.wait_for(ws.recv(), 30))
+                frames[frame["id"]].append(frame["event"])
+            return frames
+
+    frames = asyncio.run(two_runs())
+    assert frames["second"][-1]["type"] == "RUN_FINISHED", frames["second"][-1]
+    assert f"run queued thread={thread} run=mux-header-wins" in a.logs()
+
+
 def test_a_run_with_no_client_is_followed_later_once_and_ends_at_its_limit(replicas, client):
     a, b = replicas
     thread = new_thread()

@@ -22,8 +22,8 @@ from litestar.types import Receive, Scope, Send
 
 from gateway import metrics
 from gateway.auth import Principal
-from gateway.engine import RunHandle, prepare
-from gateway.engine.prepare import PreparedRun, multitask_of
+from gateway.engine import RunHandle
+from gateway.engine.prepare import PreparedRun
 from gateway.errors import ErrorCode, GatewayError
 from gateway.i18n import negotiate
 from gateway.protocol.validate import MAX_BODY_BYTES
@@ -35,11 +35,11 @@ from transports.http_input import (
     check_accept,
     check_media_type,
     header,
-    parse_grace,
     parse_position,
     read_body,
 )
 from transports.render import json_error, sse_error
+from transports.run_input import prepared_run
 from transports.services import TransportServices
 from transports.sse_response import BUSY_RUNS, SseBody, SseRecords
 
@@ -115,23 +115,17 @@ async def _start_or_attach(
 def _prepared(
     request: Request, services: TransportServices, body: bytes, transport: str, runtime_session: str | None, agent: str
 ) -> PreparedRun:
-    settings = services.settings
-    prepared = prepare(
+    return prepared_run(
+        services.settings,
         body,
-        allowed_roots=settings.allowed_cwd,
-        default_cwd=settings.default_cwd,
-        accept_language=header(request, "accept-language"),
-        runtime_session_id=runtime_session,
         transport=transport,
+        agent=agent,
+        accept_language=header(request, "accept-language"),
+        runtime_session=runtime_session,
+        grace=header(request, GRACE_HEADER),
+        grace_field="AGUI-Reattach-Grace",
+        multitask=header(request, MULTITASK_HEADER),
     )
-    prepared.agent = agent
-    try:
-        prepared.grace_seconds = parse_grace(header(request, GRACE_HEADER))
-        prepared.multitask = multitask_of(header(request, MULTITASK_HEADER), "AGUI-Multitask") or prepared.multitask
-    except GatewayError as error:
-        error.language = prepared.language
-        raise
-    return prepared
 
 
 async def _start_background(request: Request, services: TransportServices, principal: Principal, body: bytes, agent: str) -> Response:

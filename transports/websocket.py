@@ -33,8 +33,7 @@ from litestar.types import Receive, Scope, Send
 
 from gateway import metrics
 from gateway.auth import Principal
-from gateway.engine import RunHandle, prepare
-from gateway.engine.prepare import multitask_of
+from gateway.engine import RunHandle
 from gateway.engine.stream import Entry, FollowerCut
 from gateway.errors import ErrorCode, GatewayError
 from gateway.i18n import message_for, negotiate
@@ -47,12 +46,12 @@ from transports.http_input import (
     caller_of,
     check_rate,
     header,
-    parse_grace,
     parse_position,
     scope_header,
 )
 from transports.lean import forget_request
 from transports.render import error_body
+from transports.run_input import prepared_run
 from transports.server_extensions import TEXT_BATCH
 from transports.services import TransportServices
 from transports.sse import MULTITASK_HEADER, SESSION_HEADER
@@ -141,7 +140,7 @@ class Connection:
         # The only request headers a socket reads after its handshake, read once (the scope's headers are dropped).
         self.accept_language = scope_header(scope, "accept-language")
         self.runtime_session = scope_header(scope, SESSION_HEADER)
-        self.multitask = scope_header(scope, MULTITASK_HEADER)  # the upgrade's busy-thread policy, for runs that name none
+        self.multitask = scope_header(scope, MULTITASK_HEADER)  # the upgrade's busy-thread policy: every run's header
         self.language = negotiate(None, self.accept_language)
         self.agent = agent  # the upgrade's `?agent=`: the agent of its runs that name none (empty: the default)
 
@@ -172,21 +171,20 @@ class Connection:
 
     async def start_run(self, raw: bytes, stream_id: str | None, grace: float | None = None, agent: str = "") -> RunHandle | None:
         """Validate and admit like SSE; an error before the run is a RUN_ERROR frame and the socket stays usable."""
-        settings = self.ctx.settings
         try:
             self.check_not_expired()
             await check_rate(self.ctx, self.principal)
-            prepared = prepare(
+            prepared = prepared_run(
+                self.ctx.settings,
                 raw,
-                allowed_roots=settings.allowed_cwd,
-                default_cwd=settings.default_cwd,
-                accept_language=self.accept_language,
-                runtime_session_id=self.runtime_session,
                 transport="ws",
+                agent=agent or self.agent,
+                accept_language=self.accept_language,
+                runtime_session=self.runtime_session,
+                grace=grace,
+                grace_field="reattachGraceSeconds",
+                multitask=self.multitask,
             )
-            prepared.grace_seconds = parse_grace(grace, "reattachGraceSeconds")
-            prepared.multitask = prepared.multitask or multitask_of(self.multitask, "AGUI-Multitask")
-            prepared.agent = agent or self.agent
             return await self.ctx.engine.start(prepared, caller_of(self.principal))
         except GatewayError as error:
             metrics.labelled(metrics.RUNS_REFUSED, "ws", error.code.name).inc()
