@@ -31,7 +31,7 @@ from gateway.i18n import negotiate
 from gateway.protocol.validate import MAX_BODY_BYTES, check_depth, error_from_msgspec
 from transports.fallback import canonical
 from transports.http_input import authenticate, caller_of, check_ids, header, read_body
-from transports.render import SSE_HEADERS, SSE_MEDIA_TYPE, json_error
+from transports.render import SSE_HEADERS, SSE_MEDIA_TYPE, Dialect, json_error
 from transports.services import TransportServices
 from transports.sse import run_answer
 from transports.sse_response import SseBody, SseRecords
@@ -156,7 +156,7 @@ async def _connect(request: Request, services: TransportServices, principal: Pri
     run = await services.engine.join(thread_id, 0, caller_of(principal), language=language, agent=agent)
     if run is None or run.finished:  # nothing to show: an empty stream, as CopilotKit's runtime answers
         return Response(content=b"", media_type=SSE_MEDIA_TYPE, headers=SSE_HEADERS)
-    return SseBody(SseRecords(run, services.settings.heartbeat_seconds, False, "sse", arrived), {})
+    return SseBody(SseRecords(run, services.settings.heartbeat_seconds, Dialect.SSE, arrived), {})
 
 
 async def _stop(services: TransportServices, principal: Principal, thread_id: str, body: bytes) -> Response:

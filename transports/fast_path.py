@@ -30,6 +30,7 @@ from transports.access_log import AccessLog
 from transports.agents import AGENTS_PREFIX, agent_run
 from transports.copilotkit import copilotkit_answer
 from transports.fallback import canonical, other_method, refusal, refuse
+from transports.render import Dialect
 from transports.sse import run_route, serve_answer
 from transports.websocket import serve_socket
 
@@ -46,8 +47,8 @@ class FastPath:
         self._copilotkit: Handler = AccessLog(partial(serve_answer, answering=copilotkit_answer))
         self._agent_run: Handler = AccessLog(partial(serve_answer, answering=agent_run))
         self._runs: dict[str, tuple[Handler, Handler]] = {
-            path: (AccessLog(partial(serve_answer, answering=run_route(agentcore))), AccessLog(partial(other_method, allow=RUN_ALLOW)))
-            for path, agentcore in (("/", False), ("/invocations", True))
+            path: (AccessLog(partial(serve_answer, answering=run_route(dialect))), AccessLog(partial(other_method, allow=RUN_ALLOW)))
+            for path, dialect in (("/", Dialect.SSE), ("/invocations", Dialect.INVOCATIONS))
         }
         self._socket: Handler = AccessLog(serve_socket)
         self._not_here: Handler = AccessLog(partial(other_method, allow=None))  # /ws over plain HTTP

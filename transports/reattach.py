@@ -25,7 +25,7 @@ from gateway.i18n import negotiate
 from gateway.protocol.input import MAX_ID_LENGTH
 from gateway.protocol.validate import plain_invocation_id
 from transports.http_input import authenticate_or_redeem, caller_of, check_accept, check_ids, header, parse_position
-from transports.render import json_error
+from transports.render import Dialect, json_error
 from transports.services import Services
 from transports.sse_response import SseBody, SseRecords, SseReply
 
@@ -69,7 +69,7 @@ def _streamed(run: RunHandle | None, services: Services, arrived: float) -> Resp
     """204 when there is nothing more to send (an EventSource stops reconnecting), else the run as SSE."""
     if run is None or run.finished:
         return Response(content=b"", status_code=204)
-    return SseReply(SseBody(SseRecords(run, services.settings.heartbeat_seconds, False, "sse", arrived), {}))
+    return SseReply(SseBody(SseRecords(run, services.settings.heartbeat_seconds, Dialect.SSE, arrived), {}))
 
 
 @get("/threads/{thread_id:str}/runs/{run_id:str}/events", status_code=200)

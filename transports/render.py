@@ -1,7 +1,9 @@
-"""Renders a GatewayError in each endpoint's contract style: JSON envelope (POST /, cancel) or SSE RUN_ERROR (/invocations)."""
+"""The dialects a run is answered in, and a GatewayError rendered in each endpoint's contract style: JSON envelope
+(POST /, cancel) or SSE RUN_ERROR (/invocations)."""
 
 from __future__ import annotations
 
+import enum
 from typing import Any
 
 import msgspec
@@ -14,6 +16,22 @@ from gateway.protocol import events as e
 
 SSE_MEDIA_TYPE = "text/event-stream"
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+
+
+class Dialect(enum.Enum):
+    """How a run is answered; the value is its transport's metrics label (gateway/metrics.py TRANSPORTS)."""
+
+    SSE = "sse"  # POST / and the routes that stream as it does: refusals before the stream are JSON
+    INVOCATIONS = "invocations"  # AgentCore's POST /invocations: every refusal an SSE RUN_ERROR, AgentCore's codes
+    WS = "ws"  # /ws: refusals are RUN_ERROR frames
+
+    @property
+    def agentcore(self) -> bool:
+        return self is Dialect.INVOCATIONS
+
+    def refusal(self, error: GatewayError, language: str, headers: dict[str, str] | None = None) -> Response:
+        """A run refused before its stream (not for WS, whose refusals are frames)."""
+        return sse_error(error, language, headers) if self is Dialect.INVOCATIONS else json_error(error, language, headers)
 
 
 def _auth_headers(error: GatewayError) -> dict[str, str]:

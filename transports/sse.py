@@ -38,7 +38,7 @@ from transports.http_input import (
     parse_position,
     read_body,
 )
-from transports.render import json_error, sse_error
+from transports.render import Dialect
 from transports.run_input import prepared_run
 from transports.services import TransportServices
 from transports.sse_response import BUSY_RUNS, SseBody, SseRecords
@@ -80,12 +80,12 @@ async def _start_or_attach(
     services: TransportServices,
     principal: Principal,
     body: bytes,
-    transport: str,
+    dialect: Dialect,
     runtime_session: str | None,
     agent: str,
 ) -> RunHandle:
     """Admit the run; a retry carrying `Last-Event-ID` follows the run it already started instead."""
-    prepared = _prepared(request, services, body, transport, runtime_session, agent)
+    prepared = _prepared(request, services, body, dialect, runtime_session, agent)
     try:
         last = parse_position(header(request, "last-event-id"), "Last-Event-ID")
     except GatewayError as error:
@@ -113,12 +113,12 @@ async def _start_or_attach(
 
 
 def _prepared(
-    request: Request, services: TransportServices, body: bytes, transport: str, runtime_session: str | None, agent: str
+    request: Request, services: TransportServices, body: bytes, dialect: Dialect, runtime_session: str | None, agent: str
 ) -> PreparedRun:
     return prepared_run(
         services.settings,
         body,
-        transport=transport,
+        transport=dialect.value,
         agent=agent,
         accept_language=header(request, "accept-language"),
         runtime_session=runtime_session,
@@ -129,7 +129,7 @@ def _prepared(
 
 
 async def _start_background(request: Request, services: TransportServices, principal: Principal, body: bytes, agent: str) -> Response:
-    prepared = _prepared(request, services, body, "sse", header(request, SESSION_HEADER), agent)
+    prepared = _prepared(request, services, body, Dialect.SSE, header(request, SESSION_HEADER), agent)
     try:
         await services.engine.start_background(prepared, caller_of(principal))
     except GatewayError as error:
@@ -142,13 +142,12 @@ async def _start_background(request: Request, services: TransportServices, princ
 
 
 async def _run(
-    request: Request, services: TransportServices, agentcore: bool, given: GivenBody | None = None, agent: str = ""
+    request: Request, services: TransportServices, dialect: Dialect, given: GivenBody | None = None, agent: str = ""
 ) -> Response | SseBody:
     """`given`: the caller already authenticated the request and read its body (CopilotKit's single route, whose
     run is inside its envelope); `agent`: the agent the route names (empty: the default)."""
     settings = services.settings
     arrived = time.perf_counter()
-    transport = "invocations" if agentcore else "sse"
     echo = _echo_headers(request)
     language = negotiate(None, header(request, "accept-language"))
     try:
@@ -159,35 +158,35 @@ async def _run(
             body = await read_body(request, MAX_BODY_BYTES, settings.body_timeout_seconds)
         else:
             principal, body = given
-        if not agentcore and _background(request):
+        if dialect is Dialect.SSE and _background(request):
             return await _start_background(request, services, principal, body, agent)
         session = echo.get("X-Amzn-Bedrock-AgentCore-Runtime-Session-Id")
-        run = await _start_or_attach(request, services, principal, body, transport, session, agent)
+        run = await _start_or_attach(request, services, principal, body, dialect, session, agent)
     except GatewayError as error:
         language = error.language or language
-        metrics.labelled(metrics.RUNS_REFUSED, transport, error.code.name).inc()
+        metrics.labelled(metrics.RUNS_REFUSED, dialect.value, error.code.name).inc()
         log.info(
             "run refused code=%s field=%s session=%s",
             error.code.name,
             error.field,
             echo.get("X-Amzn-Bedrock-AgentCore-Runtime-Session-Id"),
         )
-        return sse_error(error, language, echo) if agentcore else json_error(error, language, echo)
+        return dialect.refusal(error, language, echo)
     busy = run if services.engine.in_flight >= BUSY_RUNS and not run.queued else None
-    return SseBody(SseRecords(run, settings.heartbeat_seconds, agentcore, transport, arrived), echo, busy=busy, prompt=run.queued)
+    return SseBody(SseRecords(run, settings.heartbeat_seconds, dialect, arrived), echo, busy=busy, prompt=run.queued)
 
 
 async def run_answer(request: Request, services: TransportServices, given: GivenBody | None = None, agent: str = "") -> Response | SseBody:
     """`POST /`'s answer to this request, a run of `agent` (empty: the default): the run's SSE body, or its refusal (JSON)."""
-    return await _run(request, services, False, given, agent)
+    return await _run(request, services, Dialect.SSE, given, agent)
 
 
 Answering = Callable[[Request, TransportServices], Awaitable[Response | SseBody]]
 
 
-def run_route(agentcore: bool) -> Answering:
+def run_route(dialect: Dialect) -> Answering:
     """The answer of a run route (`POST /`, `POST /invocations`), for `serve_answer`."""
-    return partial(_run, agentcore=agentcore)
+    return partial(_run, dialect=dialect)
 
 
 async def serve_answer(scope: Scope, receive: Receive, send: Send, answering: Answering) -> Coroutine[Any, Any, None] | None:

@@ -28,7 +28,7 @@ from gateway.engine import RunHandle
 from gateway.engine.stream import Entry, FollowerCut
 from gateway.protocol import events as e
 from transports.lean import forget_request
-from transports.render import SSE_HEADERS, SSE_MEDIA_TYPE
+from transports.render import SSE_HEADERS, SSE_MEDIA_TYPE, Dialect
 from transports.server_extensions import HTTP_CONNECTION, HttpConnection
 from transports.sse_framing import RUN_ERROR_HEAD, named_records, sse_records
 
@@ -50,17 +50,17 @@ class SseRecords:
     """One run's stream as SSE: its batches (`batches`, None for a heartbeat), each rendered as records, with the
     stream's metrics (events and bytes sent, time to the first event, open streams)."""
 
-    __slots__ = ("agentcore", "arrived", "batches", "bytes_sent", "events_sent", "named", "positions", "transport")
+    __slots__ = ("agentcore", "arrived", "batches", "bytes_sent", "dialect", "events_sent", "named", "positions")
 
-    def __init__(self, run: RunHandle, heartbeat_seconds: float, agentcore: bool, transport: str, arrived: float) -> None:
+    def __init__(self, run: RunHandle, heartbeat_seconds: float, dialect: Dialect, arrived: float) -> None:
         self.batches = run.events(heartbeat_seconds)
         self.positions = run.positions
         self.named = run.run_id if run.names_run else None  # a join's ids name their run
-        self.agentcore = agentcore
-        self.transport = transport
+        self.dialect = dialect
+        self.agentcore = dialect.agentcore
         self.arrived = arrived  # 0 once the first event is out
-        self.events_sent = metrics.labelled(metrics.EVENTS_SENT, transport)
-        self.bytes_sent = metrics.labelled(metrics.BYTES_SENT, transport)
+        self.events_sent = metrics.labelled(metrics.EVENTS_SENT, dialect.value)
+        self.bytes_sent = metrics.labelled(metrics.BYTES_SENT, dialect.value)
 
     def render(self, batch: list[Entry] | None) -> bytes:
         if batch is None:
@@ -68,7 +68,7 @@ class SseRecords:
         named = self.named
         chunk = sse_records(batch, self.positions, self.agentcore) if named is None else named_records(batch, named)
         if self.arrived:
-            metrics.labelled(metrics.TIME_TO_FIRST_EVENT, self.transport).observe(time.perf_counter() - self.arrived)
+            metrics.labelled(metrics.TIME_TO_FIRST_EVENT, self.dialect.value).observe(time.perf_counter() - self.arrived)
             self.arrived = 0.0
         self.events_sent.inc(len(batch))
         self.bytes_sent.inc(len(chunk))

@@ -50,7 +50,7 @@ from transports.http_input import (
     scope_header,
 )
 from transports.lean import forget_request
-from transports.render import error_body
+from transports.render import Dialect, error_body
 from transports.run_input import prepared_run
 from transports.server_extensions import TEXT_BATCH
 from transports.services import TransportServices
@@ -78,6 +78,7 @@ from transports.ws_framing import (
 )
 
 log = logging.getLogger("agui.ws")
+WS_LABEL = Dialect.WS.value  # the transport's metrics label, and its runs' `transport`
 
 DENIAL_EXTENSION = "websocket.http.response"
 
@@ -148,8 +149,8 @@ class Connection:
         """One text frame per event; sent as one batch where the server supports it. The sending coroutine itself is
         returned: a socket waiting on a slow peer holds no frame of this call."""
         frames = event_frames(entries, stream_id, positions, mux=self.mux)
-        metrics.labelled(metrics.EVENTS_SENT, "ws").inc(len(frames))
-        metrics.labelled(metrics.BYTES_SENT, "ws").inc(sum(len(frame) for frame in frames))
+        metrics.labelled(metrics.EVENTS_SENT, WS_LABEL).inc(len(frames))
+        metrics.labelled(metrics.BYTES_SENT, WS_LABEL).inc(sum(len(frame) for frame in frames))
         return self.send_frames(frames)
 
     async def send_frames(self, frames: list[bytes]) -> None:
@@ -177,7 +178,7 @@ class Connection:
             prepared = prepared_run(
                 self.ctx.settings,
                 raw,
-                transport="ws",
+                transport=WS_LABEL,
                 agent=agent or self.agent,
                 accept_language=self.accept_language,
                 runtime_session=self.runtime_session,
@@ -187,7 +188,7 @@ class Connection:
             )
             return await self.ctx.engine.start(prepared, caller_of(self.principal))
         except GatewayError as error:
-            metrics.labelled(metrics.RUNS_REFUSED, "ws", error.code.name).inc()
+            metrics.labelled(metrics.RUNS_REFUSED, WS_LABEL, error.code.name).inc()
             await self.send_error(error, stream_id, error.language)
             if error.code is ErrorCode.UNAUTHORIZED:
                 await self.socket.close(CLOSE_POLICY, "credential expired")
@@ -249,7 +250,7 @@ class Connection:
                 if batch is not None:  # (None is a heartbeat: liveness here is WebSocket ping/pong)
                     await self.send_events(batch, stream_id, run.positions)
                     if first:
-                        metrics.labelled(metrics.TIME_TO_FIRST_EVENT, "ws").observe(time.perf_counter() - arrived)
+                        metrics.labelled(metrics.TIME_TO_FIRST_EVENT, WS_LABEL).observe(time.perf_counter() - arrived)
                         first = False
         except FollowerCut as cut:
             # The socket reads slower than the run writes (its other streams share that socket): it is closed, and
