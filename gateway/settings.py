@@ -370,6 +370,14 @@ class Settings(Struct, kw_only=True):
             rate,
         ),
     ] = None  # (requests per second, burst)
+    tuning: Annotated[
+        Literal["on", "off"],
+        Flag(
+            "the tuning annex (docs/architecture.md): speed and memory adapters of uvicorn's, websockets', Litestar's and "
+            "redis-py's private state, each checked at start and left off, with one log line, where its library "
+            "changed; off serves on those libraries' public paths only (the same behaviour, slower, more memory a connection)"
+        ),
+    ] = "on"
     log_level: Annotated[Literal["debug", "info", "warning", "error"], Flag("log level")] = "info"
     log_format: Annotated[Literal["text", "json"], Flag("log format: text, or json (one object per line)")] = "text"
 

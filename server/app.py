@@ -36,6 +36,7 @@ from transports.fallback import EXCEPTION_HANDLERS
 from transports.fast_path import FastPath
 from transports.health import health, ping, protected_resource, ready
 from transports.reattach import run_events, thread_events
+from transports.run_routes import RUN_ROUTES, copilotkit_router
 from transports.services import TransportServices
 from transports.static_ui import ui_router
 from transports.threads import change_thread, erase_thread, list_threads, read_thread, stop_thread, thread_runs
@@ -173,8 +174,12 @@ def create_app(
             await services.auth.aclose()
             await store.close()
 
+    run_routes: list[ControllerRouterHandler] = [
+        *RUN_ROUTES,
+        *([copilotkit_router(settings.copilotkit_path)] if settings.copilotkit_path else []),
+    ]
     app = Litestar(
-        route_handlers=ROUTES,
+        route_handlers=[*ROUTES, *run_routes],
         dependencies={"services": Provide(lambda: services, use_cache=True, sync_to_thread=False)},
         exception_handlers=EXCEPTION_HANDLERS,  # type: ignore[arg-type]
         middleware=[AccessLog],
@@ -183,8 +188,7 @@ def create_app(
         debug=False,
         logging_config=None,
     )
-    app.asgi_handler = FastPath(
-        app.asgi_handler, settings.copilotkit_path
-    )  # the one entrance of the run routes and /ws, and the hygiene refusals
+    if settings.tuning == "on":  # the run routes and /ws answered before Litestar's router (the annex)
+        app.asgi_handler = FastPath(app.asgi_handler, settings.copilotkit_path)
     app.state.services = services  # for the server wrapper (drain) only; handlers receive it injected
     return app

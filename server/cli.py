@@ -20,6 +20,7 @@ def main(argv: list[str] | None = None) -> int:
     from server.serve import GatewayServer, uvicorn_options
     from store import StoreUnavailable
     from transports.cors import Cors
+    from transports.fallback import Refusals
     from transports.fast_path import Outermost
 
     try:
@@ -37,7 +38,9 @@ def main(argv: list[str] | None = None) -> int:
     soft, hard = raise_fd_limit()  # once the configuration is known good: each connection holds a descriptor
     tune_collector()
     logging.getLogger("agui.serve").info("file descriptors: soft limit %d, hard limit %d", soft, hard)
-    served: Any = Outermost(app)  # the direct routes before Litestar's own call (transports/fast_path.py)
+    # The annex answers the run routes before Litestar's own call (transports/fast_path.py); the public path lets
+    # Litestar route them, behind the refusals no handler may see.
+    served: Any = Outermost(app) if settings.tuning == "on" else Refusals(app)
     if settings.cors_origins:
         served = Cors(served, settings.cors_origins)
     config = uvicorn.Config(served, host=settings.host, port=settings.port, log_config=None, access_log=False, **uvicorn_options(settings))

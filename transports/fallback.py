@@ -10,10 +10,11 @@ from typing import Any
 
 from litestar import Request, Response
 from litestar.exceptions import HTTPException, MethodNotAllowedException, NotFoundException
-from litestar.types import Receive, Scope, Send
+from litestar.types import ASGIApp, Receive, Scope, Send
 
 from gateway.errors import ErrorCode, GatewayError
 from gateway.i18n import negotiate
+from transports.access_log import AccessLog
 from transports.http_input import header
 from transports.render import error_body, json_error, sse_error
 
@@ -78,6 +79,21 @@ def refusal(scope: Scope) -> tuple[int, ErrorCode] | None:
     return None
 
 
+class Refusals:
+    """The public path's gate (transports/run_routes.py): a request `refusal` names is refused before Litestar routes
+    it, through the access log; every other goes on to `app`. (The annex's fast path does the same itself.)"""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+        self._refuse = AccessLog(refuse)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and refusal(scope) is not None:
+            await self._refuse(scope, receive, send)
+            return
+        await self.app(scope, receive, send)
+
+
 async def refuse(scope: Scope, receive: Receive, send: Send) -> None:
     """The answer to a request `refusal` names, in English (nothing of the request is trusted), closing the
     connection: after a smuggling attempt, nothing more on it is read."""
@@ -90,14 +106,20 @@ async def refuse(scope: Scope, receive: Receive, send: Send) -> None:
     await send({"type": "http.response.body", "body": body, "more_body": False})
 
 
-async def other_method(scope: Scope, receive: Receive, send: Send, allow: str | None) -> None:
+RUN_ALLOW = "OPTIONS, POST"  # the methods of `POST /` and `POST /invocations`
+
+
+def wrong_method(request: Request[Any, Any, Any], allow: str | None) -> Response[Any]:
     """A route's path with a method it does not serve: 204 with `Allow` for OPTIONS, else METHOD_NOT_ALLOWED."""
-    request: Request[Any, Any, Any] = Request(scope, receive)
     if allow is not None and request.method == "OPTIONS":
-        response: Response[Any] = Response(None, status_code=204, headers={"Allow": allow})
-    else:
-        error = GatewayError(ErrorCode.METHOD_NOT_ALLOWED)
-        if allow is not None:
-            error.headers["Allow"] = allow
-        response = _answer(request, error)
-    await response.to_asgi_response(None, request)(scope, receive, send)
+        return Response(None, status_code=204, headers={"Allow": allow})
+    error = GatewayError(ErrorCode.METHOD_NOT_ALLOWED)
+    if allow is not None:
+        error.headers["Allow"] = allow
+    return _answer(request, error)
+
+
+async def other_method(scope: Scope, receive: Receive, send: Send, allow: str | None) -> None:
+    """`wrong_method`'s answer, as an ASGI app (the annex's fast path)."""
+    request: Request[Any, Any, Any] = Request(scope, receive)
+    await wrong_method(request, allow).to_asgi_response(None, request)(scope, receive, send)

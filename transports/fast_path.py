@@ -29,13 +29,12 @@ from litestar.types import ASGIApp, Receive, Scope, Send
 from transports.access_log import AccessLog
 from transports.agents import AGENTS_PREFIX, agent_run
 from transports.copilotkit import copilotkit_answer
-from transports.fallback import canonical, other_method, refusal, refuse
+from transports.fallback import RUN_ALLOW, canonical, other_method, refusal, refuse
 from transports.render import Dialect
 from transports.sse import run_route, serve_answer
 from transports.websocket import serve_socket
 
 Handler = Callable[[Scope, Receive, Send], Awaitable[None]]
-RUN_ALLOW = "OPTIONS, POST"
 
 
 class FastPath:

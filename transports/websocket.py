@@ -417,10 +417,10 @@ async def _serve_mux(conn: Connection) -> None:
 
 def serve_socket(scope: Scope, receive: Receive, send: Send) -> Coroutine[Any, Any, None]:
     """`/ws` (transports/fast_path.py): the handler's own coroutine, no frame of its own."""
-    return _serve_socket(scope, receive, send, scope["litestar_app"].state.services)
+    return serve_with(scope, receive, send, scope["litestar_app"].state.services)
 
 
-async def _serve_socket(scope: Scope, receive: Receive, send: Send, services: TransportServices) -> None:
+async def serve_with(scope: Scope, receive: Receive, send: Send, services: TransportServices) -> None:
     """The handshake on Litestar's WebSocket (authentication, the subprotocol; an unexpected failure closes with
     1011), then the open socket on the lean one, with the request's headers dropped from the scope: an idle socket
     read them for the last time here."""
