@@ -2,7 +2,7 @@
 its ratios: events/s at C=1 N=10000 and C=50 N=200, streams/s at C=200 N=20, time to first event (p50, p99) at C=1.
 
 Usage: (cd bench/node && npm ci) && python -m bench.flood [--store memory|file|redis] [--config c1|ttfe|c50|c200|all]
-       [--baseline DIR] [--logged]
+       [--baseline DIR] [--logged] [--public]
 Each server runs in its own process on loopback (redis: a redis-server of the bench's own); with --store file or
 redis, the gateway on the memory store runs beside it, for the ratio of the two stores. The client is Node
 (bench/node/load_client.mjs), so that it is not the bottleneck; rounds interleave the servers so drift hits all alike.
@@ -10,6 +10,7 @@ redis, the gateway on the memory store runs beside it, for the ratio of the two 
 store, for a before/after measured in one run: on a shared machine, figures of two runs apart drift by 20%.
 Each ratio is given twice: of the servers' medians, and round by round (the median of each round's ratio, and its range),
 which a drift of the machine's speed from one round to the next does not move.
+--public adds the gateway with `--tuning off` (the libraries' public paths only): what the tuning annex buys.
 --logged adds the gateway at the default `--log-level info` (an access line, a run's start and its end, each run;
 written to /dev/null) beside the one at `warning`: what the logs cost.
 """
@@ -96,6 +97,8 @@ def start(kind: str, state_dir: str, store: str = "memory", baseline: str | None
         return spawn(gateway_command(port, os.path.join(state_dir, "baseline"), "--store", store), port, "/ping", cwd=baseline)
     if kind in ("gateway", "memory"):  # "memory": the gateway on the memory store, beside a file or Redis one
         return spawn(gateway_command(port, state_dir, "--store", store if kind == "gateway" else "memory"), port, "/ping")
+    if kind == "public":  # the gateway on the libraries' public paths (no tuning annex)
+        return spawn(gateway_command(port, os.path.join(state_dir, "public"), "--store", store, "--tuning", "off"), port, "/ping")
     if kind == "logged":  # the gateway at the default log level, its lines written (to /dev/null)
         return spawn(gateway_command(port, state_dir, "--store", store, "--log-level", "info"), port, "/ping")
     if kind == "h11":  # the gateway on the pure-Python stack (--http h11 --loop asyncio), for the before/after
@@ -232,6 +235,7 @@ def main() -> None:
     parser.add_argument("--baseline", metavar="DIR", help="also the gateway of another checkout, on the same store (before/after)")
     parser.add_argument("--plain", action="store_true", help="plain AG-UI requests (their threads keep a conversation)")
     parser.add_argument("--logged", action="store_true", help="also the gateway at --log-level info (what its logs cost)")
+    parser.add_argument("--public", action="store_true", help="also the gateway with --tuning off (what the annex buys)")
     args = parser.parse_args()
     os.environ["BENCH_PLAIN"] = "1" if args.plain else ""  # read by the Node load client
     if not os.path.exists(os.path.join(ROOT, "bench", "node", "node_modules")):
@@ -245,6 +249,7 @@ def main() -> None:
         *(["h11"] if args.h11 else []),
         *(["baseline"] if args.baseline else []),
         *(["logged"] if args.logged else []),
+        *(["public"] if args.public else []),
     ]
     with tempfile.TemporaryDirectory() as state_dir:
         redis = start_redis(state_dir) if args.store == "redis" else None
@@ -292,6 +297,15 @@ def main() -> None:
                 f"  gateway / baseline = {ratio:.2f}x, {paired(rows['gateway'], rows['baseline'], metric, shorter_better=metric == 'first event')}"
                 f"   baseline / floor = {medians['baseline'] / medians['bare']:.2f}x"
                 f"   server CPU per run: gateway / baseline = {cpu['gateway'] / cpu['baseline']:.2f}x"
+            )
+        if "public" in medians:
+            ratio = medians["gateway"] / medians["public"]
+            if metric == "first event":
+                ratio = 1 / ratio
+            print(
+                f"  tuning on / off = {ratio:.2f}x,"
+                f" {paired(rows['gateway'], rows['public'], metric, shorter_better=metric == 'first event')}"
+                f"   public / floor = {medians['public'] / medians['bare']:.2f}x"
             )
         if "logged" in medians:
             ratio = medians["logged"] / medians["gateway"]

@@ -2,7 +2,8 @@
 for SSE how late the heartbeats come; side by side with a bare Litestar server holding the same connections (one
 heartbeat loop per stream, an accepted WebSocket waiting for a frame).
 
-Usage: python -m bench.idle [--connections 10000] [--kind sse|ws|both] [--heartbeat 5] [--hold 12]
+Usage: python -m bench.idle [--connections 10000] [--kind sse|ws|both] [--heartbeat 5] [--hold 12] [--public]
+--public adds the gateway with `--tuning off` (the libraries' public paths only): what the tuning annex saves.
 Idle SSE runs are `/sleep` runs (RUN_STARTED, then silence but for heartbeats); idle WebSockets are open sockets
 with no run. The client is raw asyncio sockets (SSE) and `websockets` (WebSocket) in this process.
 """
@@ -97,23 +98,25 @@ async def hold_ws(port: int, pid: int, count: int, hold: float) -> float:
     return grown
 
 
-def start_servers(state_dir: str, interval: float) -> dict[str, tuple[subprocess.Popen, str]]:
-    gateway_port, bare_port = free_port(), free_port()
-    gateway = gateway_command(
-        gateway_port, state_dir, "--store", "memory", "--heartbeat-seconds", str(interval), "--max-connections-per-client", "0"
-    )
+def start_servers(state_dir: str, interval: float, public: bool = False) -> dict[str, tuple[subprocess.Popen, str]]:
+    gateway_port, bare_port, public_port = free_port(), free_port(), free_port()
+    shared = ("--store", "memory", "--heartbeat-seconds", str(interval), "--max-connections-per-client", "0")
     bare = [sys.executable, "-m", "bench.servers", "bare", str(bare_port)]
-    return {
-        "gateway": spawn(gateway, gateway_port, "/ping"),
+    servers = {
+        "gateway": spawn(gateway_command(gateway_port, state_dir, *shared), gateway_port, "/ping"),
         "bare": spawn(bare, bare_port, env={**os.environ, "BENCH_HEARTBEAT_SECONDS": str(interval)}),
     }
+    if public:
+        command = gateway_command(public_port, os.path.join(state_dir, "public"), *shared, "--tuning", "off")
+        servers["public"] = spawn(command, public_port, "/ping")
+    return servers
 
 
 def measure(kind: str, args: argparse.Namespace) -> dict[str, float]:
     """One kind of idle connection on fresh servers (so neither kind inherits the other's freed memory)."""
     per: dict[str, float] = {}
     with tempfile.TemporaryDirectory() as state_dir:
-        servers = start_servers(state_dir, args.heartbeat)
+        servers = start_servers(state_dir, args.heartbeat, args.public)
         try:
             time.sleep(1)
             for name, (proc, url) in servers.items():
@@ -134,6 +137,8 @@ def measure(kind: str, args: argparse.Namespace) -> dict[str, float]:
                 proc.terminate()
                 proc.wait()
     print(f"  {kind}: gateway / floor = {per['gateway'] / per['bare']:.2f}x memory per connection")
+    if "public" in per:
+        print(f"  {kind}: tuning off / on = {per['public'] / per['gateway']:.2f}x memory per connection")
     return per
 
 
@@ -143,6 +148,7 @@ def main() -> None:
     parser.add_argument("--kind", choices=["sse", "ws", "both"], default="both")
     parser.add_argument("--heartbeat", type=float, default=5.0)
     parser.add_argument("--hold", type=float, default=12.0, help="seconds the connections stay idle before RSS is read")
+    parser.add_argument("--public", action="store_true", help="also the gateway with --tuning off")
     args = parser.parse_args()
     _soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))

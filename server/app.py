@@ -27,7 +27,9 @@ from gateway.engine import Bounds, LogPolicy, RunEngine
 from gateway.engine.history import HistoryPolicy
 from gateway.instrumented import InstrumentedStore
 from gateway.settings import Settings
+from server.annex import annex_of
 from store import Clock, ThreadStore, open_store
+from transports import lean
 from transports.access_log import AccessLog
 from transports.agents import list_agents, read_agent
 from transports.busy import BusyStatus
@@ -131,6 +133,7 @@ def create_app(
 ) -> Litestar:
     """`store` and `agent` override the ones named in settings (embedding, tests with a failing store);
     `clock` is the memory and file stores' time (Redis uses its server's)."""
+    annex = annex_of(settings.tuning)
     store = store or open_store(
         settings.store,
         state_dir=settings.state_dir,
@@ -140,6 +143,7 @@ def create_app(
         redis_max_connections=settings.redis_max_connections,
         log_retention=settings.event_log_retention,
         redis_min_replicas=settings.redis_min_replicas,
+        redis_wire=annex.redis,
     )
     store = InstrumentedStore(store)
     agents = Agents.one(agent) if agent is not None else agents_of(settings)
@@ -188,7 +192,9 @@ def create_app(
         debug=False,
         logging_config=None,
     )
-    if settings.tuning == "on":  # the run routes and /ws answered before Litestar's router (the annex)
+    if annex.litestar:  # the run routes and /ws answered before Litestar's router
         app.asgi_handler = FastPath(app.asgi_handler, settings.copilotkit_path)
-    app.state.services = services  # for the server wrapper (drain) only; handlers receive it injected
+    lean.forgets_requests(annex.litestar)
+    app.state.services = services
+    app.state.annex = annex  # for the server wrapper (drain) only; handlers receive it injected
     return app

@@ -16,6 +16,7 @@ def main(argv: list[str] | None = None) -> int:
     from gateway.fds import raise_fd_limit
     from gateway.log_output import setup_logging
     from gateway.tracing import setup_tracing
+    from server.annex import LibraryChanged
     from server.app import create_app
     from server.serve import GatewayServer, uvicorn_options
     from store import StoreUnavailable
@@ -40,11 +41,17 @@ def main(argv: list[str] | None = None) -> int:
     logging.getLogger("agui.serve").info("file descriptors: soft limit %d, hard limit %d", soft, hard)
     # The annex answers the run routes before Litestar's own call (transports/fast_path.py); the public path lets
     # Litestar route them, behind the refusals no handler may see.
-    served: Any = Outermost(app) if settings.tuning == "on" else Refusals(app)
+    annex = app.state.annex
+    served: Any = Outermost(app) if annex.litestar else Refusals(app)
     if settings.cors_origins:
         served = Cors(served, settings.cors_origins)
-    config = uvicorn.Config(served, host=settings.host, port=settings.port, log_config=None, access_log=False, **uvicorn_options(settings))
-    GatewayServer(config, app.state.services).run()
+    try:
+        options = uvicorn_options(settings, annex)
+    except LibraryChanged as exc:
+        print(f"agui-gateway: {exc}", file=sys.stderr)
+        return 2
+    config = uvicorn.Config(served, host=settings.host, port=settings.port, log_config=None, access_log=False, **options)
+    GatewayServer(config, app.state.services, annex).run()
     return 0
 
 

@@ -215,6 +215,7 @@ class GuardedHttp(SendDeadline, asyncio.Protocol):
 
     guard: Guard
     flow: Any
+    lean = False  # the annex's lighter per-connection state (server/http_protocol.py)
 
     def head_pending(self) -> bool:
         """No complete request head since the last exchange ended: its bytes count, its deadline runs."""
@@ -234,7 +235,8 @@ class GuardedHttp(SendDeadline, asyncio.Protocol):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         super().connection_made(transport)
-        lighten_event(self.flow, "_is_writable_event")  # uvicorn's flow control: one event per connection
+        if self.lean:
+            lighten_event(self.flow, "_is_writable_event")  # uvicorn's flow control: one event per connection
         self.transport = _LingeringTransport(self.transport, self)
         guard = self.guard
         guard.address = peer_address(transport)

@@ -16,6 +16,7 @@ from typing import Any
 import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
 
 from server.connection_limits import (
     BODY,
@@ -30,7 +31,7 @@ from server.connection_limits import (
     peer_address,
     release,
 )
-from server.ws_protocol import CorkedWebSocketsProtocol
+from server.ws_protocol import CorkedTransport, CorkedWebSocketsProtocol
 
 __all__ = ["MAX_HEAD_BYTES", "ConnectionLimits", "protocols"]
 # uvicorn's per-connection attributes, shared by both protocols (and ours), declared as slots: past 30, an
@@ -65,10 +66,8 @@ _SHARED_SLOTS = (
 _NOT_READING = frozenset((h11.IDLE, h11.DONE, h11.CLOSED, h11.MUST_CLOSE))  # their side sends nothing now
 
 
-class GatewayH11Protocol(GuardedHttp, H11Protocol):
+class LimitedH11Protocol(GuardedHttp, H11Protocol):
     """The pure-Python parser (`--http h11`): h11's own connection states say where the request stands."""
-
-    __slots__ = (*_SHARED_SLOTS, "conn")
 
     def head_pending(self) -> bool:
         return self.conn.their_state is h11.IDLE
@@ -85,7 +84,8 @@ class GatewayH11Protocol(GuardedHttp, H11Protocol):
         # A request's cycle is made here, and its task has not run yet: its event is swapped before anyone waits.
         cycle = getattr(self, "cycle", None)
         if cycle is not None and cycle is not before:
-            lighten_event(cycle, "message_event")
+            if self.lean:
+                lighten_event(cycle, "message_event")
             self.offer_connection()
 
     def handle_websocket_upgrade(self, event: h11.Request) -> None:
@@ -118,15 +118,14 @@ class Pipeline:
         return len(self._items) if self._items else 0
 
 
-class GatewayHttpToolsProtocol(GuardedHttp, HttpToolsProtocol):
+class LimitedHttpToolsProtocol(GuardedHttp, HttpToolsProtocol):
     """The C parser (the default): its callbacks move the guard's phase, since httptools keeps no request state
     that Python can read."""
 
-    __slots__ = (*_SHARED_SLOTS, "expect_100_continue", "parser", "pipeline", "url")
-
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.pipeline = Pipeline()  # type: ignore[assignment]
+        if self.lean:
+            self.pipeline = Pipeline()  # type: ignore[assignment]
 
     def head_pending(self) -> bool:
         return self.guard.phase <= HEAD
@@ -146,7 +145,8 @@ class GatewayHttpToolsProtocol(GuardedHttp, HttpToolsProtocol):
         super().on_headers_complete()
         # The request's cycle is made here, and its task has not run yet: its event is swapped before anyone waits.
         if self.cycle is not None:  # (none for a WebSocket upgrade)
-            lighten_event(self.cycle, "message_event")
+            if self.lean:
+                lighten_event(self.cycle, "message_event")
             self.offer_connection()
 
     def on_message_complete(self) -> None:
@@ -164,13 +164,25 @@ class GatewayHttpToolsProtocol(GuardedHttp, HttpToolsProtocol):
         # Done with this connection: its parser holds this protocol's callbacks, and uvicorn lets go of it only when
         # the connection is lost, which the WebSocket protocol now hears instead (the two would wait for a full
         # collection).
-        self.parser = None  # type: ignore[assignment]
+        if self.lean:
+            self.parser = None  # type: ignore[assignment]
 
 
-class GatewayWebSocketProtocol(SendDeadline, CorkedWebSocketsProtocol):
-    """The corked WebSocket protocol with the send deadline; it releases the connection's count for its address."""
+# The annex's (server/annex.py): uvicorn's per-connection attributes in declared slots. A subclass's slots take
+# those names from the instance's dict, which then stays unmade (1.3-1.6 KiB a connection).
+class GatewayH11Protocol(LimitedH11Protocol):
+    __slots__ = (*_SHARED_SLOTS, "conn")
+    lean = True
 
-    __slots__ = ("_address",)
+
+class GatewayHttpToolsProtocol(LimitedHttpToolsProtocol):
+    __slots__ = (*_SHARED_SLOTS, "expect_100_continue", "parser", "pipeline", "url")
+    lean = True
+
+
+class LimitedWebSocketProtocol(SendDeadline, WebSocketsSansIOProtocol):
+    """uvicorn's WebSocket protocol with the send deadline; it releases the connection's count for its address, and
+    a refused handshake is an answered one."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -179,7 +191,16 @@ class GatewayWebSocketProtocol(SendDeadline, CorkedWebSocketsProtocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         super().connection_made(transport)
         self._address = peer_address(transport)
-        self.transport.awake = self.limits.awake  # the corked transport tells it after each flush
+        if isinstance(self.transport, CorkedTransport):
+            self.transport.awake = self.limits.awake  # the corked transport tells it after each flush
+
+    async def send(self, message: Any) -> None:
+        await super().send(message)
+        if message["type"] == "websocket.http.response.body" and self.close_sent and not message.get("more_body"):
+            # A refusal (401, 429...) is an answered handshake, logged by our access log at info. uvicorn 0.54 counts
+            # only an accept or a close as completing it, and would log "ASGI callable returned without completing
+            # handshake." at error level for every refused socket.
+            self.handshake_complete = True
 
     def data_received(self, data: bytes) -> None:
         self.limits.awake.arrived(self.loop)
@@ -194,9 +215,22 @@ class GatewayWebSocketProtocol(SendDeadline, CorkedWebSocketsProtocol):
         super().connection_lost(exc)
 
 
-def protocols(limits: ConnectionLimits, http: str = "httptools") -> tuple[type[GuardedHttp], type[GatewayWebSocketProtocol]]:
-    """Protocol classes carrying these limits, for the parser named (uvicorn takes classes for `http` and `ws`)."""
-    base: type[GuardedHttp] = GatewayHttpToolsProtocol if http == "httptools" else GatewayH11Protocol
-    http_class = type(f"Limited{base.__name__}", (base,), {"limits": limits})
-    ws = type("LimitedWebSocketProtocol", (GatewayWebSocketProtocol,), {"limits": limits})
+class GatewayWebSocketProtocol(LimitedWebSocketProtocol, CorkedWebSocketsProtocol):
+    """The annex's (server/annex.py): the corked protocol, with the limits."""
+
+    __slots__ = ("_address",)
+
+
+def protocols(
+    limits: ConnectionLimits, http: str = "httptools", *, lean: bool = True, corked: bool = True
+) -> tuple[type[GuardedHttp], type[LimitedWebSocketProtocol]]:
+    """Protocol classes carrying these limits, for the parser named (uvicorn takes classes for `http` and `ws`):
+    `lean`, `corked`: with the annex's parts for uvicorn and websockets."""
+    if http == "httptools":
+        base: type[GuardedHttp] = GatewayHttpToolsProtocol if lean else LimitedHttpToolsProtocol
+    else:
+        base = GatewayH11Protocol if lean else LimitedH11Protocol
+    http_class = type(f"With{base.__name__}", (base,), {"limits": limits})
+    ws_base = GatewayWebSocketProtocol if corked else LimitedWebSocketProtocol
+    ws = type(f"With{ws_base.__name__}", (ws_base,), {"limits": limits})
     return http_class, ws

@@ -14,6 +14,7 @@ from gateway.fds import descriptor_share, free_before_reserve, per_client_cap
 from gateway.protocol.validate import MAX_BODY_BYTES
 from gateway.settings import Settings
 from server.accept_burst import BurstAcceptor
+from server.annex import Annex, annex_of, check_limits
 from server.awake import Awake
 from server.connection_limits import MAX_HEAD_BYTES, ConnectionLimits
 from server.http_protocol import protocols
@@ -24,9 +25,10 @@ GOING_AWAY = 1001
 
 
 class GatewayServer(uvicorn.Server):
-    def __init__(self, config: uvicorn.Config, services: TransportServices) -> None:
+    def __init__(self, config: uvicorn.Config, services: TransportServices, annex: Annex) -> None:
         super().__init__(config)
         self.ctx = services
+        self.annex = annex
         self._loop: asyncio.AbstractEventLoop | None = None
         self._draining: asyncio.Task | None = None
         self._acceptors: list[BurstAcceptor] = []
@@ -37,6 +39,8 @@ class GatewayServer(uvicorn.Server):
 
     async def startup(self, sockets=None) -> None:
         await super().startup(sockets)
+        if not self.annex.uvicorn:
+            return
         loop = asyncio.get_running_loop()
         config, state = self.config, self.server_state
 
@@ -76,17 +80,22 @@ class GatewayServer(uvicorn.Server):
         self.should_exit = True
 
 
-def uvicorn_options(settings: Settings) -> dict:
-    """Server options shared by the CLI and embedders: WebSocket limits and liveness, graceful shutdown."""
+def uvicorn_options(settings: Settings, annex: Annex | None = None) -> dict:
+    """Server options shared by the CLI and embedders: the connection limits (refusing a uvicorn they were not
+    written for), WebSocket limits and liveness, graceful shutdown; `annex`: the tuning parts on (by default, what
+    `--tuning` and the installed libraries allow)."""
+    check_limits()
+    annex = annex or annex_of(settings.tuning)
     ping = settings.ws_ping_seconds or None
     limits = ConnectionLimits(
         header_timeout=settings.header_timeout_seconds,
         send_timeout=settings.send_timeout_seconds,
         max_per_client=per_client_cap(settings.max_connections_per_client),
         max_lingering=descriptor_share() or ConnectionLimits.max_lingering,
-        awake=Awake(settings.idle_poll_microseconds / 1e6),
+        awake=Awake(settings.idle_poll_microseconds / 1e6 if annex.uvicorn else 0.0),
     )
-    http, ws = protocols(limits, "h11" if settings.http_parser == "h11" else "httptools")
+    parser = "h11" if settings.http_parser == "h11" else "httptools"
+    http, ws = protocols(limits, parser, lean=annex.uvicorn, corked=annex.websockets)
     return {
         # X-Forwarded-For/-Proto are believed only from --trusted-proxies (uvicorn's own default trusts loopback,
         # which made every client behind a local proxy share one rate-limit bucket).

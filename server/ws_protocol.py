@@ -167,12 +167,6 @@ class CorkedWebSocketsProtocol(WebSocketsSansIOProtocol):
                     await super().send({"type": "websocket.send", "text": payload.decode()})
                 return
         await super().send(message)
-        if message["type"] == "websocket.http.response.body" and self.close_sent and not message.get("more_body"):
-            # A refusal (401, 429...) is an answered handshake, logged by our access log at info. uvicorn 0.54 counts
-            # only an accept or a close as completing it, and would log "ASGI callable returned without completing
-            # handshake." at error level for every refused socket.
-            self.handshake_complete = True
-            return
         if message["type"] == "websocket.accept" and self.handshake_complete:
             self.request = self.response = None  # type: ignore[assignment]  # the handshake is never read again
             fresh_frame_parser(self.conn)

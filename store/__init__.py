@@ -36,11 +36,13 @@ def open_store(
     redis_max_connections: int = 64,
     log_retention: float = 600.0,
     redis_min_replicas: int = 0,
+    redis_wire: bool = True,
 ) -> ThreadStore:
     """`memory`, `file` (or `file:///path`), or Redis: `redis://`, `rediss://`, `redis+sentinel://`, `redis+cluster://`.
 
     `clock` is the memory and file stores' time; Redis always uses its server's clock. `log_retention`: how long the
-    event log of an ended run is kept for replay."""
+    event log of an ended run is kept for replay. `redis_wire`: the scripts pipelined on one connection (the tuning
+    annex's: store/redis/wire.py), else each goes through redis-py's own call."""
     if spec == "memory":
         from store.memory import MemoryStore
 
@@ -60,6 +62,7 @@ def open_store(
             max_connections=redis_max_connections,
             log_retention=log_retention,
             min_replicas=redis_min_replicas,
+            wire=redis_wire,
         )
     raise ValueError(
         f"--store {spec!r} (AGUI_GATEWAY_STORE) is not a store: use 'file', 'file:///path', 'memory', or redis://, rediss://, "

@@ -301,11 +301,13 @@ def test_runs_that_end_as_their_lease_is_renewed_are_never_reported_lost(tmp_pat
 
 def test_a_short_run_costs_two_redis_round_trips(tmp_path, own_redis, client):
     """Admission, then the end with the run's whole event log pipelined with it: the chunks the gateway sends Redis
-    that name the run (its id is in the admission, the end and the logged events) are two."""
+    that name the run (its id is in the admission, the end and the logged events) are two. A figure of the tuning
+    annex's wire (server/annex.py): measured with the annex on, whatever the environment says."""
     from tests.tcp_proxy import TcpProxy
 
     with TcpProxy(own_redis.port) as proxy:
-        gateway = Gateway(tmp_path, "--store", f"redis://127.0.0.1:{proxy.port}/0", "--allowed-cwd", "/tmp").start()
+        store = f"redis://127.0.0.1:{proxy.port}/0"
+        gateway = Gateway(tmp_path, "--store", store, "--allowed-cwd", "/tmp", "--tuning", "on").start()
         try:
             assert post_sse(client, gateway.url + "/", run_body("warm up")).status == 200  # the scripts get loaded
             body = run_body("hello")

@@ -12,10 +12,11 @@ which has set the scope's app and state) and answers, through the access log:
 - `POST /agents/{agentId}` (an agent's run: transports/agents.py);
 - every request under `--copilotkit-path` (transports/copilotkit.py: its runs stream as `POST /`'s do).
 Paths are read as Litestar's router reads them (`//` and a trailing `/` name the same route). Everything else is
-Litestar's, which has no handler of its own for these routes.
+Litestar's, whose own handlers for these routes (transports/run_routes.py) give the same answers.
 
-Private state relied on (written for Litestar 2.25; pinned in pyproject.toml): `Litestar.asgi_handler` and the
-scope's `litestar_app`.
+Part of the tuning annex (server/annex.py): it relies on Litestar's private state (written for Litestar 2.25;
+pinned in pyproject.toml): `Litestar.asgi_handler` and the scope's `litestar_app`. Without it (`--tuning off`, or
+another Litestar), the same routes are Litestar's own handlers (transports/run_routes.py).
 """
 
 from __future__ import annotations

@@ -17,10 +17,21 @@ T = TypeVar("T")
 _START_ONLY = ("asgi", "state", "raw_path", "extensions", "subprotocols")
 
 
+class _Forgetting:
+    on = True  # the tuning annex's (server/annex.py); off, a stream keeps its request's scope whole
+
+
+def forgets_requests(on: bool) -> None:
+    _Forgetting.on = on
+
+
 def forget_request(scope: Any) -> None:
     """Once a stream's response has started (or a socket is accepted), the server still keeps the request's scope
     for the connection's whole life. Drop what only the start read: the request's headers (cleared in place: the
-    server's protocol holds the same list), Litestar's connection state, and the scope's per-request entries above."""
+    server's protocol holds the same list), Litestar's connection state, and the scope's per-request entries above.
+    (Part of the tuning annex: it relies on Litestar's name for its connection state.)"""
+    if not _Forgetting.on:
+        return
     headers = scope.get("headers")
     if isinstance(headers, list):
         headers.clear()

@@ -99,6 +99,7 @@ class RedisStore(ThreadStore):
         max_connections: int = 64,
         log_retention: float = 600.0,
         min_replicas: int = 0,
+        wire: bool = True,
     ) -> None:
         self.url = url
         self._cluster = urlparse(url).scheme in CLUSTER_SCHEMES
@@ -121,7 +122,8 @@ class RedisStore(ThreadStore):
             "QUEUE_TICKET_SECONDS": QUEUE_TICKET_SECONDS,
         }
         self.scripts = {name: self.client.register_script(script_source(name, bounds)) for name in SCRIPTS}
-        self._wire = None if self._cluster else Wire(self.client)  # the scripts' short way to a pooled connection
+        # The scripts' short way to a pooled connection (not to a cluster's several, nor with the annex's part off).
+        self._wire = Wire(self.client) if wire and not self._cluster else None
         self._cancels = ChannelListener(url, cancel_channel(self.owner_id), self._cluster)
         self._lists = ChannelListener(url, LIST_CHANNEL, self._cluster)  # started by the first watcher of a list
         sentinel = urlparse(url).scheme in SENTINEL_SCHEMES
