@@ -218,3 +218,22 @@ def test_a_second_gateway_on_the_same_state_directory_is_refused_at_start(start_
     line = done.stderr.strip()
     assert line.startswith("agui-gateway: ") and "in use by another gateway" in line and f"pid {first.proc.pid}" in line, line
     assert httpx.get(first.url + "/ping").status_code == 200
+
+
+def test_a_uvicorn_the_connection_limits_were_not_written_for_refuses_to_start(tmp_path):
+    """The limits adapt uvicorn's protocols: on another series the gateway says so in one line and exits 2, never
+    serving without them. (uvicorn's reported version is what changes here; the rest of the start is real.)"""
+    start = (
+        "import sys, server.annex as annex; annex.version = lambda name: '0.55.0' if name == 'uvicorn' else __import__("
+        "'importlib.metadata').metadata.version(name); from server.cli import main; sys.exit(main(sys.argv[1:]))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", start, "--store", "memory", "--state-dir", str(tmp_path), "--port", str(free_port())],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert done.returncode == 2, done.stderr
+    assert "agui-gateway: uvicorn 0.55.0 is not 0.54.x, which the connection limits were written for" in done.stderr
+    assert "Traceback" not in done.stderr and "Started server" not in done.stderr

@@ -16,7 +16,7 @@ from gateway.errors import ErrorCode, GatewayError
 from gateway.i18n import negotiate
 from transports.access_log import AccessLog
 from transports.http_input import header
-from transports.render import error_body, json_error, sse_error
+from transports.render import Dialect, error_body
 
 log = logging.getLogger("agui.http")
 
@@ -29,10 +29,9 @@ def canonical(path: str) -> str:
 
 
 def _answer(request: Request[Any, Any, Any], error: GatewayError) -> Response[Any]:
-    language = negotiate(None, header(request, "accept-language"))
-    if canonical(request.url.path) == "/invocations":
-        return sse_error(error, language)
-    return json_error(error, language)
+    """In the dialect of the path: AgentCore's on `/invocations`, JSON everywhere else."""
+    dialect = Dialect.INVOCATIONS if canonical(request.url.path) == "/invocations" else Dialect.SSE
+    return dialect.refusal(error, negotiate(None, header(request, "accept-language")))
 
 
 def not_found(request: Request[Any, Any, Any], exc: Exception) -> Response[Any]:
