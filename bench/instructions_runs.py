@@ -111,7 +111,13 @@ async def main(kind: str, events: int, runs: int, concurrency: int, state_dir: s
             setup_logging(level, "text")
         litestar = create_app(settings)
         life = await lifespan(litestar)
-        app: Any = Outermost(litestar)
+        annex = getattr(litestar.state, "annex", None)  # None: a checkout from before the annex (--baseline)
+        if annex is None or annex.litestar:
+            app: Any = Outermost(litestar)
+        else:  # --tuning off: served as the server serves it then
+            from transports.fallback import Refusals
+
+            app = Refusals(litestar)
         tune_collector()
     else:
         from litestar import Litestar

@@ -111,7 +111,12 @@ async def crossed(root: str, kind: str, tuning: str) -> list[str]:
     settings = settings_from_args([*argv, *(["--tuning", tuning] if tuning else [])])
     app = create_app(settings)
     annex = getattr(app.state, "annex", None)
-    served = Outermost(app) if annex is None or annex.litestar else app
+    if annex is None or annex.litestar:
+        served: Any = Outermost(app)
+    else:
+        from transports.fallback import Refusals
+
+        served = Refusals(app)
     seen: set[str] = set()
 
     def tracer(frame: Any, event: str, arg: Any) -> None:
