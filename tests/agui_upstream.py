@@ -119,6 +119,10 @@ class AguiUpstream(BackgroundServer):
             yield TextMessageEndEvent(message_id=message)
             yield RunFinishedEvent(thread_id=thread, run_id=run)
             return
+        if command == "/linger":  # the run ends at once, the response S seconds later (its last chunk held back)
+            yield RunFinishedEvent(thread_id=thread, run_id=run)
+            await asyncio.sleep(float(argument or 0.05))
+            return
         if command == "/silent":  # nothing after RUN_STARTED for S seconds
             await asyncio.sleep(float(argument or 5))
             yield RunFinishedEvent(thread_id=thread, run_id=run)

@@ -104,10 +104,10 @@ class Gateway:
             resource.setrlimit(resource.RLIMIT_NOFILE, (self.nofile, self.nofile))
 
     def start(self) -> Gateway:
-        log = open(self.log_path, "ab")
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "server", *self.args], cwd=ROOT, env=self.env, stdout=log, stderr=log, preexec_fn=self._limit
-        )
+        with open(self.log_path, "ab") as log:  # the child has its own descriptor of it
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "server", *self.args], cwd=ROOT, env=self.env, stdout=log, stderr=log, preexec_fn=self._limit
+            )
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:

@@ -31,6 +31,11 @@ class TcpProxy:
         self._marker = b""  # cut every connection once these bytes have gone down to a client (once)
         self.cuts = 0  # connections aborted by cuts so far
 
+    @property
+    def connections(self) -> int:
+        """Connections accepted so far."""
+        return self._connections
+
     def __enter__(self) -> TcpProxy:
         self._thread.start()
         self._ready.wait(5)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import time
+import urllib.parse
 import uuid
 
 import httpx
@@ -214,3 +215,26 @@ def test_an_upstream_that_refuses_connections_is_unavailable(client, tmp_path):
         assert result.terminal["type"] == "RUN_ERROR" and result.terminal["code"] == "AGENT_UNAVAILABLE"
     finally:
         server.stop()
+
+
+def test_a_response_that_ends_after_its_run_keeps_its_connection(upstream, tmp_path):
+    """The run ends with its terminal event; the rest of the upstream's response (held back 50 ms here) is read in
+    the background, and the connection goes back to the pool: a later run finds one to reuse. Without that, every
+    such run's connection is closed and the next opens a new one."""
+    from tests.tcp_proxy import TcpProxy
+
+    target = urllib.parse.urlsplit(upstream.url)
+    with TcpProxy(target.port) as proxy:
+        gateway = Gateway(tmp_path, "--agent", f"agui+{proxy.url}{target.path}").start()
+        try:
+            with httpx.Client(timeout=30) as client:
+                reused = False
+                for _ in range(40):  # each run ends before its response: a connection is free once a drain is done
+                    opened = proxy.connections
+                    assert post_sse(client, gateway.url + "/", plain("/linger 0.05")).terminal["type"] == "RUN_FINISHED"
+                    if proxy.connections == opened:
+                        reused = True
+                        break
+            assert reused, f"every run opened a connection of its own ({proxy.connections})"
+        finally:
+            gateway.stop()

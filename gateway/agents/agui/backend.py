@@ -11,7 +11,6 @@ own code and message. A cancel, or a client gone with no grace window, closes th
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
 import urllib.parse
@@ -55,6 +54,8 @@ DEFAULT_LIMITS = EventLimits()
 CONNECT_SECONDS = 10.0  # to open the upstream connection
 IDLE_SECONDS = 300.0  # of silence in the upstream's stream (an AG-UI server sends no heartbeat of its own)
 MAX_ERROR_BYTES = 64 * 1024  # of an upstream's error body, read for its message
+DRAIN_SECONDS = 5.0  # after a run's terminal event, for the rest of its response (the connection is kept if it ends)
+DRAIN_BYTES = 64 * 1024
 
 
 def run_input(request: AgentRequest) -> dict[str, Any]:
@@ -93,10 +94,11 @@ def run_input(request: AgentRequest) -> dict[str, Any]:
     return body
 
 
-async def read_events(request: AgentRequest, reads: AsyncIterator[list[Any]]) -> AsyncIterator[s.Ready]:
+async def read_events(request: AgentRequest, reads: AsyncIterator[list[Any]], reader: EventReader | None = None) -> AsyncIterator[s.Ready]:
     """The upstream's events as signals, to its terminal one; what breaks AG-UI ends the run. Each list of events
-    (what one network read brought) becomes one list of signals: the gateway takes it in one step."""
-    reader = EventReader(request.thread_id, request.run_id)
+    (what one network read brought) becomes one list of signals: the gateway takes it in one step. `reader`: the
+    caller's, to know whether the terminal event was read (`reader.ended`)."""
+    reader = reader or EventReader(request.thread_id, request.run_id)
     ready: list[s.Signal] = []
     try:
         async for events in reads:
@@ -135,6 +137,7 @@ class AguiHttpBackend(AgentBackend):
         self.response_seconds = response_seconds
         self.proxy = env_proxy(url)
         self.session: aiohttp.ClientSession | None = None
+        self._draining: set[asyncio.Task[None]] = set()  # responses read to their end after their run (`_let_go`)
 
     def _http(self) -> aiohttp.ClientSession:
         """The connection pool, made on the loop that runs the runs (a session belongs to one loop). Unbounded: the
@@ -158,17 +161,17 @@ class AguiHttpBackend(AgentBackend):
         if request_id:
             headers["X-Request-ID"] = request_id
         body = msgspec.json.encode(run_input(request))
+        reader = EventReader(request.thread_id, request.run_id)
+        response: aiohttp.ClientResponse | None = None
         try:
-            async with contextlib.AsyncExitStack() as stack:
-                async with asyncio.timeout(self.response_seconds):  # the response head (--agent-response-seconds)
-                    post = self._http().post(self.url, data=body, headers=headers, allow_redirects=False, proxy=self.proxy)
-                    response = await stack.enter_async_context(post)
-                failure = await _refusal(response)
-                if failure is not None:
-                    yield failure
-                    return
-                async for ready in read_events(request, _sse_reads(response, self.limits)):
-                    yield ready
+            async with asyncio.timeout(self.response_seconds):  # the response head (--agent-response-seconds)
+                response = await self._http().post(self.url, data=body, headers=headers, allow_redirects=False, proxy=self.proxy)
+            failure = await _refusal(response)
+            if failure is not None:
+                yield failure
+                return
+            async for ready in read_events(request, _sse_reads(response, self.limits), reader):
+                yield ready
         # aiohttp's timeouts are TimeoutErrors too: its own come first, as the failures of the connection they are.
         except aiohttp.SocketTimeoutError:
             log.info("run %s: the upstream agent was silent for %.0f s", request.run_id, IDLE_SECONDS)
@@ -179,10 +182,42 @@ class AguiHttpBackend(AgentBackend):
         except TimeoutError:
             log.info("run %s: the upstream agent sent no response within %.1f s", request.run_id, self.response_seconds)
             yield s.Failed(message=f"The agent did not answer within {self.response_seconds:g} s.", code="AGENT_UNAVAILABLE")
+        finally:
+            if response is not None:
+                self._let_go(response, reader.ended)
+
+    def _let_go(self, response: aiohttp.ClientResponse, ended: bool) -> None:
+        """The response done with. After its terminal event the run ends at once, while the end of the body (the
+        chunked encoding's last chunk, or whatever the upstream sends after its terminal event) may still be on its
+        way: it is read in the background, so that the connection goes back to the pool rather than being closed
+        (a connection a run: its setup cost the gateway and the agent more than the run's own events). Otherwise
+        (a cancel, a broken stream) the connection is closed, as aiohttp closes one whose body was not read whole."""
+        if not ended or response.content.at_eof():
+            response.release()
+            return
+        task = asyncio.get_running_loop().create_task(_drain(response))
+        self._draining.add(task)
+        task.add_done_callback(self._draining.discard)
 
     async def aclose(self) -> None:
+        for task in list(self._draining):
+            task.cancel()
         if self.session is not None:
             await self.session.close()
+
+
+async def _drain(response: aiohttp.ClientResponse) -> None:
+    """Read what follows a terminal event, then let go of the response: its connection is kept where the body ended
+    within DRAIN_SECONDS and DRAIN_BYTES, and closed otherwise (an upstream that goes on sending after its end)."""
+    try:
+        async with asyncio.timeout(DRAIN_SECONDS):
+            left = DRAIN_BYTES
+            while left > 0 and not response.content.at_eof():
+                left -= len(await response.content.readany())
+    except (TimeoutError, aiohttp.ClientError):
+        pass
+    finally:
+        response.release()
 
 
 def env_proxy(url: str) -> str | None:
