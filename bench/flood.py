@@ -289,41 +289,28 @@ def main() -> None:
         )
         if "h11" in medians:
             print(f"  gateway on h11 and asyncio / floor = {medians['h11'] / medians['bare']:.2f}x")
-        if "baseline" in medians:
-            ratio = medians["gateway"] / medians["baseline"]
-            if metric == "first event":
-                ratio = 1 / ratio
-            print(
-                f"  gateway / baseline = {ratio:.2f}x, {paired(rows['gateway'], rows['baseline'], metric, shorter_better=metric == 'first event')}"
-                f"   baseline / floor = {medians['baseline'] / medians['bare']:.2f}x"
-                f"   server CPU per run: gateway / baseline = {cpu['gateway'] / cpu['baseline']:.2f}x"
-            )
-        if "public" in medians:
-            ratio = medians["gateway"] / medians["public"]
-            if metric == "first event":
-                ratio = 1 / ratio
-            print(
-                f"  tuning on / off = {ratio:.2f}x,"
-                f" {paired(rows['gateway'], rows['public'], metric, shorter_better=metric == 'first event')}"
-                f"   public / floor = {medians['public'] / medians['bare']:.2f}x"
-            )
-        if "logged" in medians:
-            ratio = medians["logged"] / medians["gateway"]
-            if metric == "first event":
-                ratio = 1 / ratio
-            print(
-                f"  logs at info / at warning = {ratio:.2f}x,"
-                f" {paired(rows['logged'], rows['gateway'], metric, shorter_better=metric == 'first event')}"
-                f"   server CPU per run: {cpu['logged'] / cpu['gateway']:.2f}x"
-            )
-        if "memory" in medians:
-            ratio = medians["gateway"] / medians["memory"]
-            if metric == "first event":
-                ratio = 1 / ratio  # a shorter first event is better
-            print(
-                f"  {args.store} store / memory store = {ratio:.2f}x,"
-                f" {paired(rows['gateway'], rows['memory'], metric, shorter_better=metric == 'first event')}"
-            )
+        # (label, the server compared, the one it is compared with, whether that one's ratio to the floor follows)
+        pairs = [
+            ("gateway / baseline", "gateway", "baseline", True),
+            ("tuning on / off", "gateway", "public", True),
+            ("logs at info / at warning", "logged", "gateway", False),
+            (f"{args.store} store / memory store", "gateway", "memory", False),
+        ]
+        for label, one, other, floor in pairs:
+            if other in medians and one in medians:
+                more = f"   {other} / floor = {medians[other] / medians['bare']:.2f}x" if floor else ""
+                print(f"  {label} = {compared(rows, medians, cpu, one, other, metric)}{more}")
+
+
+def compared(rows: dict, medians: dict, cpu: dict, one: str, other: str, metric: str) -> str:
+    """`one` against `other`: the ratio of the medians, round by round, and the server CPU a run (a shorter first
+    event is better: its ratios are turned over)."""
+    first = metric == "first event"
+    ratio = medians[one] / medians[other]
+    ratio = 1 / ratio if first else ratio
+    return (
+        f"{ratio:.2f}x, {paired(rows[one], rows[other], metric, shorter_better=first)}   server CPU per run: {cpu[one] / cpu[other]:.2f}x"
+    )
 
 
 if __name__ == "__main__":
