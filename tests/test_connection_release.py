@@ -48,11 +48,13 @@ async def test_a_closed_connection_leaves_nothing_for_the_cyclic_collector(http)
             await writer.wait_closed()
             async with websockets.connect(f"ws://127.0.0.1:{port}/ws") as socket:  # handed over to the WebSocket protocol
                 await socket.ping()
-        for _ in range(50):  # the server's side of the last close
-            if not state.connections:
+        for _ in range(200):  # the server's side of the last close, and its requests' tasks ended
+            if not state.connections and not state.tasks:
                 break
             await asyncio.sleep(0.01)
-        assert not state.connections
+        # A request's task holds its protocol (uvicorn breaks that cycle as the task ends): on a loaded machine the
+        # last one may still be ending when its connection is gone.
+        assert not state.connections and not state.tasks
         assert [o for o in gc.get_objects() if type(o) in (http_class, ws_class)] == []
     finally:
         gc.enable()
