@@ -195,6 +195,6 @@ def create_app(
     if annex.litestar:  # the run routes and /ws answered before Litestar's router
         app.asgi_handler = FastPath(app.asgi_handler, settings.copilotkit_path)
     lean.forgets_requests(annex.litestar)
-    app.state.services = services
-    app.state.annex = annex  # for the server wrapper (drain) only; handlers receive it injected
+    app.state.services = services  # for the server wrapper (drain) only; handlers receive it injected
+    app.state.annex = annex  # the tuning parts on, for the server wrapper (its protocols, acceptor, entrance)
     return app
